@@ -1,0 +1,60 @@
+"""The seam between the loop and whatever proposes kernels (a model, the tuner, a script).
+
+An agent sees an `AgentContext` and returns `Proposal`s. It never evaluates anything
+itself: every proposal goes through the same policy checks and gate.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+
+@dataclass(frozen=True)
+class AgentContext:
+    """Everything an agent may read before proposing, as plain text and numbers."""
+
+    task_name: str
+    task_description: str
+    language: str
+    entry: str
+    best_source: str
+    best_id: str
+    profile_summary: str
+    history_digest: str
+    rules_text: str
+    round_index: int
+    rounds_left: int
+    tunables: tuple[str, ...] = ()
+    device_name: str = ""
+    # Per-shape speedup of the current best over the baseline and % of roofline floor.
+    best_objective: float = 1.0
+    best_pct_of_floor: dict[str, float] = field(default_factory=dict)
+    # Structured profile metrics of the best (name -> value), for rule-driven agents.
+    profile_metrics: dict[str, float | str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Proposal:
+    """One candidate: a full source file, with the agent's claim about it."""
+
+    source: str
+    hypothesis: str
+    predicted_effect: str = ""
+    direction: str = ""
+    agent: str = ""
+    model: str = ""
+    attribution: str = ""
+
+
+@runtime_checkable
+class Agent(Protocol):
+    name: str
+
+    def propose(self, context: AgentContext) -> list[Proposal]:
+        """Return zero or more proposals; an empty list means the agent has nothing left."""
+        ...
+
+    def observe(self, proposal: Proposal, outcome: str) -> None:
+        """Told the outcome (verdict and measured effect, as text) of each of its proposals."""
+        ...

@@ -1,0 +1,8 @@
+"""CLI sub-commands, one module per role; each module defines `register(app)`.
+
+Add a module name here to put its commands on the `kernelloop` CLI.
+"""
+
+COMMAND_MODULES = [
+    "kernelloop.commands.task_cmds",
+]

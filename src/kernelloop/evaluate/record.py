@@ -1,0 +1,123 @@
+"""The typed evaluation record: one per candidate and device, JSON-serializable.
+
+Units are in field names. Everything here is computed on the trusted side or copied from
+the worker and marked as worker-reported; nothing the worker says becomes a pass by itself.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+Category = Literal[
+    "accepted",
+    "compile",
+    "crash",
+    "timeout",
+    "wrong",
+    "nonfinite",
+    "trivial",
+    "interface",
+    "aliasing",
+    "mutation",
+    "stochastic",
+    "nondeterministic",
+    "static",
+    "no_kernel",
+    "timing",
+    "protocol",
+    "slower",
+    "policy",
+    "setup",
+]
+
+
+class KernelInfo(BaseModel):
+    """Compiler facts for one kernel of the candidate (where obtainable)."""
+
+    name: str
+    n_regs: int | None = None
+    n_spills: int | None = None
+    shared_bytes: int | None = None
+    num_warps: int | None = None
+    launches: int | None = None
+    source: Literal["triton-compile", "triton-cache", "profiler", "launch-hook"] = "triton-compile"
+
+
+class CheckResult(BaseModel):
+    """One correctness check: a suite × case × shape × dtype."""
+
+    suite: Literal["random", "extreme", "stochastic", "interface", "determinism", "sensitivity"]
+    case: str
+    shape: str
+    dtype: str
+    passed: bool
+    max_abs_err: float | None = None
+    max_rel_err: float | None = None
+    worst_index: list[int] | None = None
+    reason: str = ""
+
+
+class TimingStats(BaseModel):
+    """Per-shape timing of one implementation, measured in the worker (untrusted)."""
+
+    impl: str
+    shape: str
+    dtype: str
+    median_ms: float
+    p20_ms: float
+    p80_ms: float
+    n: int
+    method: str
+    floor_ms: float | None = None
+    pct_of_floor: float | None = Field(default=None, description="floor time / median time × 100")
+
+
+class Environment(BaseModel):
+    device: Literal["cuda", "cpu"]
+    device_name: str
+    compute_capability: str | None = None
+    driver: str | None = None
+    torch: str
+    triton: str | None = None
+    cuda: str | None = None
+    python: str
+    sandbox: str
+    interpreter: bool = False
+    clocks: dict[str, str] = Field(default_factory=dict)
+
+
+class Verdict(BaseModel):
+    accepted: bool
+    category: Category
+    reasons: list[str] = Field(default_factory=list)
+
+
+class EvaluationRecord(BaseModel):
+    task: str
+    task_digest: str
+    candidate: str
+    candidate_sha256: str
+    started_at: str
+    wall_s: float
+    environment: Environment
+    kernels: list[KernelInfo] = Field(default_factory=list)
+    kernel_launches_per_call: int | None = None
+    checks: list[CheckResult] = Field(default_factory=list)
+    timings: list[TimingStats] = Field(default_factory=list)
+    timings_count: bool = Field(
+        default=False, description="False for interpreter/CPU-emulated timings: never used to accept a speedup"
+    )
+    worker_log_tail: str = ""
+    warnings: list[str] = Field(default_factory=list)
+    verdict: Verdict
+
+    def failed_checks(self) -> list[CheckResult]:
+        return [c for c in self.checks if not c.passed]
+
+    def suites_passed(self) -> dict[str, bool]:
+        out: dict[str, bool] = {}
+        for c in self.checks:
+            out[c.suite] = out.get(c.suite, True) and c.passed
+        return out

@@ -1,0 +1,176 @@
+"""Loading a task folder: `task.toml` validated into a `TaskSpec`, plus the files it names."""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import importlib.util
+import operator
+import tomllib
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from pydantic import ValidationError
+
+from kernelloop.errors import TaskError
+from kernelloop.task.spec import Shape, TaskSpec
+
+ELEM_SIZES = {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2}
+
+
+@dataclass(frozen=True)
+class Task:
+    """A validated task: its folder, its spec, and helpers over both."""
+
+    folder: Path
+    spec: TaskSpec
+
+    @property
+    def name(self) -> str:
+        return self.spec.task.name
+
+    @property
+    def toml_path(self) -> Path:
+        return self.folder / "task.toml"
+
+    @property
+    def baseline_path(self) -> Path:
+        return self.folder / self.spec.task.baseline
+
+    def file_and_function(self, field: str) -> tuple[Path, str]:
+        value = getattr(self.spec.task, field)
+        file, func = value.split(":", 1)
+        return self.folder / file, func
+
+    def load_function(self, field: str) -> Callable[..., Any]:
+        """Import a trusted task file (reference or input generator) and return the function."""
+        path, func = self.file_and_function(field)
+        module = _import_file(path, f"kernelloop_task_{self.name}_{path.stem}")
+        fn = getattr(module, func, None)
+        if not callable(fn):
+            raise TaskError(
+                f"{self.toml_path}: task.{field} names '{func}', which {path.name} does not define; "
+                f"define it or fix the name."
+            )
+        return fn
+
+    def shapes_for(self, device: str) -> list[Shape]:
+        return list(self.spec.shapes) if device == "cuda" else list(self.spec.cpu_shapes)
+
+    def find_shape(self, label: str) -> Shape:
+        for s in [*self.spec.shapes, *self.spec.cpu_shapes]:
+            if s.label == label:
+                return s
+        known = ", ".join(s.label for s in [*self.spec.shapes, *self.spec.cpu_shapes])
+        raise TaskError(f"shape {label!r} is not in {self.toml_path}; use one of: {known}.")
+
+    def min_bytes(self, shape: Shape, dtype: str) -> float:
+        return eval_expr(self.spec.roofline.bytes, {**shape.dims, "elem_size": ELEM_SIZES[dtype]})
+
+    def min_flops(self, shape: Shape, dtype: str) -> float:
+        return eval_expr(self.spec.roofline.flops, {**shape.dims, "elem_size": ELEM_SIZES[dtype]})
+
+    def digest(self) -> str:
+        """Hash of every file in the task folder: ties a record to the exact task it ran on."""
+        h = hashlib.sha256()
+        for p in sorted(self.folder.rglob("*")):
+            if p.is_file() and "__pycache__" not in p.parts and ".kernelloop" not in p.parts:
+                h.update(str(p.relative_to(self.folder)).encode())
+                h.update(p.read_bytes())
+        return h.hexdigest()[:16]
+
+
+def load_task(folder: str | Path) -> Task:
+    folder = Path(folder).resolve()
+    toml_path = folder / "task.toml" if folder.is_dir() else folder
+    if toml_path.name != "task.toml" or not toml_path.is_file():
+        raise TaskError(
+            f"{folder}: no task.toml here; point at a task folder or create one with `kernelloop init NAME`."
+        )
+    folder = toml_path.parent
+    try:
+        raw = tomllib.loads(toml_path.read_text())
+    except tomllib.TOMLDecodeError as e:
+        raise TaskError(f"{toml_path}: not valid TOML ({e}); fix the syntax at that line.") from None
+    try:
+        spec = TaskSpec.model_validate(raw)
+    except ValidationError as e:
+        err = e.errors()[0]
+        where = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        raise TaskError(f"{toml_path}: field '{where}': {err['msg']}.") from None
+    task = Task(folder=folder, spec=spec)
+    _check_files(task)
+    return task
+
+
+def _check_files(task: Task) -> None:
+    if not task.baseline_path.is_file():
+        raise TaskError(
+            f"{task.toml_path}: task.baseline names {task.spec.task.baseline}, which does not exist; "
+            f"add the file or fix the path."
+        )
+    for field in ("reference", "inputs"):
+        path, _ = task.file_and_function(field)
+        if not path.is_file():
+            raise TaskError(
+                f"{task.toml_path}: task.{field} names {path.name}, which does not exist; "
+                f"add the file or fix the path."
+            )
+    for expr_field in ("bytes", "flops"):
+        expr = getattr(task.spec.roofline, expr_field)
+        shape = task.spec.cpu_shapes[0]
+        try:
+            eval_expr(expr, {**shape.dims, "elem_size": 2})
+        except (ValueError, KeyError, ZeroDivisionError) as e:
+            raise TaskError(
+                f"{task.toml_path}: field 'roofline.{expr_field}' = {expr!r} cannot be evaluated ({e}); "
+                f"use arithmetic over the shape's dims and elem_size."
+            ) from None
+
+
+def _import_file(path: Path, name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise TaskError(f"{path}: cannot be imported as a Python module; check the file.")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+_BINOPS: dict[type, Callable[[Any, Any], Any]] = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Div: operator.truediv,
+    ast.FloorDiv: operator.floordiv,
+    ast.Pow: operator.pow,
+    ast.Mod: operator.mod,
+}
+
+
+def eval_expr(expr: str, names: dict[str, float]) -> float:
+    """Evaluate an arithmetic expression over named numbers; nothing else is allowed."""
+
+    def ev(node: ast.AST) -> float:
+        if isinstance(node, ast.Expression):
+            return ev(node.body)
+        if isinstance(node, ast.Constant) and isinstance(node.value, int | float):
+            return node.value
+        if isinstance(node, ast.Name):
+            if node.id not in names:
+                raise KeyError(f"unknown name {node.id!r}; known: {sorted(names)}")
+            return names[node.id]
+        if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
+            return _BINOPS[type(node.op)](ev(node.left), ev(node.right))
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+            return -ev(node.operand)
+        raise ValueError(f"unsupported syntax {ast.dump(node)[:40]}")
+
+    try:
+        tree = ast.parse(expr, mode="eval")
+    except SyntaxError as e:
+        raise ValueError(f"syntax error: {e.msg}") from None
+    return float(ev(tree))

@@ -1,0 +1,152 @@
+"""The task specification: what `task.toml` may say, validated on load.
+
+Every model forbids unknown keys, so a typo in a task file is an error that names the
+field instead of a silently ignored setting.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+DTYPE_NAMES = ("float32", "float16", "bfloat16", "float64")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class TaskInfo(_Strict):
+    name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
+    description: str = ""
+    language: Literal["triton", "cuda", "torch"] = "triton"
+    entry: str = Field(default="forward", pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    baseline: str = "baseline.py"
+    reference: str = "reference.py:reference"
+    inputs: str = "inputs.py:make_inputs"
+    output_like: str = Field(
+        default="x", description="the input tensor whose shape, dtype and device the output has"
+    )
+    tunables: list[str] = Field(
+        default_factory=list,
+        description="module-level constants in the kernel source that a tuner may change",
+    )
+
+    @field_validator("reference", "inputs")
+    @classmethod
+    def _file_colon_function(cls, v: str) -> str:
+        if ":" not in v or not v.split(":", 1)[0].endswith(".py"):
+            raise ValueError("must be 'FILE.py:FUNCTION', e.g. 'reference.py:reference'")
+        return v
+
+
+class Shape(_Strict):
+    dims: dict[str, int]
+    weight: float = Field(default=1.0, gt=0)
+    tag: str = "common"
+
+    @field_validator("dims")
+    @classmethod
+    def _positive(cls, v: dict[str, int]) -> dict[str, int]:
+        if not v:
+            raise ValueError("needs at least one dimension, e.g. { rows = 4096, cols = 8000 }")
+        for k, n in v.items():
+            if n <= 0:
+                raise ValueError(f"dimension {k!r} must be positive, got {n}")
+        return v
+
+    @property
+    def label(self) -> str:
+        return "x".join(str(n) for n in self.dims.values())
+
+
+class Tolerance(_Strict):
+    atol: float = Field(ge=0)
+    rtol: float = Field(ge=0)
+
+
+class Stochastic(_Strict):
+    """How the task's randomness is parameterised and checked.
+
+    The reference must accept `mask_param` (a boolean keep-mask shaped like the output);
+    the trusted side then knows what a kept and a dropped element must be without
+    needing the candidate's RNG.
+    """
+
+    rate_param: str = "p"
+    seed_param: str = "seed"
+    mask_param: str = "keep_mask"
+    case: str = Field(
+        default="distinguishable",
+        description="input case under which a dropped element differs from a kept one",
+    )
+    rates: list[float] = Field(default_factory=lambda: [0.1, 0.5])
+    confidence_sigmas: float = Field(default=6.0, gt=0)
+
+
+class Suites(_Strict):
+    extreme: list[str] = Field(default_factory=list)
+    random_repeats: int = Field(default=2, ge=1)
+
+
+class Rules(_Strict):
+    max_rounds: int = Field(default=8, ge=1)
+    max_edit_points: int = Field(default=3, ge=1)
+    allow_fusion_change: bool = False
+    interface_lock: bool = True
+    min_gain: float = Field(default=0.005, ge=0)
+    noise_k: float = Field(default=3.0, ge=0)
+    max_shape_regression: float = Field(default=0.05, ge=0)
+    long_tail_floor: float = Field(
+        default=0.95, gt=0, description="min speedup vs baseline allowed on long-tail shapes"
+    )
+    stall_rounds: int = Field(default=3, ge=1)
+    stall_gain: float = Field(default=0.005, ge=0)
+    bound_fraction: float = Field(default=0.95, gt=0, le=1.5)
+    approvals_for_new_arch: int = Field(default=1, ge=0)
+    eval_timeout_s: float = Field(default=600.0, gt=0)
+    max_cost_usd: float | None = None
+    max_wall_s: float | None = None
+
+
+class Roofline(_Strict):
+    bytes: str = Field(description="minimal DRAM bytes as an expression of the shape's dims and elem_size")
+    flops: str = "0"
+
+
+class TaskSpec(_Strict):
+    task: TaskInfo
+    params: dict[str, float | int | bool | str] = Field(default_factory=dict)
+    dtypes: list[str]
+    tolerances: dict[str, Tolerance]
+    shapes: list[Shape]
+    cpu_shapes: list[Shape]
+    stochastic: Stochastic | None = None
+    suites: Suites = Suites()
+    rules: Rules = Rules()
+    roofline: Roofline
+
+    @field_validator("dtypes")
+    @classmethod
+    def _known_dtypes(cls, v: list[str]) -> list[str]:
+        if not v:
+            raise ValueError("list at least one dtype, e.g. [\"bfloat16\"]")
+        bad = [d for d in v if d not in DTYPE_NAMES]
+        if bad:
+            raise ValueError(f"unknown dtype(s) {bad}; use names from {list(DTYPE_NAMES)}")
+        return v
+
+    @model_validator(mode="after")
+    def _tolerance_per_dtype(self) -> TaskSpec:
+        missing = [d for d in self.dtypes if d not in self.tolerances]
+        if missing:
+            raise ValueError(
+                f"tolerances missing for {missing}; add e.g. "
+                f"[tolerances.{missing[0]}] atol = 1e-3, rtol = 1e-2"
+            )
+        if not self.shapes:
+            raise ValueError("shapes: list at least one [[shapes]] entry")
+        if not self.cpu_shapes:
+            raise ValueError("cpu_shapes: list at least one small [[cpu_shapes]] entry for machines without a GPU")
+        return self
