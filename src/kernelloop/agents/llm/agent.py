@@ -1,0 +1,131 @@
+"""The single-model LLM agent, and the ask-parse-retry step the cascade reuses."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from kernelloop.agents.base import AgentContext, Proposal
+from kernelloop.agents.llm.errors import ModelAnswerError
+from kernelloop.agents.llm.ledger import CostLedger
+from kernelloop.agents.llm.parse import ParsedCandidate, parse_answer
+from kernelloop.agents.llm.prompts import PromptSet, context_values
+from kernelloop.agents.llm.providers import Provider
+
+
+@dataclass
+class Asker:
+    """One model, its ledger and the templates: ask, parse, and retry once on a parse error."""
+
+    provider: Provider
+    ledger: CostLedger
+    prompts: PromptSet
+    last_errors: list[str] = field(default_factory=list)
+
+    @property
+    def label(self) -> str:
+        return f"{self.provider.provider}:{self.provider.model}"
+
+    def ask(
+        self,
+        user_prompt: str,
+        context: AgentContext,
+        values: dict[str, object],
+        *,
+        stage: str,
+        require_source: bool = True,
+    ) -> list[ParsedCandidate]:
+        system = self.prompts.render("system", values)
+        messages = [{"role": "user", "content": user_prompt}]
+        errors: list[str] = []
+        for attempt in range(2):
+            done = self.provider.complete(system, messages)
+            self.ledger.record(
+                done, context.round_index, stage if attempt == 0 else f"{stage}-retry"
+            )
+            found, errors = parse_answer(
+                done.text,
+                context.best_source,
+                context.entry,
+                require_source=require_source,
+                truncated=done.truncated,
+            )
+            self.last_errors = errors
+            if found:
+                return found
+            # The one retry: the model sees its own answer and exactly what was wrong.
+            fix = self.prompts.render(
+                "fix",
+                {
+                    **values,
+                    "errors": "\n".join(f"- {e}" for e in errors) or "- the answer was empty",
+                },
+            )
+            messages = [
+                *messages,
+                {"role": "assistant", "content": done.text or "(empty answer)"},
+                {"role": "user", "content": fix},
+            ]
+        raise ModelAnswerError(
+            f"{self.label} twice answered in a form kernelloop cannot use ({'; '.join(errors)}); "
+            "try a stronger model or adjust the prompt templates (prompts_dir)."
+        )
+
+    def _answer_format(self, context: AgentContext) -> str:
+        return self.prompts.render("answer_format", {"entry": context.entry})
+
+    def values(self, context: AgentContext, max_cost_usd: float | None) -> dict[str, object]:
+        spent = f"model spend so far ${self.ledger.total_usd:.4f}"
+        if max_cost_usd is not None:
+            spent += f" of a ${max_cost_usd:.2f} cap"
+        budget = f"{context.rounds_left} round(s) left after this one; {spent}"
+        return {**context_values(context, budget), "answer_format": self._answer_format(context)}
+
+
+def to_proposal(c: ParsedCandidate, agent: str, model: str) -> Proposal:
+    assert c.source is not None
+    return Proposal(
+        source=c.source,
+        hypothesis=c.hypothesis,
+        predicted_effect=c.predicted_effect,
+        direction=c.direction,
+        agent=agent,
+        model=model,
+    )
+
+
+class LLMAgent:
+    """One model proposes `n_candidates` candidates per round."""
+
+    name = "llm"
+
+    def __init__(
+        self,
+        provider: Provider,
+        *,
+        ledger: CostLedger,
+        prompts: PromptSet,
+        n_candidates: int = 1,
+        max_cost_usd: float | None = None,
+    ) -> None:
+        self.asker = Asker(provider, ledger, prompts)
+        self.ledger = ledger
+        self.n_candidates = n_candidates
+        self.max_cost_usd = max_cost_usd
+        self.outcomes: list[tuple[Proposal, str]] = []
+
+    def propose(self, context: AgentContext) -> list[Proposal]:
+        values = {
+            **self.asker.values(context, self.max_cost_usd),
+            "n_candidates": self.n_candidates,
+        }
+        prompt = self.asker.prompts.render("propose", values)
+        found = self.asker.ask(prompt, context, values, stage="propose")
+        return [to_proposal(c, self.name, self.asker.label) for c in found[: self.n_candidates]]
+
+    def observe(self, proposal: Proposal, outcome: str) -> None:
+        # The loop's history digest carries outcomes into the next prompt; this copy is
+        # for callers that inspect the agent (tests, the external-agent mode).
+        self.outcomes.append((proposal, outcome))
+
+    def cost_summary(self) -> dict[str, object]:
+        return self.ledger.summary()

@@ -1,0 +1,227 @@
+"""Turn a model's answer into candidates: fields (hypothesis, predicted effect, direction,
+difficulty) and a full source file, given directly or as a unified diff.
+
+The parser is liberal in layout (`Hypothesis:` lines or `## Hypothesis` headings, bold
+labels, one or several `### Candidate N` sections) and strict in substance: code must
+parse as Python, define the entry function and differ from the best. Every problem
+becomes a sentence that is quoted back to the model in the one retry it gets.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass
+
+from kernelloop.agents.llm.patch import PatchError, apply_diff, looks_like_diff
+
+_FENCE = re.compile(r"^\s*(`{3,}|~{3,})\s*([\w+.-]*)")
+# "### Candidate 2", "## Proposal", "### Direction 3: ..." (a bare "## Direction" heading is
+# a field label, not a section).
+_SECTION = re.compile(
+    r"^\s*#{1,4}\s*\**\s*(candidate\b|proposal\b|direction\s*#?\d).*$", re.IGNORECASE
+)
+_LABELS = {
+    "hypothesis": "hypothesis",
+    "predicted effect": "predicted_effect",
+    "predicted_effect": "predicted_effect",
+    "prediction": "predicted_effect",
+    "expected effect": "predicted_effect",
+    "direction": "direction",
+    "difficulty": "difficulty",
+}
+_LABEL_ALT = "|".join(sorted((re.escape(k) for k in _LABELS), key=len, reverse=True))
+# "Hypothesis: text", "- **Hypothesis**: text", "**Hypothesis:** text"
+_LABEL_LINE = re.compile(
+    rf"^\s*(?:[-*>]\s+)?\**\s*({_LABEL_ALT})\s*\**\s*[:：]\s*\**\s*(.*)$", re.I
+)
+# "## Hypothesis" with the value in the following paragraph
+_LABEL_HEADING = re.compile(rf"^\s*#{{1,6}}\s*\**\s*({_LABEL_ALT})\s*\**\s*:?\s*$", re.I)
+_DIFF_LANGS = {"diff", "patch", "udiff"}
+_CODE_LANGS = {"", "python", "py", "python3", "triton"}
+
+
+@dataclass(frozen=True)
+class ParsedCandidate:
+    hypothesis: str
+    predicted_effect: str = ""
+    direction: str = ""
+    difficulty: int | None = None
+    source: str | None = None  # None: a direction without a draft (screen answers only)
+    from_diff: bool = False
+
+
+@dataclass(frozen=True)
+class _Block:
+    lang: str
+    body: str
+
+
+def _split_sections(text: str) -> list[list[str]]:
+    """Split at `### Candidate N` headings that are outside code fences."""
+    sections: list[list[str]] = [[]]
+    fence: str | None = None
+    for line in text.splitlines():
+        m = _FENCE.match(line)
+        if fence is None and _SECTION.match(line):
+            sections.append([line])
+            continue
+        if m and (fence is None or m.group(1)[0] == fence[0] and len(m.group(1)) >= len(fence)):
+            fence = m.group(1) if fence is None else None
+        sections[-1].append(line)
+    body = [s for s in sections[1:] if s]
+    return body if body else [sections[0]]
+
+
+def _blocks_and_prose(lines: list[str]) -> tuple[list[_Block], list[str], bool]:
+    """Code blocks, the prose lines outside them, and whether a fence was left open."""
+    blocks: list[_Block] = []
+    prose: list[str] = []
+    fence: str | None = None
+    lang = ""
+    body: list[str] = []
+    for line in lines:
+        m = _FENCE.match(line)
+        if fence is None:
+            if m:
+                fence, lang, body = m.group(1), m.group(2).lower(), []
+                prose.append("")  # a code block ends a label's paragraph
+            else:
+                prose.append(line)
+        elif m and m.group(1)[0] == fence[0] and len(m.group(1)) >= len(fence) and not m.group(2):
+            blocks.append(_Block(lang, "\n".join(body) + "\n"))
+            fence = None
+        else:
+            body.append(line)
+    return blocks, prose, fence is not None
+
+
+def _fields(prose: list[str]) -> dict[str, str]:
+    found: dict[str, list[str]] = {}
+    key: str | None = None
+    for line in prose:
+        m = _LABEL_LINE.match(line) or _LABEL_HEADING.match(line)
+        if m:
+            key = _LABELS[m.group(1).lower()]
+            first = m.group(2).strip().strip("*").strip() if m.lastindex == 2 else ""
+            found.setdefault(key, [])
+            if first:
+                found[key].append(first)
+        elif key is not None and line.strip() and not line.lstrip().startswith("#"):
+            found[key].append(line.strip())
+        elif key is not None and not line.strip() and found.get(key):
+            key = None  # a blank line after some text ends the field
+    return {k: " ".join(v).strip() for k, v in found.items()}
+
+
+def _difficulty(text: str) -> int | None:
+    m = re.search(r"\d+", text or "")
+    return None if m is None else max(1, min(5, int(m.group())))
+
+
+def _defines(tree: ast.Module, entry: str) -> bool:
+    return any(
+        isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef) and n.name == entry for n in tree.body
+    )
+
+
+def check_source(source: str, base_source: str, entry: str) -> str:
+    """Return the problem with a candidate source as a sentence, or '' if there is none."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError as e:
+        return f"the candidate is not valid Python (line {e.lineno}: {e.msg})"
+    if not _defines(tree, entry):
+        return f"the candidate does not define the entry function `def {entry}(...)` at top level"
+    if source.strip() == base_source.strip():
+        return "the candidate is identical to the current best source"
+    return ""
+
+
+def _source_from(blocks: list[_Block], base: str, entry: str) -> tuple[str | None, bool, str]:
+    """(source, from_diff, problem); a full file wins over a diff when both are given."""
+    problems: list[str] = []
+    code = [b for b in blocks if b.lang in _CODE_LANGS and not looks_like_diff(b.body)]
+    full = [b for b in code if f"def {entry}" in b.body]
+    for b in reversed(full):  # the last full file: models show snippets before the answer
+        problem = check_source(b.body, base, entry)
+        if not problem:
+            return b.body, False, ""
+        problems.append(problem)
+    for b in blocks:
+        if b.lang in _DIFF_LANGS or looks_like_diff(b.body):
+            try:
+                source = apply_diff(base, b.body)
+            except PatchError as e:
+                problems.append(f"the diff cannot be applied: {e}")
+                continue
+            problem = check_source(source, base, entry)
+            if not problem:
+                return source, True, ""
+            problems.append(f"after applying the diff, {problem}")
+    if problems:
+        return None, False, problems[0]
+    if code:
+        return (
+            None,
+            False,
+            (
+                f"no code block holds a complete source file defining `def {entry}`; send the "
+                "whole file, or a unified diff in a ```diff block"
+            ),
+        )
+    return None, False, ""
+
+
+def parse_answer(
+    text: str,
+    base_source: str,
+    entry: str,
+    *,
+    require_source: bool = True,
+    truncated: bool = False,
+) -> tuple[list[ParsedCandidate], list[str]]:
+    """All usable candidates in the answer, and one sentence per unusable section."""
+    candidates: list[ParsedCandidate] = []
+    errors: list[str] = []
+    sections = _split_sections(text or "")
+    for n, lines in enumerate(sections, start=1):
+        where = f"candidate {n}: " if len(sections) > 1 else ""
+        blocks, prose, open_fence = _blocks_and_prose(lines)
+        if open_fence:
+            cut = " (the answer was cut off at the token limit; answer more briefly)"
+            errors.append(f"{where}a code block is never closed{cut if truncated else ''}")
+            continue
+        fields = _fields(prose)
+        hypothesis = fields.get("hypothesis", "")
+        direction = fields.get("direction", "")
+        if not hypothesis and not (direction and not require_source):
+            errors.append(f"{where}there is no 'Hypothesis:' line saying why it should be faster")
+            continue
+        source, from_diff, problem = _source_from(blocks, base_source, entry)
+        if problem and require_source:
+            errors.append(f"{where}{problem}")
+            continue
+        if source is None and require_source:
+            errors.append(
+                f"{where}there is no code: put the complete new source in a ```python block "
+                "or a unified diff against the current best in a ```diff block"
+            )
+            continue
+        if problem:  # a screen draft that is broken: keep the direction, drop the draft
+            errors.append(f"{where}{problem} (kept the direction without the draft)")
+        cand = ParsedCandidate(
+            hypothesis=hypothesis or direction,
+            predicted_effect=fields.get("predicted_effect", ""),
+            direction=direction or _first_sentence(hypothesis),
+            difficulty=_difficulty(fields.get("difficulty", "")),
+            source=source,
+            from_diff=from_diff,
+        )
+        candidates.append(cand)
+    return candidates, errors
+
+
+def _first_sentence(text: str, limit: int = 120) -> str:
+    head = re.split(r"(?<=[.;])\s", text.strip(), maxsplit=1)[0]
+    return head[:limit]
