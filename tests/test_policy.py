@@ -51,6 +51,7 @@ def test_four_hunk_edit_is_refused_and_three_pass():
     decisions = refusals(check_proposal(Rules(), FUSED, four, "forward"))
     assert [d.rule for d in decisions] == ["edit_points"]
     assert "4 edit points" in decisions[0].reason and "at most 3" in decisions[0].reason
+    assert "candidate line 12;" in decisions[0].reason  # where, so the agent can split it
     three = edit(FUSED, *FOUR_HUNKS[:3])
     assert refused_rules(Rules(), FUSED, three) == []
     assert refused_rules(Rules(max_edit_points=5), FUSED, four) == []
@@ -185,6 +186,8 @@ def test_missing_entry_and_unparsable_candidates_are_refused():
     broken = FUSED.replace("def forward(x, residual", "def forward(x residual")
     decisions = check_proposal(Rules(), FUSED, broken, "forward")
     assert [d.rule for d in decisions] == ["parse"] and not decisions[0].allowed
+    # An unparsable parent leaves the locks to the evaluation instead of crashing the loop.
+    assert refused_rules(Rules(), broken, FUSED) == []
 
 
 def test_stall_stops_after_three_small_rounds_with_floor_distance():

@@ -42,7 +42,11 @@ class EditPoint:
     def describe(self) -> str:
         lines = self.candidate_lines or self.parent_lines
         assert lines is not None
-        where = f"line {lines[0]}" if lines[0] == lines[1] else f"lines {lines[0]}-{lines[1]}"
+        where = (
+            f"line {lines[0]}"
+            if lines[0] == lines[1]
+            else f"lines {lines[0]}-{lines[1]}, {lines[1] - lines[0] + 1} lines"
+        )
         side = "candidate" if self.candidate_lines else "parent (deleted)"
         return f"{side} {where}"
 
