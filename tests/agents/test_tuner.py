@@ -170,6 +170,14 @@ def test_a_task_rule_table_overrides_the_default_and_bad_tables_name_the_field(t
     with pytest.raises(TunerRulesError, match=r"tuner_rules.toml: field 'rules.0.when'") as err:
         TunerAgent(task)
     assert isinstance(err.value, KernelloopError)
+    bad_template = (
+        (task.folder / "tuner_rules.toml").read_text().replace('"occupancy is low"', '"a > 1"')
+    )
+    (task.folder / "tuner_rules.toml").write_text(
+        bad_template.replace('hypothesis = "h"', 'hypothesis = "{0}"')
+    )
+    with pytest.raises(TunerRulesError, match=r"field 'rules.0.hypothesis'"):
+        TunerAgent(task)
 
 
 def test_it_tunes_the_flagship_baseline_within_its_rules():

@@ -22,7 +22,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from kernelloop.agents.base import AgentContext, Proposal
-from kernelloop.agents.tuner_table import DEFAULT_TABLE, Role, Rule, RuleTable, load_table
+from kernelloop.agents.tuner_table import (
+    DEFAULT_TABLE,
+    Missing,
+    Role,
+    Rule,
+    RuleTable,
+    TunerRulesError,
+    load_table,
+)
 
 if TYPE_CHECKING:
     from kernelloop.task.load import Task
@@ -97,6 +105,10 @@ class TunerAgent:
     name = "tuner"
 
     def __init__(self, task: Task, per_round: int = 1, rule_table: Path | None = None) -> None:
+        if per_round < 1:
+            raise TunerRulesError(
+                f"per_round is {per_round}; the tuner proposes at least 1 candidate per round."
+            )
         self.tunables: tuple[str, ...] = tuple(task.spec.task.tunables)
         self.per_round = per_round
         override = task.folder / "tuner_rules.toml"
@@ -183,8 +195,8 @@ class TunerAgent:
             "new": move.new,
         }
         if move.rule is not None:
-            hypothesis = move.rule.hypothesis.format_map(_Missing(fields))
-            predicted = move.rule.predicted_effect.format_map(_Missing(fields))
+            hypothesis = move.rule.hypothesis.format_map(Missing(fields))
+            predicted = move.rule.predicted_effect.format_map(Missing(fields))
             direction = f"{move.rule.name}: {move.tunable} {move.step}"
         else:
             why = (
@@ -206,13 +218,6 @@ class TunerAgent:
             direction=direction,
             agent=self.name,
         )
-
-
-class _Missing(dict):
-    """format_map helper: a metric the profile lacks renders as '?' instead of raising."""
-
-    def __missing__(self, key: str) -> str:
-        return "?"
 
 
 def _fmt(v: float | str) -> str:

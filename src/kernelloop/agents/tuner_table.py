@@ -78,6 +78,17 @@ class Rule(_Strict):
                 )
         return v
 
+    @field_validator("hypothesis", "predicted_effect")
+    @classmethod
+    def _template_formats(cls, v: str) -> str:
+        try:
+            v.format_map(Missing())
+        except (ValueError, IndexError, KeyError, AttributeError) as e:
+            raise ValueError(
+                f"template {v!r} does not format ({e}); use {{metric_name}} fields only"
+            ) from None
+        return v
+
     def fires(self, metrics: dict[str, float | str]) -> bool:
         return all(_holds(cond, metrics) for cond in self.when)
 
@@ -88,6 +99,13 @@ class RuleTable(_Strict):
 
     def role_of(self, tunable: str) -> Role | None:
         return next((r for r in self.roles if r.matches(tunable)), None)
+
+
+class Missing(dict):
+    """format_map helper: a metric the profile lacks renders as '?' instead of raising."""
+
+    def __missing__(self, key: str) -> str:
+        return "?"
 
 
 def load_table(path: Path) -> RuleTable:
