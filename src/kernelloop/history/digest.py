@@ -1,0 +1,88 @@
+"""The history digest given back to the agent each round.
+
+Each attempt renders itself (`Attempt.format_for_prompt`); this module only orders them,
+most informative first, and keeps the whole under a token budget by shortening the
+least informative entries to one line and, past that, naming what was left out.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+
+from kernelloop.history.models import Attempt
+
+
+def tokens_by_chars(text: str) -> int:
+    """The usual rule of thumb for BPE tokenizers on English and code: ~4 chars a token."""
+    return math.ceil(len(text) / 4)
+
+
+def tokens_by_words(text: str) -> int:
+    """Words and punctuation marks counted separately: a pessimistic count for numbers
+    like '1.38x' or '-4.2%', which BPE tokenizers split into several tokens."""
+    return len(re.findall(r"\w+|[^\w\s]", text))
+
+
+def approx_tokens(text: str) -> int:
+    return max(tokens_by_chars(text), tokens_by_words(text))
+
+
+def _group(a: Attempt) -> int:
+    if a.status == "refused":
+        return 3
+    if a.accepted:
+        return 0  # what worked
+    return 1 if a.objective is not None else 2  # measured and not good enough / broke
+
+
+def _ordered(attempts: Sequence[Attempt]) -> list[Attempt]:
+    """Most informative first: the largest win, the worst measured failure, the latest
+    breakage, then the next of each, round-robin; refused duplicates last."""
+
+    def effect(a: Attempt) -> float:
+        return abs(math.log(a.gain)) if a.gain and a.gain > 0 else 0.0
+
+    groups: list[list[Attempt]] = [[], [], [], []]
+    for a in sorted(attempts, key=lambda a: (-effect(a), -a.id)):
+        groups[_group(a)].append(a)
+    groups[2].sort(key=lambda a: -a.id)
+    groups[3].sort(key=lambda a: -a.id)
+    out: list[Attempt] = []
+    for i in range(max(len(g) for g in groups[:3])):
+        out += [g[i] for g in groups[:3] if i < len(g)]
+    return out + groups[3]
+
+
+def render_digest(attempts: Sequence[Attempt], *, budget_tokens: int = 1500) -> str:
+    """Every attempt gets one line; the most informative get the full form while the
+    budget lasts; if even the one-liners do not fit, the least informative are named."""
+    shown = [a for a in attempts if a.status in ("evaluated", "refused") and a.round > 0]
+    if not shown:
+        return "No earlier attempts on this task."
+    best = [a for a in attempts if a.was_best and a.objective is not None]
+    rounds = len({(a.run_id, a.round) for a in shown})
+    header = f"History: {len(shown)} attempts over {rounds} rounds"
+    if best:
+        header += f"; current best #{best[-1].id} at {best[-1].objective:.3f}x over baseline"
+    header += ". Most informative first."
+    ordered = _ordered(shown)
+    texts = [a.format_for_prompt(compact=True) for a in ordered]
+    costs = [approx_tokens(t) + 1 for t in texts]
+    limit = budget_tokens - approx_tokens(header) - 40  # 40: room for the "left out" line
+    omitted: list[Attempt] = []
+    while sum(costs) > limit:
+        omitted.insert(0, ordered.pop())
+        texts.pop()
+        costs.pop()
+    for i, a in enumerate(ordered):
+        full = a.format_for_prompt()
+        extra = approx_tokens(full) + 1 - costs[i]
+        if sum(costs) + extra <= limit:
+            texts[i], costs[i] = full, costs[i] + extra
+    lines = [header, *texts]
+    if omitted:
+        ids = ", ".join(f"#{a.id}" for a in omitted[:12])
+        lines.append(f"({len(omitted)} less informative attempts left out: {ids}.)")
+    return "\n".join(lines)

@@ -1,0 +1,205 @@
+"""Typed rows the history hands out, and how each renders itself for a prompt."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+# Rejections that say the *idea* did not pay off. A near-duplicate of one of these is
+# refused; after a correctness or tooling failure the agent may retry a fixed variant.
+IDEA_REJECTIONS = frozenset(
+    {"slower", "policy", "trivial", "interface", "static", "no_kernel", "aliasing", "mutation", "timing"}
+)
+
+
+def _clip(text: str, n: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= n else text[: n - 1].rstrip() + "…"
+
+
+def _pct(ratio: float) -> str:
+    return f"{(ratio - 1) * 100:+.1f}%"
+
+
+def _num(x: float) -> str:
+    if x == 0 or math.isnan(x):
+        return "0" if x == 0 else "nan"
+    if abs(x) >= 100:
+        return f"{x:.0f}"
+    if abs(x) >= 1:
+        return f"{x:.3g}"
+    return f"{x:.2g}"
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One proposal with what happened to it: the unit of the history digest and table."""
+
+    id: int
+    run_id: int
+    round: int
+    k: int
+    parent_id: int | None
+    agent: str
+    model: str
+    direction: str
+    hypothesis: str
+    predicted_effect: str
+    attribution: str
+    diff_summary: str
+    edit_points: int | None
+    status: str  # proposed | refused | evaluated
+    refused_reason: str
+    commit_sha: str
+    branch: str
+    source: str
+    # Filled when evaluated. objective and per_shape are speedups over the baseline.
+    accepted: bool | None = None
+    category: str = ""
+    reasons: tuple[str, ...] = ()
+    objective: float | None = None
+    per_shape: dict[str, float] = field(default_factory=dict)
+    metric_deltas: dict[str, tuple[float, float]] = field(default_factory=dict)
+    # The parent's measured values, so the effect can be shown as a change.
+    parent_objective: float | None = None
+    parent_per_shape: dict[str, float] = field(default_factory=dict)
+    was_best: bool = False
+    cost_usd: float = 0.0
+
+    @property
+    def evaluated(self) -> bool:
+        return self.accepted is not None
+
+    @property
+    def verdict_label(self) -> str:
+        if self.status == "refused":
+            return "refused"
+        if self.accepted is None:
+            return "pending"
+        return "accepted" if self.accepted else f"rejected [{self.category}]"
+
+    @property
+    def gain(self) -> float | None:
+        """Objective relative to the parent (1.05 = 5% faster), when both were measured."""
+        if self.objective and self.parent_objective:
+            return self.objective / self.parent_objective
+        return None
+
+    def shape_changes(self) -> dict[str, float]:
+        """Per-shape speedup relative to the parent where known, else over the baseline."""
+        out = {}
+        for shape, s in self.per_shape.items():
+            p = self.parent_per_shape.get(shape)
+            out[shape] = s / p if p else s
+        return out
+
+    def effect_text(self) -> str:
+        if self.objective is None:
+            return "not measured"
+        text = f"{self.objective:.3f}x over baseline"
+        if self.gain is not None:
+            text += f" ({_pct(self.gain)} vs #{self.parent_id})"
+        return text
+
+    def _shapes_text(self, limit: int) -> str:
+        changes = self.shape_changes()
+        if len(changes) > 1 and max(changes.values()) - min(changes.values()) < 0.005:
+            return f"all {len(changes)} shapes {_pct(sum(changes.values()) / len(changes))}"
+        # The shapes that moved most carry the information; a long-tail loss must show.
+        top = sorted(changes.items(), key=lambda kv: -abs(math.log(kv[1])) if kv[1] > 0 else 0)
+        return ", ".join(f"{s} {_pct(r)}" for s, r in top[:limit])
+
+    def _metrics_text(self, limit: int) -> str:
+        def size(item: tuple[str, tuple[float, float]]) -> float:
+            before, after = item[1]
+            return abs(after - before) / (abs(before) or 1.0)
+
+        top = sorted(self.metric_deltas.items(), key=size, reverse=True)[:limit]
+        return ", ".join(f"{name} {_num(b)}→{_num(a)}" for name, (b, a) in top)
+
+    def headline(self) -> str:
+        who = "/".join(x for x in (self.agent, self.model) if x)
+        head = f"#{self.id} r{self.round} {self.verdict_label}"
+        if self.status == "refused":
+            return f"{head}: {_clip(self.refused_reason, 110)} — idea: {_clip(self.hypothesis, 70)}"
+        head += f" {self.effect_text()}"
+        return head + (f" by {who}" if who else "")
+
+    def format_for_prompt(self, compact: bool = False) -> str:
+        """What changed, the measured effect, the agent's attribution and the verdict."""
+        if compact or self.status == "refused":
+            if self.status == "refused":
+                return self.headline()
+            gain = f" {_pct(self.gain)}" if self.gain is not None else ""
+            why = f" ({_clip(self.reasons[0], 60)})" if self.reasons and not self.accepted else ""
+            # the changed constants if any, else the changed functions: the shortest "what"
+            change = self.diff_summary.split("; ")[-1] if self.diff_summary else ""
+            change = f" [{_clip(change, 40)}]" if change else ""
+            return f"#{self.id} r{self.round} {self.verdict_label}{gain}{why}{change}: {_clip(self.hypothesis, 70)}"
+        lines = [self.headline()]
+        if self.diff_summary:
+            lines.append(f"  change: {_clip(self.diff_summary, 140)}")
+        lines.append(f"  idea: {_clip(self.hypothesis, 160)}")
+        measured = self._shapes_text(3)
+        pred = _clip(self.predicted_effect, 80) or "none given"
+        lines.append(f"  predicted: {pred} | measured: {measured or self.effect_text()}")
+        metrics = self._metrics_text(3)
+        if self.attribution or metrics:
+            attr = _clip(self.attribution, 100) or "none given"
+            lines.append(f"  agent's attribution: {attr} | metric deltas: {metrics or 'none'}")
+        if self.reasons:
+            lines.append(f"  verdict reasons: {_clip('; '.join(self.reasons), 180)}")
+        return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class RunState:
+    """What a killed run needs to continue: `kernelloop run --resume` reads this."""
+
+    run_id: int
+    task: str
+    task_digest: str
+    agent: str
+    device_name: str
+    arch: str
+    config_json: str
+    completed_rounds: tuple[int, ...]
+    next_round: int
+    best_proposal_id: int | None
+    best_source: str | None
+    best_objective: float | None
+    best_commit: str
+    # Every proposal of this run with its outcome (evaluated or refused): not to be redone.
+    attempts: tuple[Attempt, ...]
+    # Proposals recorded but never evaluated: the evaluation in flight when the run died.
+    in_flight: tuple[Attempt, ...]
+    cost_usd: float
+
+    @property
+    def evaluated_ids(self) -> tuple[int, ...]:
+        return tuple(a.id for a in self.attempts if a.evaluated)
+
+
+@dataclass(frozen=True)
+class Approval:
+    id: int
+    task: str
+    arch: str
+    proposal_id: int | None
+    approver: str
+    note: str
+    created_at: str
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    id: int
+    task: str
+    task_digest: str
+    agent: str
+    device_name: str
+    arch: str
+    status: str
+    best_proposal_id: int | None
+    started_at: str
+    finished_at: str | None

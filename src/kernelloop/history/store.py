@@ -1,0 +1,362 @@
+"""The history store: one SQLite file per workspace, one transaction per write.
+
+WAL mode with synchronous=FULL: a write that returned is on disk, so a run killed with
+SIGKILL loses at most what it had not yet written (the evaluation in flight), and readers
+(`kernelloop history`, the MCP server) never block the loop.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from kernelloop.errors import KernelloopError
+from kernelloop.evaluate.record import EvaluationRecord, Verdict
+from kernelloop.history import queries
+from kernelloop.history.diffs import summarize_diff
+from kernelloop.history.duplicates import DuplicateFinding, find_duplicate
+from kernelloop.history.fingerprint import fingerprint
+from kernelloop.history.models import Approval, Attempt, RunInfo, RunState
+from kernelloop.history.schema import migrate
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds")
+
+
+class HistoryStore:
+    """Typed access to the history database. Open with `HistoryStore.open(path)`."""
+
+    def __init__(self, conn: sqlite3.Connection, path: Path) -> None:
+        self._conn = conn
+        self.path = path
+
+    @classmethod
+    def open(cls, path: str | Path) -> HistoryStore:
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            conn = sqlite3.connect(path, isolation_level=None, timeout=30)
+            conn.row_factory = sqlite3.Row
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=FULL")
+            conn.execute("PRAGMA foreign_keys=ON")
+            migrate(conn, str(path))
+        except sqlite3.DatabaseError as e:
+            raise KernelloopError(
+                f"{path}: cannot be opened as a kernelloop history ({e}); move it aside or pass another --workspace."
+            ) from None
+        return cls(conn, path)
+
+    def close(self) -> None:
+        self._conn.close()
+
+    def __enter__(self) -> HistoryStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @contextmanager
+    def _tx(self) -> Iterator[sqlite3.Connection]:
+        self._conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield self._conn
+        except BaseException:
+            self._conn.execute("ROLLBACK")
+            raise
+        self._conn.execute("COMMIT")
+
+    def _insert(self, table: str, values: Mapping[str, Any]) -> int:
+        cols = ", ".join(values)
+        marks = ", ".join("?" for _ in values)
+        with self._tx() as c:
+            cur = c.execute(f"INSERT INTO {table} ({cols}) VALUES ({marks})", tuple(values.values()))
+            return int(cur.lastrowid or 0)
+
+    # ---- runs and rounds -------------------------------------------------------------
+
+    def start_run(
+        self,
+        task_name: str,
+        task_digest: str,
+        agent: str = "",
+        device_name: str = "",
+        arch: str = "",
+        config_json: str = "{}",
+    ) -> int:
+        return self._insert(
+            "runs",
+            dict(task=task_name, task_digest=task_digest, agent=agent, device_name=device_name,
+                 arch=arch, config_json=config_json, started_at=_now()),
+        )
+
+    def start_round(self, run_id: int, round_index: int) -> None:
+        """Idempotent, so a resumed run may call it again for the round it died in."""
+        with self._tx() as c:
+            c.execute(
+                "INSERT OR IGNORE INTO rounds (run_id, round, started_at) VALUES (?, ?, ?)",
+                (run_id, round_index, _now()),
+            )
+
+    def finish_round(self, run_id: int, round_index: int, note: str = "") -> None:
+        with self._tx() as c:
+            c.execute(
+                "UPDATE rounds SET finished_at = ?, note = ? WHERE run_id = ? AND round = ?",
+                (_now(), note, run_id, round_index),
+            )
+
+    def finish_run(self, run_id: int, status: str, summary_json: str = "{}") -> None:
+        with self._tx() as c:
+            c.execute(
+                "UPDATE runs SET status = ?, summary_json = ?, finished_at = ? WHERE id = ?",
+                (status, summary_json, _now(), run_id),
+            )
+
+    def runs(self, task_name: str) -> list[RunInfo]:
+        rows = self._conn.execute("SELECT * FROM runs WHERE task = ? ORDER BY id", (task_name,))
+        return [
+            RunInfo(r["id"], r["task"], r["task_digest"], r["agent"], r["device_name"], r["arch"],
+                    r["status"], r["best_proposal_id"], r["started_at"], r["finished_at"])
+            for r in rows
+        ]
+
+    def find_resumable_run(self, task_name: str) -> RunState | None:
+        """The latest run of the task that never finished (killed, crashed), if any."""
+        row = self._conn.execute(
+            "SELECT id FROM runs WHERE task = ? AND status = 'running' ORDER BY id DESC LIMIT 1",
+            (task_name,),
+        ).fetchone()
+        return self.run_state(row["id"]) if row else None
+
+    def run_state(self, run_id: int) -> RunState:
+        return queries.run_state(self._conn, run_id)
+
+    # ---- proposals, evaluations, profiles, model calls --------------------------------
+
+    def add_proposal(
+        self,
+        run_id: int,
+        round_index: int,
+        *,
+        source: str,
+        hypothesis: str,
+        predicted_effect: str = "",
+        direction: str = "",
+        agent: str = "",
+        model: str = "",
+        attribution: str = "",
+        k: int = 1,
+        parent_id: int | None = None,
+        edit_points: int | None = None,
+        fingerprint_: str | None = None,
+        diff_summary: str | None = None,
+        commit_sha: str = "",
+        branch: str = "",
+    ) -> int:
+        """Record a proposal before it is checked or evaluated. Round 0 is the baseline."""
+        if diff_summary is None:
+            parent = self.source_of(parent_id) if parent_id else None
+            diff_summary = summarize_diff(parent, source) if parent is not None else "baseline"
+        return self._insert(
+            "proposals",
+            dict(run_id=run_id, round=round_index, k=k, parent_id=parent_id, agent=agent,
+                 model=model, direction=direction, hypothesis=hypothesis,
+                 predicted_effect=predicted_effect, attribution=attribution, source=source,
+                 source_sha256=hashlib.sha256(source.encode()).hexdigest(),
+                 fingerprint=fingerprint_ or fingerprint(source), edit_points=edit_points,
+                 diff_summary=diff_summary, commit_sha=commit_sha, branch=branch,
+                 created_at=_now()),
+        )
+
+    def add_proposal_from(self, run_id: int, round_index: int, proposal: Any, **kw: Any) -> int:
+        """Same as add_proposal, taking the fields of an `agents.base.Proposal`."""
+        return self.add_proposal(
+            run_id, round_index, source=proposal.source, hypothesis=proposal.hypothesis,
+            predicted_effect=proposal.predicted_effect, direction=proposal.direction,
+            agent=proposal.agent, model=proposal.model, attribution=proposal.attribution, **kw,
+        )
+
+    def set_commit(self, proposal_id: int, commit_sha: str, branch: str) -> None:
+        with self._tx() as c:
+            c.execute("UPDATE proposals SET commit_sha = ?, branch = ? WHERE id = ?",
+                      (commit_sha, branch, proposal_id))
+
+    def set_attribution(self, proposal_id: int, attribution: str) -> None:
+        """The agent's after-the-fact explanation of the measured effect."""
+        with self._tx() as c:
+            c.execute("UPDATE proposals SET attribution = ? WHERE id = ?", (attribution, proposal_id))
+
+    def refuse_proposal(self, proposal_id: int, reason: str) -> None:
+        with self._tx() as c:
+            c.execute("UPDATE proposals SET status = 'refused', refused_reason = ? WHERE id = ?",
+                      (reason, proposal_id))
+
+    def add_evaluation(
+        self,
+        proposal_id: int,
+        record: EvaluationRecord | str,
+        *,
+        objective: float | None,
+        per_shape: Mapping[str, float],
+        metric_deltas: Mapping[str, tuple[float, float]] | None = None,
+        verdict: Verdict | None = None,
+    ) -> int:
+        """Store the full record and the numbers the digest needs, in one transaction.
+
+        objective and per_shape are speedups over the baseline; metric_deltas maps a
+        profile metric to (parent value, this candidate's value).
+        """
+        record_json = record if isinstance(record, str) else record.model_dump_json()
+        if verdict is None:
+            verdict = (record.verdict if isinstance(record, EvaluationRecord)
+                       else Verdict.model_validate(json.loads(record_json)["verdict"]))
+        now = _now()
+        with self._tx() as c:
+            cur = c.execute(
+                "INSERT INTO evaluations (proposal_id, accepted, category, reasons_json, objective, "
+                "per_shape_json, metric_deltas_json, record_json, created_at) VALUES (?,?,?,?,?,?,?,?,?)",
+                (proposal_id, int(verdict.accepted), verdict.category, json.dumps(verdict.reasons),
+                 objective, json.dumps(dict(per_shape)),
+                 json.dumps({k: list(v) for k, v in (metric_deltas or {}).items()}), record_json, now),
+            )
+            c.execute("UPDATE proposals SET status = 'evaluated' WHERE id = ?", (proposal_id,))
+            c.execute(
+                "INSERT INTO arch_records (arch, device_name, task, run_id, proposal_id, accepted, "
+                "objective, created_at) SELECT r.arch, r.device_name, r.task, r.id, p.id, ?, ?, ? "
+                "FROM proposals p JOIN runs r ON r.id = p.run_id WHERE p.id = ?",
+                (int(verdict.accepted), objective, now, proposal_id),
+            )
+            return int(cur.lastrowid or 0)
+
+    def add_profile(self, proposal_id: int, summary_text: str, metrics: Mapping[str, Any] | str) -> int:
+        metrics_json = metrics if isinstance(metrics, str) else json.dumps(dict(metrics))
+        return self._insert("profiles", dict(proposal_id=proposal_id, summary_text=summary_text,
+                                             metrics_json=metrics_json, created_at=_now()))
+
+    def latest_profile(self, proposal_id: int) -> tuple[str, dict[str, Any]] | None:
+        row = self._conn.execute(
+            "SELECT summary_text, metrics_json FROM profiles WHERE proposal_id = ? ORDER BY id DESC LIMIT 1",
+            (proposal_id,),
+        ).fetchone()
+        return (row[0], json.loads(row[1])) if row else None
+
+    def add_model_call(
+        self,
+        run_id: int,
+        round_index: int,
+        model: str,
+        provider: str,
+        input_tokens: int,
+        output_tokens: int,
+        cost_usd: float,
+        latency_s: float,
+        proposal_id: int | None = None,
+    ) -> int:
+        return self._insert(
+            "model_calls",
+            dict(run_id=run_id, round=round_index, proposal_id=proposal_id, model=model,
+                 provider=provider, input_tokens=input_tokens, output_tokens=output_tokens,
+                 cost_usd=cost_usd, latency_s=latency_s, created_at=_now()),
+        )
+
+    def cost_by_model(self, run_id: int) -> dict[str, dict[str, float]]:
+        """Per model: calls, input/output tokens, cost_usd, latency_s (the cost ledger)."""
+        rows = self._conn.execute(
+            "SELECT model, COUNT(*) calls, SUM(input_tokens) input_tokens, SUM(output_tokens) "
+            "output_tokens, SUM(cost_usd) cost_usd, SUM(latency_s) latency_s FROM model_calls "
+            "WHERE run_id = ? GROUP BY model ORDER BY model", (run_id,),
+        )
+        return {r["model"]: {k: r[k] for k in r.keys() if k != "model"} for r in rows}
+
+    # ---- best, approvals, architectures -----------------------------------------------
+
+    def set_best(self, run_id: int | None, proposal_id: int, *, pending_approval: bool = False,
+                 reason: str = "") -> None:
+        """Move the run's best. With pending_approval, it is not promoted until approved."""
+        with self._tx() as c:
+            row = c.execute(
+                "SELECT r.task, r.arch, e.objective FROM proposals p JOIN runs r ON r.id = p.run_id "
+                "LEFT JOIN evaluations e ON e.proposal_id = p.id WHERE p.id = ?", (proposal_id,),
+            ).fetchone()
+            if row is None:
+                raise KernelloopError(f"proposal #{proposal_id} is not in {self.path}; pass an id from `kernelloop history`.")
+            c.execute("UPDATE runs SET best_proposal_id = ? WHERE id = ?", (proposal_id, run_id))
+            c.execute(
+                "INSERT INTO best_changes (run_id, task, arch, proposal_id, objective, pending_approval, "
+                "reason, created_at) VALUES (?,?,?,?,?,?,?,?)",
+                (run_id, row["task"], row["arch"], proposal_id, row["objective"], int(pending_approval),
+                 reason, _now()),
+            )
+
+    def promoted_best(self, task_name: str) -> Attempt | None:
+        """The latest best of the task that needs no sign-off or has been approved."""
+        pid = queries.promoted_best_id(self._conn, task_name)
+        return self.attempt(pid) if pid else None
+
+    def pending_best(self, task_name: str) -> Attempt | None:
+        """The latest best still waiting for a person's approval, if any."""
+        pid = queries.pending_best_id(self._conn, task_name)
+        return self.attempt(pid) if pid else None
+
+    def add_approval(self, task_name: str, arch: str, approver: str,
+                     proposal_id: int | None = None, note: str = "") -> int:
+        return self._insert("approvals", dict(task=task_name, arch=arch, proposal_id=proposal_id,
+                                              approver=approver, note=note, created_at=_now()))
+
+    def approvals(self, arch: str, task_name: str | None = None) -> list[Approval]:
+        sql = "SELECT * FROM approvals WHERE arch = ?" + (" AND task = ?" if task_name else "")
+        args = (arch, task_name) if task_name else (arch,)
+        return [
+            Approval(r["id"], r["task"], r["arch"], r["proposal_id"], r["approver"], r["note"], r["created_at"])
+            for r in self._conn.execute(sql + " ORDER BY id", args)
+        ]
+
+    def arch_experience(self, arch: str) -> dict[str, int]:
+        """How much this tool has seen of an architecture: evaluations, accepted, approvals."""
+        row = self._conn.execute(
+            "SELECT COUNT(*) n, COALESCE(SUM(accepted), 0) acc FROM arch_records WHERE arch = ?", (arch,)
+        ).fetchone()
+        n_appr = self._conn.execute("SELECT COUNT(*) FROM approvals WHERE arch = ?", (arch,)).fetchone()[0]
+        return {"evaluations": row["n"], "accepted": row["acc"], "approvals": n_appr}
+
+    # ---- reading -----------------------------------------------------------------------
+
+    def attempts(self, task_name: str, run_id: int | None = None) -> list[Attempt]:
+        return queries.attempts(self._conn, task_name=task_name, run_id=run_id)
+
+    def attempt(self, proposal_id: int) -> Attempt:
+        found = queries.attempts(self._conn, proposal_id=proposal_id)
+        if not found:
+            raise KernelloopError(f"proposal #{proposal_id} is not in {self.path}; pass an id from `kernelloop history`.")
+        return found[0]
+
+    def source_of(self, proposal_id: int) -> str:
+        row = self._conn.execute("SELECT source FROM proposals WHERE id = ?", (proposal_id,)).fetchone()
+        if row is None:
+            raise KernelloopError(f"proposal #{proposal_id} is not in {self.path}; pass an id from `kernelloop history`.")
+        return str(row[0])
+
+    def record_json(self, proposal_id: int) -> str | None:
+        row = self._conn.execute(
+            "SELECT record_json FROM evaluations WHERE proposal_id = ?", (proposal_id,)
+        ).fetchone()
+        return str(row[0]) if row else None
+
+    def check_duplicate(self, task_name: str, source: str, hypothesis: str,
+                        parent_id: int | None) -> DuplicateFinding | None:
+        """Before evaluating: is this an idea the task has already measured (and rejected)?"""
+        parent_source = self.source_of(parent_id) if parent_id else None
+        prior = queries.prior_proposals(self._conn, task_name)
+        return find_duplicate(source, hypothesis, parent_source, prior, parent_id=parent_id)
+
+    def digest(self, task_name: str, *, budget_tokens: int = 1500) -> str:
+        from kernelloop.history.digest import render_digest
+
+        return render_digest(self.attempts(task_name), budget_tokens=budget_tokens)
