@@ -142,7 +142,11 @@ def _source_from(blocks: list[_Block], base: str, entry: str) -> tuple[str | Non
     """(source, from_diff, problem); a full file wins over a diff when both are given."""
     problems: list[str] = []
     code = [b for b in blocks if b.lang in _CODE_LANGS and not looks_like_diff(b.body)]
-    full = [b for b in code if f"def {entry}" in b.body]
+    # Prefer blocks that look like the whole file; otherwise judge the longest one, so the
+    # model hears the precise problem ("does not define forward") rather than a vague one.
+    full = [b for b in code if f"def {entry}" in b.body] or sorted(code, key=lambda b: len(b.body))[
+        -1:
+    ]
     for b in reversed(full):  # the last full file: models show snippets before the answer
         problem = check_source(b.body, base, entry)
         if not problem:
@@ -161,15 +165,6 @@ def _source_from(blocks: list[_Block], base: str, entry: str) -> tuple[str | Non
             problems.append(f"after applying the diff, {problem}")
     if problems:
         return None, False, problems[0]
-    if code:
-        return (
-            None,
-            False,
-            (
-                f"no code block holds a complete source file defining `def {entry}`; send the "
-                "whole file, or a unified diff in a ```diff block"
-            ),
-        )
     return None, False, ""
 
 
