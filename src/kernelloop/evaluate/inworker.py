@@ -1,0 +1,194 @@
+"""Helpers that run inside the worker process (untrusted side) around each candidate call."""
+
+from __future__ import annotations
+
+import os
+import platform
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+# Aten ops that only allocate, view or describe tensors. Anything else called during a
+# candidate's forward is PyTorch doing compute, which the trusted side reports.
+ALLOC_VIEW_OPS = {
+    "empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "view", "_unsafe_view",
+    "reshape", "as_strided", "t", "transpose", "permute", "expand", "unsqueeze", "squeeze", "select",
+    "slice", "detach", "alias", "lift_fresh", "unbind", "split", "chunk", "contiguous", "flatten",
+    "stride", "size", "numel", "dim", "is_contiguous", "sym_size", "sym_stride", "sym_numel",
+    "sym_storage_offset", "_local_scalar_dense", "is_same_size",
+}
+
+
+class AtenRecorder(TorchDispatchMode):
+    """Records the aten ops a call dispatches outside Triton launches (name -> count).
+
+    Ops dispatched while a Triton launch is in progress belong to the launcher (the
+    interpreter copies arguments through torch), not to the candidate.
+    """
+
+    def __init__(self, counter: LaunchCounter | None = None) -> None:
+        super().__init__()
+        self.ops: dict[str, int] = {}
+        self.counter = counter
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if self.counter is None or self.counter.depth == 0:
+            name = func.overloadpacket.__name__
+            self.ops[name] = self.ops.get(name, 0) + 1
+        return func(*args, **(kwargs or {}))
+
+
+class LaunchCounter:
+    """Counts launches of the Triton kernels each implementation's module defines.
+
+    The kernel object's `run` is wrapped on the instance (both the compiled JITFunction
+    and the interpreter's InterpretedFunction launch through `run`).
+    """
+
+    def __init__(self) -> None:
+        self.counts: Counter[str] = Counter()
+        self.depth = 0
+
+    def attach(self, module, impl: str) -> None:
+        for attr, obj in list(vars(module).items()):
+            kernel = obj
+            while hasattr(kernel, "fn") and not (hasattr(kernel, "run") and hasattr(kernel, "add_pre_run_hook")):
+                kernel = kernel.fn
+            if hasattr(kernel, "run") and hasattr(kernel, "add_pre_run_hook"):
+                kernel.run = self._wrap(kernel.run, f"{impl}:{attr}")
+
+    def _wrap(self, run, key: str):
+        def counted(*args, **kwargs):
+            if not kwargs.get("warmup", False):
+                self.counts[key] += 1
+            self.depth += 1
+            try:
+                return run(*args, **kwargs)
+            finally:
+                self.depth -= 1
+
+        return counted
+
+    def reset(self) -> None:
+        self.counts.clear()
+
+    def snapshot(self) -> dict[str, int]:
+        return dict(self.counts)
+
+
+def poison(nbytes: int, device: str) -> None:
+    """Fill freed memory with NaN bytes, so an output never written reads as NaN.
+
+    The CUDA caching allocator hands the next allocation of this size class this block;
+    without this, `torch.empty` can return memory holding an earlier result.
+    """
+    if device != "cuda" or nbytes <= 0:
+        return
+    block = torch.empty(nbytes + 512, dtype=torch.uint8, device=device)
+    block.fill_(0xFF)  # 0xFFFF… is NaN in fp16, bf16 and fp32
+    del block
+
+
+def aliased_inputs(out: torch.Tensor, tensors: dict[str, torch.Tensor]) -> list[str]:
+    def span(t: torch.Tensor) -> tuple[int, int]:
+        st = t.untyped_storage()
+        return st.data_ptr(), st.data_ptr() + st.nbytes()
+
+    o0, o1 = span(out)
+    hits = []
+    for name, t in tensors.items():
+        a0, a1 = span(t)
+        if o0 < a1 and a0 < o1 and t.device == out.device:
+            hits.append(name)
+    return hits
+
+
+def same_bytes(a: torch.Tensor, b: torch.Tensor) -> bool:
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    av = a.contiguous().view(torch.uint8)
+    bv = b.contiguous().view(torch.uint8)
+    return bool(torch.equal(av, bv))
+
+
+def wait_for_room(out_dir: Path, max_outstanding: int, timeout_s: float = 600.0) -> None:
+    """Backpressure: wait until the trusted side has consumed earlier output files."""
+    deadline = time.monotonic() + timeout_s
+    while len([p for p in out_dir.iterdir() if p.suffix == ".bin"]) >= max_outstanding:
+        if time.monotonic() > deadline:
+            raise TimeoutError("the trusted side stopped reading outputs")
+        time.sleep(0.002)
+
+
+def write_raw(out: torch.Tensor, path: Path) -> None:
+    data = out.detach().contiguous().view(torch.uint8).reshape(-1).cpu().numpy()
+    tmp = path.with_suffix(".part")
+    data.tofile(tmp)
+    os.replace(tmp, path)
+
+
+def sticky_cuda_error(e: BaseException) -> bool:
+    text = str(e)
+    return isinstance(e, torch.AcceleratorError | RuntimeError) and any(
+        s in text for s in ("illegal memory access", "unspecified launch failure", "device-side assert", "misaligned address")
+    )
+
+
+def environment(device: str) -> dict:
+    env = {
+        "device": device,
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "interpreter": os.environ.get("TRITON_INTERPRET") == "1",
+    }
+    try:
+        import triton
+
+        env["triton"] = triton.__version__
+    except ImportError:
+        env["triton"] = None
+    if device == "cuda" and torch.cuda.is_available():
+        p = torch.cuda.get_device_properties(0)
+        env.update(
+            device_name=p.name,
+            compute_capability=f"{p.major}.{p.minor}",
+            cuda=torch.version.cuda,
+            sm_count=p.multi_processor_count,
+        )
+    else:
+        env.update(device_name=platform.processor() or platform.machine(), compute_capability=None, cuda=None)
+    env["argv0"] = sys.executable
+    return env
+
+
+def compile_facts(modules: dict, device: str) -> list[dict]:
+    """Registers, spills and shared memory of every compiled Triton kernel (GPU only)."""
+    facts: list[dict] = []
+    if device != "cuda":
+        return facts
+    for impl, module in modules.items():
+        for attr, obj in list(vars(module).items()):
+            kernel = obj
+            while hasattr(kernel, "fn") and not hasattr(kernel, "device_caches"):
+                kernel = kernel.fn
+            caches = getattr(kernel, "device_caches", None)
+            if not caches:
+                continue
+            for entry in caches.values():
+                for compiled in list(entry[0].values()):
+                    md = getattr(compiled, "metadata", None)
+                    facts.append(
+                        {
+                            "impl": impl,
+                            "name": attr,
+                            "n_regs": getattr(compiled, "n_regs", None),
+                            "n_spills": getattr(compiled, "n_spills", None),
+                            "shared_bytes": getattr(md, "shared", None),
+                            "num_warps": getattr(md, "num_warps", None),
+                        }
+                    )
+    return facts

@@ -1,0 +1,216 @@
+"""Trusted-side judgement of each call the worker reports: interface, values, randomness.
+
+The trusted side regenerates the call's inputs from the secret seed, runs the reference
+in float64 and compares the bytes the worker wrote. Nothing the worker claims about
+correctness is used; its facts (type, aliasing, mutation, launches) can only reject.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from kernelloop.evaluate.compare import binomial_ok, infer_mask, within_tolerance
+from kernelloop.evaluate.inworker import ALLOC_VIEW_OPS
+from kernelloop.evaluate.plan import Call
+from kernelloop.evaluate.record import CheckResult
+from kernelloop.task import Task
+
+
+@dataclass
+class Failure:
+    category: str
+    reason: str
+
+
+@dataclass
+class Judge:
+    task: Task
+    device: str
+    checks: list[CheckResult] = field(default_factory=list)
+    failures: list[Failure] = field(default_factory=list)
+    launches: list[int] = field(default_factory=list)
+    _groups: dict[str, dict] = field(default_factory=dict)
+    _interface_bad: set[str] = field(default_factory=set)
+
+    def __post_init__(self) -> None:
+        self.make_inputs = self.task.load_function("inputs")
+        self.reference = self.task.load_function("reference")
+        self.st = self.task.spec.stochastic
+
+    # ---- helpers -------------------------------------------------------------
+    def _inputs(self, call: Call) -> dict:
+        g = torch.Generator(device=self.device).manual_seed(call.input_seed)
+        return self.make_inputs(call.shape.dims, getattr(torch, call.dtype), self.device, g, call.case)
+
+    def _ref(self, inputs: dict, call: Call, keep_mask=None) -> torch.Tensor:
+        up = {k: (v.to(torch.float64) if isinstance(v, torch.Tensor) and v.is_floating_point() else v)
+              for k, v in inputs.items()}
+        params = {**self.task.spec.params, **call.params}
+        if keep_mask is not None and self.st is not None:
+            params[self.st.mask_param] = keep_mask
+        with torch.no_grad():
+            return self.reference(**up, **params)
+
+    def _fail(self, call: Call, suite: str, category: str, reason: str, cmp=None) -> None:
+        self.checks.append(
+            CheckResult(suite=suite, case=call.case, shape=call.shape.label, dtype=call.dtype, passed=False,
+                        max_abs_err=getattr(cmp, "max_abs_err", None), max_rel_err=getattr(cmp, "max_rel_err", None),
+                        worst_index=getattr(cmp, "worst_index", None), reason=reason)
+        )
+        self.failures.append(Failure(category, f"{suite}/{call.case} {call.shape.label} {call.dtype}: {reason}"))
+
+    def _pass(self, call: Call, suite: str, cmp=None, note: str = "") -> None:
+        self.checks.append(
+            CheckResult(suite=suite, case=call.case, shape=call.shape.label, dtype=call.dtype, passed=True,
+                        max_abs_err=getattr(cmp, "max_abs_err", None), max_rel_err=getattr(cmp, "max_rel_err", None),
+                        reason=note)
+        )
+
+    # ---- one reported call ---------------------------------------------------
+    def judge(self, call: Call, msg: dict, out_dir: Path) -> None:
+        if not msg.get("ok"):
+            self._fail(call, call.suite, "crash", f"the candidate raised: {_last_line(msg.get('error', ''))}")
+            return
+        inputs = self._inputs(call)
+        like = inputs[self.task.spec.task.output_like]
+        if not self._interface(call, msg, like):
+            _consume(out_dir, msg)
+            return
+        self._audit(call, msg)
+        out = _read_output(out_dir / msg["file"], like)
+        out = out.to(self.device)
+        tol = self.task.spec.tolerances[call.dtype]
+        if call.suite == "stochastic" and call.rate > 0:
+            self._stochastic(call, out, inputs, tol)
+            return
+        cmp = within_tolerance(out, self._ref(inputs, call), tol)
+        if not cmp.passed:
+            self._fail(call, call.suite, cmp.category, cmp.reason, cmp)
+        elif call.suite == "determinism":
+            self._determinism(call, out, cmp)
+        else:
+            self._pass(call, call.suite, cmp)
+
+    def _interface(self, call: Call, msg: dict, like: torch.Tensor) -> bool:
+        problems = []
+        if msg.get("out_type") != "torch.Tensor":
+            problems.append(("interface", f"returned {msg.get('out_type')}, not exactly a torch.Tensor"))
+        else:
+            if msg.get("out_shape") != list(like.shape):
+                problems.append(("interface", f"output shape {msg.get('out_shape')}, expected {list(like.shape)}"))
+            want = str(like.dtype).removeprefix("torch.")
+            if msg.get("out_dtype") != want:
+                problems.append(("interface", f"output dtype {msg.get('out_dtype')}, expected {want}"))
+            if msg.get("out_device") != like.device.type:
+                problems.append(("interface", f"output on {msg.get('out_device')}, expected {like.device.type}"))
+            if not msg.get("out_contiguous", False):
+                problems.append(("interface", "output is not contiguous"))
+            if msg.get("aliases"):
+                problems.append(("aliasing", f"output shares memory with input(s) {msg['aliases']}"))
+            if msg.get("mutated"):
+                problems.append(("mutation", f"input(s) {msg['mutated']} were modified in place"))
+        for category, reason in problems:
+            self._fail(call, "interface", category, reason)
+        key = f"{call.shape.label}-{call.dtype}"
+        if problems:
+            self._interface_bad.add(key)
+        return not problems
+
+    def _audit(self, call: Call, msg: dict) -> None:
+        launches = sum(v for k, v in msg.get("launches", {}).items() if k.startswith("candidate:"))
+        self.launches.append(launches)
+        if not call.audit:
+            return
+        compute = sorted(op for op in msg.get("ops", {}) if op not in ALLOC_VIEW_OPS)
+        if self.task.spec.task.language != "torch" and compute:
+            self._fail(call, "interface", "no_kernel",
+                       f"calls PyTorch compute ops {compute} instead of its own {self.task.spec.task.language} kernels")
+        if self.task.spec.task.language == "triton" and launches == 0:
+            self._fail(call, "interface", "no_kernel", "launched none of its own Triton kernels")
+
+    def _determinism(self, call: Call, out: torch.Tensor, cmp) -> None:
+        grp = self._groups.setdefault(call.group, {})
+        if call.role == "a":
+            grp["a"] = out
+            self._pass(call, "determinism", cmp, "first of two identical calls")
+        elif "a" in grp:
+            if _same_bytes(grp.get("a"), out):
+                self._pass(call, "determinism", cmp, "identical bytes on a repeated call")
+            else:
+                self._fail(call, "determinism", "nondeterministic",
+                           "two calls with the same inputs and seed gave different bytes (a race or hidden state)")
+            grp.pop("a", None)
+
+    def _stochastic(self, call: Call, out: torch.Tensor, inputs: dict, tol) -> None:
+        assert self.st is not None
+        ones = torch.ones_like(out, dtype=torch.bool)
+        ref_keep = self._ref(inputs, call, keep_mask=ones)
+        ref_drop = self._ref(inputs, call, keep_mask=~ones)
+        inf = infer_mask(out, ref_keep, ref_drop, tol)
+        if not inf.ok:
+            self._fail(call, "stochastic", "stochastic", f"p={call.rate:g}: {inf.reason}")
+            return
+        n = int(inf.decidable.sum().item())
+        dropped = int((inf.dropped & inf.decidable).sum().item())
+        ok, text = binomial_ok(dropped, n, call.rate, self.st.confidence_sigmas)
+        grp = self._groups.setdefault(call.group, {})
+        if not ok:
+            self._fail(call, "stochastic", "stochastic", f"p={call.rate:g}: {text}")
+            return
+        if call.role == "a":
+            grp.update(out=out, mask=inf.dropped, dec=inf.decidable)
+            self._pass(call, "stochastic", None, f"p={call.rate:g}: {text}")
+        elif call.role == "same_seed":
+            if "out" in grp and not _same_bytes(grp["out"], out):
+                self._fail(call, "stochastic", "stochastic", f"p={call.rate:g}: the same seed gave a different output")
+            else:
+                self._pass(call, "stochastic", None, f"p={call.rate:g}: same seed, same output")
+        elif call.role == "other_seed" and "mask" in grp:
+            both = grp["dec"] & inf.decidable
+            m = int(both.sum().item())
+            differ = int(((grp["mask"] != inf.dropped) & both).sum().item())
+            expect = 2 * call.rate * (1 - call.rate)
+            ok2, text2 = binomial_ok(differ, m, expect, self.st.confidence_sigmas)
+            if differ == 0 or not ok2:
+                self._fail(call, "stochastic", "stochastic",
+                           f"p={call.rate:g}: a different seed must give an independent mask; {text2} (differing)")
+            else:
+                self._pass(call, "stochastic", None, f"p={call.rate:g}: a different seed gave a different mask")
+            self._groups.pop(call.group, None)
+
+    def finish_interface(self, shapes_dtypes: list[tuple[str, str]]) -> None:
+        for shape, dtype in shapes_dtypes:
+            if f"{shape}-{dtype}" not in self._interface_bad:
+                self.checks.append(CheckResult(suite="interface", case="all", shape=shape, dtype=dtype, passed=True,
+                                               reason="exact Tensor, shape, dtype, device, contiguous, no aliasing, inputs unchanged"))
+
+
+def _same_bytes(a: torch.Tensor | None, b: torch.Tensor) -> bool:
+    if a is None or a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    return bool(torch.equal(a.contiguous().view(torch.uint8), b.contiguous().view(torch.uint8)))
+
+
+def _read_output(path: Path, like: torch.Tensor) -> torch.Tensor:
+    expected = like.numel() * like.element_size()
+    size = path.stat().st_size
+    if size != expected:
+        path.unlink(missing_ok=True)
+        raise ValueError(f"output file has {size} bytes, expected {expected}")
+    raw = np.fromfile(path, dtype=np.uint8)
+    path.unlink()
+    return torch.from_numpy(raw).view(like.dtype).reshape(like.shape)
+
+
+def _consume(out_dir: Path, msg: dict) -> None:
+    if msg.get("file"):
+        (out_dir / msg["file"]).unlink(missing_ok=True)
+
+
+def _last_line(text: str) -> str:
+    lines = [ln for ln in text.strip().splitlines() if ln.strip()]
+    return lines[-1][:300] if lines else "(no message)"

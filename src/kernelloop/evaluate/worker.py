@@ -1,0 +1,147 @@
+"""The worker: runs inside the sandbox, imports the candidate, calls it, times it.
+
+Everything this process reports is untrusted: the trusted side regenerates the inputs,
+computes the reference and compares the output bytes itself. The worker's job is only
+to produce those bytes honestly when the candidate is honest, and to record facts
+(types, aliasing, launches, torch ops) that a lazy cheat would otherwise hide.
+
+Protocol: a job (JSON) on stdin; JSON lines on the original stdout (the channel);
+the candidate's own prints go to stderr. Outputs are written as raw bytes to
+`out_dir/<call id>.bin`; at most `max_outstanding` unread files exist at once (the
+trusted side deletes each after reading), which bounds the disk/RAM used.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import sys
+import time
+import traceback
+from pathlib import Path
+
+# The channel is a private dup of stdout; fd 1 then points at stderr so that prints by
+# the candidate cannot be mistaken for protocol lines.
+_CHANNEL = os.fdopen(os.dup(1), "w", buffering=1)
+os.dup2(2, 1)
+sys.stdout = sys.stderr
+
+
+def send(kind: str, **payload) -> None:
+    _CHANNEL.write(json.dumps({"type": kind, **payload}) + "\n")
+    _CHANNEL.flush()
+
+
+import torch  # noqa: E402  (after the channel is set up)
+
+from kernelloop.evaluate import inworker  # noqa: E402
+
+# Bound before any candidate code runs: a candidate that patches torch.cuda later
+# cannot change what the harness calls.
+_sync = torch.cuda.synchronize if torch.cuda.is_available() else (lambda: None)
+_equal = torch.equal
+_Tensor = torch.Tensor
+
+
+def _import_file(path: str, name: str):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _dtype(name: str) -> torch.dtype:
+    return getattr(torch, name)
+
+
+def run_call(job: dict, call: dict, fn, make_inputs, counter: inworker.LaunchCounter) -> None:
+    dev = job["device"]
+    dtype = _dtype(call["dtype"])
+    g = torch.Generator(device=dev).manual_seed(call["input_seed"])
+    inputs = make_inputs(call["dims"], dtype, dev, g, call["case"])
+    tensors = {k: v for k, v in inputs.items() if isinstance(v, _Tensor)}
+    snapshot = {k: v.clone() for k, v in tensors.items()}
+    like = tensors[job["output_like"]]
+    inworker.poison(like.numel() * like.element_size(), dev)
+    kwargs = {**job["params"], **call["params"]}
+    counter.reset()
+    ops: dict[str, int] = {}
+    t0 = time.perf_counter()
+    if call.get("audit"):
+        with inworker.AtenRecorder(counter) as rec:
+            out = fn(**inputs, **kwargs)
+            _sync()
+        ops = rec.ops
+    else:
+        out = fn(**inputs, **kwargs)
+        _sync()
+    elapsed = time.perf_counter() - t0
+    facts: dict = {"id": call["id"], "elapsed_s": elapsed, "launches": counter.snapshot(), "ops": ops}
+    facts["out_type"] = f"{type(out).__module__}.{type(out).__qualname__}"
+    if type(out) is not _Tensor:
+        send("call", ok=False, error="output is not exactly a torch.Tensor", **facts)
+        return
+    facts.update(
+        out_shape=list(out.shape),
+        out_dtype=str(out.dtype).removeprefix("torch."),
+        out_device=out.device.type,
+        out_contiguous=out.is_contiguous(),
+        aliases=inworker.aliased_inputs(out, tensors),
+        mutated=[k for k in tensors if not inworker.same_bytes(snapshot[k], tensors[k])],
+    )
+    if call.get("save", True):
+        path = Path(job["out_dir"]) / f"{call['id']}.bin"
+        inworker.wait_for_room(Path(job["out_dir"]), job.get("max_outstanding", 4))
+        inworker.write_raw(out, path)
+        facts["file"] = path.name
+    send("call", ok=True, **facts)
+
+
+def main() -> int:
+    job = json.loads(sys.stdin.read())
+    send("hello", env=inworker.environment(job["device"]))
+    make_inputs = getattr(_import_file(job["inputs_file"], "kernelloop_task_inputs"), job["inputs_func"])
+    impls = {}
+    counter = inworker.LaunchCounter()
+    for name, path in job["impls"].items():
+        try:
+            module = _import_file(path, f"kernelloop_impl_{name}")
+            fn = getattr(module, job["entry"])
+        except BaseException as e:  # noqa: BLE001 - any failure to import is the candidate's
+            send("import_error", impl=name, error=_tail(e))
+            return 0
+        counter.attach(module, name)
+        impls[name] = (module, fn)
+    cand_fn = impls["candidate"][1]
+    for call in job["calls"]:
+        try:
+            run_call(job, call, cand_fn, make_inputs, counter)
+        except BaseException as e:  # noqa: BLE001 - reported, then the trusted side rejects
+            send("call", id=call["id"], ok=False, error=_tail(e))
+            if inworker.sticky_cuda_error(e):
+                send("fatal", error="sticky CUDA error: the worker cannot continue")
+                return 0
+    if job.get("timing"):
+        from kernelloop.evaluate import timing
+
+        try:
+            for rec in timing.time_impls(job, {k: v[1] for k, v in impls.items()}, make_inputs):
+                send("timing", **rec)
+        except BaseException as e:  # noqa: BLE001
+            send("timing_error", error=_tail(e))
+    send("compile", kernels=inworker.compile_facts({k: v[0] for k, v in impls.items()}, job["device"]))
+    send("done")
+    return 0
+
+
+def _tail(e: BaseException) -> str:
+    text = "".join(traceback.format_exception(type(e), e, e.__traceback__))
+    return text[-2000:]
+
+
+if __name__ == "__main__":
+    code = main()
+    _CHANNEL.flush()
+    os._exit(code)  # skip atexit hooks a candidate may have registered
