@@ -104,9 +104,9 @@ class CostLedger:
     def unpriced_models(self) -> list[str]:
         return sorted({f"{e.provider}:{e.model}" for e in self.entries if not e.priced})
 
-    def rows(self) -> list[dict[str, object]]:
-        """One plain dict per call, for the history store and the run summary."""
-        return [asdict(e) for e in self.entries]
+    def rows(self, round_index: int | None = None) -> list[dict[str, object]]:
+        """One plain dict per call (of one round, if given), for the history store."""
+        return [asdict(e) for e in self.entries if round_index in (None, e.round)]
 
     def as_if_model_usd(self, model: str) -> float | None:
         """What the same calls (same token counts) would have cost at `model`'s price."""

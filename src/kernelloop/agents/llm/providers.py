@@ -66,7 +66,9 @@ def parse_model_spec(spec: str, default_provider: str | None = None) -> tuple[st
     provider, sep, model = spec.partition(":")
     if sep and provider in PROVIDERS and model:
         return provider, model
-    if not sep and default_provider in PROVIDERS and spec:
+    # Ollama names carry a tag after a colon ("qwen2.5-coder:7b"): with a provider to
+    # inherit, an unknown prefix is part of the model name, not a provider.
+    if default_provider in PROVIDERS and spec and provider not in PROVIDERS:
         return default_provider, spec
     raise AgentSpecError(
         f"cannot tell which service runs model {spec!r}; write it as openai:MODEL or "
