@@ -172,9 +172,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--constexprs", default="{}", help="JSON: constexpr parameter -> value")
     ap.add_argument("--num-warps", type=int, default=4)
     ap.add_argument("--num-stages", type=int, default=3)
+    ap.add_argument("--maxnreg", type=int, default=None)
     a = ap.parse_args(argv)
     facts = triton_compile_facts(a.source, a.kernel, json.loads(a.signature), json.loads(a.constexprs),
-                                 num_warps=a.num_warps, num_stages=a.num_stages)
+                                 num_warps=a.num_warps, num_stages=a.num_stages, maxnreg=a.maxnreg)
     print(json.dumps(facts))
     return 0
 

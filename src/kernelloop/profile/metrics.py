@@ -58,6 +58,9 @@ class KernelProfile(BaseModel):
     # Memory traffic.
     dram_bytes_read: float | None = None
     dram_bytes_write: float | None = None
+    dram_bytes_total: float | None = Field(
+        default=None, description="read + write; else the section's DRAM bandwidth × duration"
+    )
     dram_bandwidth_gbps: float | None = None
     l1_hit_pct: float | None = None
     l2_hit_pct: float | None = None
@@ -92,9 +95,7 @@ class KernelProfile(BaseModel):
 
     @property
     def dram_bytes(self) -> float | None:
-        if self.dram_bytes_read is None and self.dram_bytes_write is None:
-            return None
-        return (self.dram_bytes_read or 0.0) + (self.dram_bytes_write or 0.0)
+        return self.dram_bytes_total
 
     def pipe(self, name: str) -> float | None:
         """Utilization of a pipe family (e.g. 'tensor' takes the busiest tensor sub-pipe)."""
@@ -152,11 +153,12 @@ def kernel_profile(k: RawKernel) -> KernelProfile:
     duration_s = v("gpu__time_duration.sum", f"{SOL}/Duration", unit_like="second")
     read = v("dram__bytes_read.sum")
     write = v("dram__bytes_write.sum")
-    bw = None
-    if duration_s and (read is not None or write is not None):
-        bw = ((read or 0.0) + (write or 0.0)) / duration_s / 1e9
-    else:
-        bw = _mul(v("dram__bytes.sum.per_second", f"{MEM}/Memory Throughput", unit_like="byte/second"), 1e-9)
+    total = None if read is None and write is None else (read or 0.0) + (write or 0.0)
+    bw = _mul(v("dram__bytes.sum.per_second", f"{MEM}/Memory Throughput", unit_like="byte/second"), 1e-9)
+    if duration_s and total is not None:
+        bw = total / duration_s / 1e9
+    elif duration_s and bw is not None:
+        total = bw * 1e9 * duration_s
     bps = v("smsp__sass_average_data_bytes_per_sector_mem_global_op_ld.pct")
     stalls, pipes, mix = _families(k)
     block_threads = v("launch__block_size", f"{LAUNCH}/Block Size")
@@ -177,6 +179,7 @@ def kernel_profile(k: RawKernel) -> KernelProfile:
         l2_throughput_pct=v("lts__throughput.avg.pct_of_peak_sustained_elapsed", f"{SOL}/L2 Cache Throughput"),
         dram_bytes_read=read,
         dram_bytes_write=write,
+        dram_bytes_total=total,
         dram_bandwidth_gbps=bw,
         l1_hit_pct=v("l1tex__t_sector_hit_rate.pct", f"{MEM}/L1/TEX Hit Rate"),
         l2_hit_pct=v("lts__t_sector_hit_rate.pct", f"{MEM}/L2 Hit Rate"),

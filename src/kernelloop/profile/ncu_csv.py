@@ -113,8 +113,11 @@ def to_base_unit(value: float | None, unit: str) -> tuple[float | None, str]:
 
 
 def _dims(text: str) -> tuple[int, ...] | None:
-    nums = re.findall(r"\d+", text)  # "(256, 1, 1)": the commas separate dimensions
-    return tuple(int(n) for n in nums) if nums else None
+    # "(4,096, 1, 1)": ", " separates dimensions, a bare "," is a thousands separator.
+    parts = [p.replace(",", "").strip(" ()") for p in re.split(r",\s+", text.strip())]
+    if not parts or not all(p.isdigit() for p in parts):
+        return None
+    return tuple(int(p) for p in parts)
 
 
 def _table_text(text: str) -> str:

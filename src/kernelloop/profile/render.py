@@ -1,0 +1,174 @@
+"""Render a ProfileReport as plain text; `level` 0..3 trades detail for length."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from kernelloop.profile.deltas import fmt_bytes
+from kernelloop.profile.metrics import KernelProfile
+from kernelloop.profile.roofline import Classification
+
+if TYPE_CHECKING:
+    from kernelloop.profile.summary import ProfileReport
+
+# (hints shown per kernel, characters per hint, show instruction mix, stalls shown)
+_LEVELS = ((4, 320, True, 4), (3, 220, True, 3), (2, 160, False, 3), (1, 120, False, 2))
+
+
+def _pct(v: float | None) -> str:
+    return "n/a" if v is None else (f"{v:.1f}%" if v < 10 else f"{v:.0f}%")
+
+
+def _time(us: float | None) -> str:
+    if us is None:
+        return "n/a"
+    return f"{us / 1000:.3f} ms" if us >= 1000 else f"{us:.1f} us"
+
+
+def _dims(d: tuple[int, ...] | None, total: int | None) -> str:
+    if d:
+        return "(" + ",".join(str(x) for x in d) + ")"
+    return str(total) if total is not None else "n/a"
+
+
+def _count(v: float | None) -> str:
+    if v is None:
+        return "n/a"
+    return f"{v / 1e6:.1f}M" if v >= 1e6 else (f"{v / 1e3:.1f}K" if v >= 1e4 else f"{v:.0f}")
+
+
+def _join(label: str, parts: list[str | None], sep: str = "; ") -> str | None:
+    """'  Label: a, b' from the parts that are known; None when nothing is."""
+    known = [p for p in parts if p]
+    return f"  {label}: " + sep.join(known) if known else None
+
+
+def _if(v: float | None, text: str) -> str | None:
+    return None if v is None else text
+
+
+# Fields a summary line reports; listed as not collected when ncu did not print them.
+_KEY_FIELDS = {
+    "dram_bytes_total": "DRAM bytes", "l2_hit_pct": "L2 hit rate", "registers_per_thread": "registers",
+    "local_load_sectors": "spill traffic", "smem_bank_conflicts_load": "bank conflicts",
+    "achieved_occupancy_pct": "achieved occupancy", "issue_slots_busy_pct": "issue slots",
+    "eligible_warps_per_scheduler": "eligible warps", "pipe_utilization_pct": "pipe utilization",
+    "stall_cycles_per_inst": "stall reasons",
+}
+
+
+def _kernel_block(i: int, n: int, k: KernelProfile, c: Classification, level: int) -> list[str]:
+    hints, hint_chars, show_mix, n_stalls = _LEVELS[level]
+    lines: list[str | None] = [
+        f"Kernel {i}/{n} `{k.name}` grid {_dims(k.grid, k.grid_blocks)} block "
+        f"{_dims(k.block, k.block_threads)}: {_time(k.duration_us)}; {c.bound.upper()} — {c.evidence}"]
+    moved = None
+    if k.dram_bytes_read is not None and k.dram_bytes_write is not None:
+        moved = (f"{fmt_bytes(k.dram_bytes_read + k.dram_bytes_write)} moved (read {fmt_bytes(k.dram_bytes_read)}, "
+                 f"write {fmt_bytes(k.dram_bytes_write)})")
+    elif k.dram_bytes_total is not None:
+        moved = f"~{fmt_bytes(k.dram_bytes_total)} moved (bandwidth × duration)"
+    bps = k.global_load_bytes_per_sector
+    lines.append(_join("Memory", [
+        _if(k.dram_throughput_pct, f"DRAM {_pct(k.dram_throughput_pct)} of peak"), moved,
+        _if(k.dram_bandwidth_gbps, f"{k.dram_bandwidth_gbps or 0:.0f} GB/s"),
+        _if(k.l1_hit_pct, f"L1 hit {_pct(k.l1_hit_pct)}"), _if(k.l2_hit_pct, f"L2 hit {_pct(k.l2_hit_pct)}"),
+        _if(bps, f"global loads use {bps or 0:.1f} of 32 bytes per sector")]))
+    pipes = sorted(k.pipe_utilization_pct.items(), key=lambda kv: -kv[1])[:5]
+    lines.append(_join("Compute", [
+        _if(k.sm_busy_pct, f"SM busy {_pct(k.sm_busy_pct)}"),
+        _if(k.issue_slots_busy_pct, f"issue slots busy {_pct(k.issue_slots_busy_pct)}"),
+        ("pipes " + ", ".join(f"{name.upper()} {v:.0f}%" for name, v in pipes)) if pipes else None]))
+    smem = None
+    if k.smem_static_bytes is not None or k.smem_dynamic_bytes is not None:
+        smem = (f"shared memory {fmt_bytes(k.smem_static_bytes or 0)} static + "
+                f"{fmt_bytes(k.smem_dynamic_bytes or 0)} dynamic per block")
+    conflicts = None
+    if k.smem_bank_conflicts_load is not None or k.smem_bank_conflicts_store is not None:
+        conflicts = (f"smem bank conflicts {_count(k.smem_bank_conflicts_load)} load / "
+                     f"{_count(k.smem_bank_conflicts_store)} store")
+    spills = None
+    if k.local_load_sectors is not None or k.local_store_sectors is not None:
+        spills = (f"local-memory (spill) sectors {_count(k.local_load_sectors)} load / "
+                  f"{_count(k.local_store_sectors)} store")
+    lines.append(_join("Resources", [
+        _if(k.registers_per_thread, f"{k.registers_per_thread or 0:.0f} registers/thread"), spills, smem, conflicts]))
+    limiter = f" (limited by {k.occupancy_limiter})" if k.occupancy_limiter else ""
+    lines.append(_join("Occupancy", [
+        _if(k.achieved_occupancy_pct, f"achieved {_pct(k.achieved_occupancy_pct)}"),
+        _if(k.theoretical_occupancy_pct, f"theoretical {_pct(k.theoretical_occupancy_pct)}{limiter}"),
+        _if(k.waves_per_sm, f"{k.waves_per_sm or 0:.1f} waves per SM")]))
+    lines.append(_join("Scheduler", [
+        _if(k.eligible_warps_per_scheduler, f"{k.eligible_warps_per_scheduler or 0:.2f} eligible warps"),
+        _if(k.active_warps_per_scheduler, f"{k.active_warps_per_scheduler or 0:.2f} active warps per scheduler"),
+        _if(k.no_eligible_pct, f"no eligible warp {_pct(k.no_eligible_pct)} of cycles"),
+        _if(k.warp_cycles_per_issued_inst, f"{k.warp_cycles_per_issued_inst or 0:.1f} cycles per issued instruction")]))
+    stalls = k.top_stalls(n_stalls)
+    if stalls:
+        lines.append("  Top warp stalls (cycles per issued instruction): "
+                     + ", ".join(f"{name} {v:.2f}" for name, v in stalls))
+    if show_mix and k.instruction_mix:
+        total = sum(k.instruction_mix.values()) or 1.0
+        top = sorted(k.instruction_mix.items(), key=lambda kv: -kv[1])[:6]
+        lines.append("  Instruction mix (thread instructions): "
+                     + ", ".join(f"{name} {100 * v / total:.0f}%" for name, v in top))
+    absent = [label for f, label in _KEY_FIELDS.items() if getattr(k, f) in (None, {})]
+    if absent:
+        lines.append("  Not in this report: " + ", ".join(absent))
+    shown = [r for r in k.rules if r.kind in ("OPT", "WRN", "ERR")][:hints]
+    if shown:
+        lines.append("  Profiler hints (ranked by estimated speedup):")
+        for r in shown:
+            est = f", est. {r.est_speedup_pct:.0f}% {r.speedup_type}".rstrip() if r.est_speedup_pct else ""
+            desc = r.description if len(r.description) <= hint_chars else r.description[: hint_chars - 1] + "…"
+            lines.append(f"    - [{r.kind}{est}] {r.rule}: {desc}")
+    return [ln for ln in lines if ln]
+
+
+def render(report: ProfileReport, level: int = 0) -> str:
+    n = len(report.kernels)
+    src = "Nsight Compute, one call after warm-up" if report.source == "ncu" else "no hardware counters"
+    head = f"PROFILE {report.candidate}".rstrip() + f" ({src}"
+    head += f", {report.device})" if report.device else ")"
+    lines = [head]
+    rf = report.roofline
+    if rf is not None:
+        lines.append(
+            f"Roofline: {_time(rf.measured_time_s * 1e6)} ({report.time_source}) vs floor {_time(rf.floor_s * 1e6)} "
+            f"({fmt_bytes(rf.min_bytes)} minimal DRAM bytes at {fmt_bytes(rf.min_bytes / rf.memory_floor_s) if rf.memory_floor_s else 'n/a'}/s"
+            + (f", {rf.min_flops:.3g} flops" if rf.min_flops else "")
+            + f") = {rf.pct_of_floor:.0f}% of floor ({rf.model_bound} floor).")
+    if n > 1 or (report.traffic_ratio is not None and report.traffic_ratio > 1.1):
+        kt = sum(k.duration_us or 0.0 for k in report.kernels)
+        traffic = ""
+        if report.total_dram_bytes is not None and report.min_bytes:
+            extra = report.total_dram_bytes - report.min_bytes
+            traffic = (f"; together they moved {fmt_bytes(report.total_dram_bytes)} = {report.traffic_ratio:.1f}× the "
+                       f"minimal {fmt_bytes(report.min_bytes)} ({fmt_bytes(max(extra, 0))} extra: intermediates "
+                       "and re-reads)")
+        lines.append(f"{n} kernel{'s' if n != 1 else ''} per call, {_time(kt)} of kernel time{traffic}.")
+    for i, (k, c) in enumerate(zip(report.kernels, report.classifications, strict=False), 1):
+        lines += _kernel_block(i, n, k, c, level)
+    if not report.kernels and report.classifications:
+        lines.append(f"Bottleneck: {report.classifications[0].bound} — {report.classifications[0].evidence}")
+    if report.compile_facts:
+        facts = "; ".join(
+            f"`{f.name}` {f.n_regs} registers/thread, spills {f.spill_store_bytes} B stored / {f.spill_load_bytes} B "
+            f"loaded, stack {f.stack_bytes} B, shared {f.shared_bytes} B, {f.num_warps} warps"
+            for f in report.compile_facts)
+        lines.append(f"Compile facts (Triton, {report.compile_facts[0].arch}): {facts}")
+    if report.timings:
+        lines.append(f"Kernel timings ({report.timings[0].source}, one call): " + ", ".join(
+            f"`{t.name}` ×{t.launches} {_time(t.total_us)}" for t in report.timings))
+    if report.deltas:
+        primary = [d for d in report.deltas if not d.secondary or d.kernel == "all"]
+        other = [d for d in report.deltas if d.secondary and d.kernel != "all" and not d.regression]
+        moved = primary + other[: 6 - min(level, 3)]
+        lines.append("Vs parent: " + "; ".join(
+            (f"[{d.kernel}] " if n > 1 and d.kernel != "all" else "") + d.describe() for d in moved))
+    if report.regressions:
+        lines.append("REGRESSIONS in secondary metrics (check before claiming a win): " + "; ".join(
+            (f"[{d.kernel}] " if n > 1 else "") + d.describe() for d in report.regressions))
+    if report.missing:
+        lines.append("Missing: " + "; ".join(report.missing) + ".")
+    return "\n".join(lines)

@@ -1,0 +1,140 @@
+"""The profile summary a model reads: compact plain text, per kernel, with roofline and deltas.
+
+Budget: at most 1,500 tokens per kernel (tokens estimated as characters / 4). CudaForge
+found the full Nsight Compute metric set stalls a model while a curated couple of dozen
+helps; the summary therefore names each number once, in words, with its unit.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from kernelloop.profile.deltas import MetricDelta, fmt_bytes, profile_deltas
+from kernelloop.profile.fallback import CompileFact, KernelTiming
+from kernelloop.profile.metrics import KernelProfile
+from kernelloop.profile.roofline import H200, Ceilings, Classification, Roofline, classify, roofline
+
+TOKENS_PER_KERNEL = 1500
+CHARS_PER_TOKEN = 4
+
+# What only hardware counters can tell; listed when the summary comes from a fallback.
+COUNTER_ONLY = ("DRAM/L1/L2 traffic and hit rates", "achieved occupancy", "pipe utilization",
+                "warp stall reasons", "instruction mix", "bank conflicts", "profiler rule hints")
+
+
+def estimate_tokens(text: str) -> int:
+    return (len(text) + CHARS_PER_TOKEN - 1) // CHARS_PER_TOKEN
+
+
+class ProfileReport(BaseModel):
+    """Everything profile/ knows about one candidate; JSON goes into the evaluation record."""
+
+    candidate: str = ""
+    source: Literal["ncu", "fallback"]
+    device: str | None = None
+    kernels: list[KernelProfile] = Field(default_factory=list)
+    classifications: list[Classification] = Field(default_factory=list, description="one per kernel")
+    roofline: Roofline | None = None
+    time_source: str = ""
+    min_bytes: float | None = None
+    total_dram_bytes: float | None = None
+    traffic_ratio: float | None = Field(default=None, description="total DRAM bytes / task's minimal bytes")
+    compile_facts: list[CompileFact] = Field(default_factory=list)
+    timings: list[KernelTiming] = Field(default_factory=list)
+    deltas: list[MetricDelta] = Field(default_factory=list)
+    missing: list[str] = Field(default_factory=list)
+
+    @property
+    def regressions(self) -> list[MetricDelta]:
+        return [d for d in self.deltas if d.regression and d.secondary]
+
+    def to_record(self, *, include_raw: bool = False) -> dict:
+        """JSON-ready dict for the evaluation record (raw ncu rows only when asked: ~50 KB/kernel)."""
+        data = self.model_dump(mode="json")
+        if include_raw:
+            for kd, k in zip(data["kernels"], self.kernels, strict=True):
+                kd["raw"] = [m.model_dump(mode="json") for m in k.raw]
+        return data
+
+    def format_for_prompt(self, max_tokens: int | None = None) -> str:
+        """Plain text within budget; detail is dropped (hints, mix) before anything else."""
+        from kernelloop.profile.render import render
+
+        budget = max_tokens or TOKENS_PER_KERNEL * max(1, len(self.kernels))
+        for level in range(4):
+            text = render(self, level)
+            if estimate_tokens(text) <= budget:
+                return text
+        return text[: budget * CHARS_PER_TOKEN - 20].rstrip() + "\n[summary truncated]"
+
+
+def summarize(
+    profiles: list[KernelProfile],
+    parent: ProfileReport | list[KernelProfile] | None = None,
+    *,
+    min_bytes: float | None = None,
+    min_flops: float = 0.0,
+    measured_time_s: float | None = None,
+    ceilings: Ceilings = H200,
+    flop_kind: str = "fp32",
+    compile_facts: list[CompileFact] | None = None,
+    timings: list[KernelTiming] | None = None,
+    missing: list[str] | None = None,
+    candidate: str = "",
+    device: str | None = None,
+) -> ProfileReport:
+    """Build the report. `measured_time_s` is the benchmark's median for the profiled shape;
+    without it the sum of the profiled kernel durations stands in (ncu timing of one call)."""
+    missing = list(missing or [])
+    time_source = "benchmark median"
+    if measured_time_s is None:
+        durs = [k.duration_us for k in profiles]
+        if profiles and None not in durs:
+            measured_time_s = sum(durs) * 1e-6  # type: ignore[arg-type]
+            time_source = "sum of profiled kernel durations"
+        elif timings:
+            measured_time_s = sum(t.total_us for t in timings) * 1e-6
+            time_source = "torch.profiler kernel time"
+    model = None
+    if min_bytes is not None and measured_time_s:
+        model = roofline(min_bytes, min_flops, measured_time_s, ceilings, flop_kind=flop_kind)
+    elif min_bytes is None:
+        missing.append("roofline: the task gives no bytes/flops model")
+    else:
+        missing.append("roofline: no measured time")
+    classes = [classify(k, model if len(profiles) == 1 else None) for k in profiles]
+    if not profiles:
+        classes = [classify(None, model)]
+    total = None
+    byte_list = [k.dram_bytes for k in profiles]
+    if profiles and None not in byte_list:
+        total = sum(byte_list)  # type: ignore[arg-type]
+    parent_kernels = parent.kernels if isinstance(parent, ProfileReport) else parent
+    deltas = profile_deltas(parent_kernels, profiles) if parent_kernels and profiles else []
+    if parent is not None and not parent_kernels:
+        missing.append("deltas: the parent has no profiler counters")
+    if not profiles:
+        for item in COUNTER_ONLY:
+            if item not in missing:
+                missing.append(item)
+    return ProfileReport(
+        candidate=candidate,
+        source="ncu" if profiles else "fallback",
+        device=device,
+        kernels=profiles,
+        classifications=classes,
+        roofline=model,
+        time_source=time_source if model else "",
+        min_bytes=min_bytes,
+        total_dram_bytes=total,
+        traffic_ratio=(total / min_bytes) if total is not None and min_bytes else None,
+        compile_facts=list(compile_facts or []),
+        timings=list(timings or []),
+        deltas=deltas,
+        missing=missing,
+    )
+
+
+__all__ = ["ProfileReport", "summarize", "estimate_tokens", "fmt_bytes", "TOKENS_PER_KERNEL"]

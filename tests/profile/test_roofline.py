@@ -1,0 +1,53 @@
+from __future__ import annotations
+
+import pytest
+
+from kernelloop.profile import H200, classify, roofline
+
+# The flagship at 16384×8192 bf16: read x and residual, write out (shared/GPU.md).
+MIN_BYTES = 3 * 16384 * 8192 * 2
+
+
+def test_floor_matches_the_measured_torch_add_anchor():
+    r = roofline(MIN_BYTES, 0, 0.83e-3, H200)
+    assert r.floor_s == pytest.approx(0.189e-3, rel=0.01)  # GPU.md: 0.189 ms
+    assert r.pct_of_floor == pytest.approx(100 * 0.1886 / 0.83, rel=0.01)
+    assert r.model_bound == "memory"
+
+
+def test_compute_floor_wins_when_flops_dominate():
+    r = roofline(1e6, 1e12, 2e-3, H200, flop_kind="bf16_tensor")
+    assert r.model_bound == "compute"
+    assert r.compute_floor_s == pytest.approx(1e12 / 790e12)
+
+
+def test_bad_inputs_are_refused():
+    with pytest.raises(ValueError):
+        roofline(1, 0, 0.0)
+    with pytest.raises(ValueError, match="fp8"):
+        roofline(1, 1, 1.0, flop_kind="fp8")
+
+
+def test_rand_kernel_with_low_dram_is_not_called_memory_bound(synthetic):
+    fused = synthetic[0]
+    model = roofline(MIN_BYTES, 0, fused.duration_us * 1e-6)
+    c = classify(fused, model)
+    assert c.bound == "compute-bound"
+    assert c.busiest_pipe == "alu"
+    assert "ALU" in c.evidence
+
+
+def test_memory_heavy_kernel_is_memory_bound(synthetic):
+    assert classify(synthetic[1]).bound == "memory-bound"
+
+
+def test_both_units_low_is_latency_bound(synthetic):
+    k = synthetic[0].model_copy(update={"compute_sol_pct": 30.0, "issue_slots_busy_pct": 25.0,
+                                        "pipe_utilization_pct": {"alu": 28.0}})
+    assert classify(k).bound == "latency-bound"
+
+
+def test_without_counters_the_byte_model_decides_only_when_near_the_floor():
+    assert classify(None, roofline(MIN_BYTES, 0, 0.2e-3)).bound == "memory-bound"
+    far = classify(None, roofline(MIN_BYTES, 0, 0.83e-3))
+    assert far.bound == "unknown" and "no profiler counters" in far.evidence
