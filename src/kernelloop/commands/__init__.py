@@ -5,4 +5,5 @@ Add a module name here to put its commands on the `kernelloop` CLI.
 
 COMMAND_MODULES = [
     "kernelloop.commands.task_cmds",
+    "kernelloop.commands.history_cmds",
 ]

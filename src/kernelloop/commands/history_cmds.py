@@ -1,0 +1,195 @@
+"""`kernelloop history | rollback | export | approve`: reading and acting on a task's history."""
+
+from __future__ import annotations
+
+import getpass
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from kernelloop.errors import KernelloopError
+from kernelloop.history import HistoryStore
+from kernelloop.history.export_text import benchmark_markdown, export_message
+from kernelloop.history.models import Attempt
+from kernelloop.history.workspace import DB_NAME
+from kernelloop.task import Task, load_task
+from kernelloop.versions import Versions
+
+TaskArg = Annotated[Path, typer.Argument(help="The task folder (holding task.toml).")]
+WorkspaceOpt = Annotated[
+    Path | None, typer.Option("--workspace", help="Where the history lives (default: TASK/.kernelloop).")
+]
+
+
+def _open(task_dir: Path, workspace: Path | None) -> tuple[Task, HistoryStore]:
+    task = load_task(task_dir)
+    ws = workspace.expanduser().resolve() if workspace else task.folder / ".kernelloop"
+    db = ws / DB_NAME
+    if not db.is_file():
+        raise KernelloopError(
+            f"no history for task {task.name} in {ws}; run `kernelloop run {task_dir}` first "
+            "or pass --workspace where the run wrote it."
+        )
+    return task, HistoryStore.open(db)
+
+
+def _shape_text(a: Attempt) -> str:
+    changes = sorted(a.shape_changes().items(), key=lambda kv: abs(kv[1] - 1), reverse=True)
+    return ", ".join(f"{s} {(r - 1) * 100:+.1f}%" for s, r in changes[:3])
+
+
+def _verdict_cell(a: Attempt) -> str:
+    if a.status == "refused":
+        return "[yellow]refused[/]"
+    if a.accepted is None:
+        return "[dim]not evaluated[/]"
+    return ("[green]accepted[/]" if a.accepted else f"[red]rejected[/] {a.category}") + (" ★" if a.was_best else "")
+
+
+def _as_dict(a: Attempt) -> dict[str, object]:
+    return {
+        "id": a.id, "run": a.run_id, "round": a.round, "k": a.k, "parent": a.parent_id, "agent": a.agent,
+        "model": a.model, "hypothesis": a.hypothesis, "status": a.status, "accepted": a.accepted,
+        "category": a.category, "reasons": list(a.reasons), "objective": a.objective, "gain": a.gain,
+        "per_shape": a.per_shape, "refused_reason": a.refused_reason, "commit": a.commit_sha,
+        "branch": a.branch, "cost_usd": a.cost_usd, "was_best": a.was_best,
+    }
+
+
+def history(
+    task_dir: TaskArg,
+    workspace: WorkspaceOpt = None,
+    run: Annotated[int | None, typer.Option("--run", help="Only this run id.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the attempts as JSON.")] = False,
+) -> None:
+    """Table of attempts: round, hypothesis, verdict, objective, per-shape change, cost."""
+    task, store = _open(task_dir, workspace)
+    with store:
+        attempts = store.attempts(task.name, run_id=run)
+        if as_json:
+            typer.echo(json.dumps([_as_dict(a) for a in attempts], indent=1))
+            return
+        if not attempts:
+            raise KernelloopError(f"no attempts recorded for task {task.name}{f' in run {run}' if run else ''}; "
+                                  f"run `kernelloop run {task_dir}` first.")
+        table = Table(title=f"kernelloop history: {task.name}", show_lines=False)
+        for col in ("ID", "Run", "Round", "Agent", "Hypothesis", "Verdict", "Objective", "Per-shape change", "Cost"):
+            table.add_column(col, overflow="fold" if col == "Hypothesis" else "ellipsis")
+        for a in attempts:
+            obj = "–" if a.objective is None else f"{a.objective:.3f}x"
+            if a.gain is not None:
+                obj += f" ({(a.gain - 1) * 100:+.1f}%)"
+            hyp = a.hypothesis[:160] + (f"\n[yellow]{a.refused_reason}[/]" if a.status == "refused" else "")
+            table.add_row(str(a.id), str(a.run_id), "base" if a.round == 0 else f"r{a.round}-{a.k}",
+                          "/".join(x for x in (a.agent, a.model) if x), hyp, _verdict_cell(a), obj,
+                          _shape_text(a), f"${a.cost_usd:.4f}")
+        console = Console()
+        console.print(table)
+        best, pending = store.promoted_best(task.name), store.pending_best(task.name)
+        if best:
+            console.print(f"best: #{best.id} ({best.objective or 0:.3f}x), branch kernelloop/{task.name}/best")
+        if pending:
+            console.print(f"[yellow]awaiting approval:[/] #{pending.id}; run `kernelloop approve {task_dir}`")
+        console.print(f"model cost: ${sum(a.cost_usd for a in attempts):.4f}")
+
+
+def _target(store: HistoryStore, versions: Versions, to: str) -> tuple[str, Attempt | None]:
+    """A proposal id, 'best', or any git revision -> (commit, attempt if known)."""
+    if to.isdigit():
+        attempt = store.attempt(int(to))
+        if not attempt.commit_sha:
+            raise KernelloopError(f"proposal #{to} was never committed (refused or in flight); "
+                                  "pick an id with a commit from `kernelloop history --json`.")
+        return versions.resolve(attempt.commit_sha), attempt
+    return versions.resolve(to), None
+
+
+def rollback(
+    task_dir: TaskArg,
+    to: Annotated[str, typer.Option("--to", help="Proposal id from `kernelloop history`, 'best', or a git revision.")],
+    workspace: WorkspaceOpt = None,
+    output: Annotated[Path | None, typer.Option("--output", help="Write here instead of the task's kernel file.")] = None,
+) -> None:
+    """Restore a generation's kernel byte for byte and make it the best."""
+    task, store = _open(task_dir, workspace)
+    with store:
+        versions = Versions.open(task.folder, task.name, task.spec.task.baseline)
+        commit, attempt = _target(store, versions, to)
+        dest = output or task.baseline_path
+        backup = versions.restore(commit, dest)
+        if output is None:
+            versions.set_best(commit, f"rollback to {to}")
+            if attempt is not None:
+                store.set_best(None, attempt.id, reason=f"rollback by {getpass.getuser()}")
+        label = f"#{attempt.id}" if attempt else to
+        typer.echo(f"restored {label} (commit {commit[:12]}) to {dest}")
+        if backup:
+            typer.echo(f"previous contents saved on {backup.removeprefix('refs/heads/')}")
+
+
+def export(
+    task_dir: TaskArg,
+    workspace: WorkspaceOpt = None,
+    branch: Annotated[str | None, typer.Option("--branch", help="Branch name (default kernelloop/TASK/export).")] = None,
+    proposal: Annotated[int | None, typer.Option("--id", help="Export this proposal instead of the best.")] = None,
+) -> None:
+    """Make a reviewable branch: the best kernel, BENCHMARK.md beside it, the record in the message."""
+    task, store = _open(task_dir, workspace)
+    with store:
+        pending = None if proposal else store.pending_best(task.name)
+        if pending:
+            raise KernelloopError(f"best #{pending.id} awaits sign-off for a new architecture; "
+                                  f"run `kernelloop approve {task_dir}` first (or export another with --id).")
+        attempt = store.attempt(proposal) if proposal else store.promoted_best(task.name)
+        if attempt is None:
+            raise KernelloopError(f"task {task.name} has no best yet; run `kernelloop run {task_dir}` first.")
+        record_json = store.record_json(attempt.id)
+        if record_json is None or not attempt.commit_sha:
+            raise KernelloopError(f"proposal #{attempt.id} has no benchmark record or commit, and there is no "
+                                  "export without a record; export an evaluated id from `kernelloop history`.")
+        digest = store.runs(task.name)[-1].task_digest if store.runs(task.name) else ""
+        versions = Versions.open(task.folder, task.name, task.spec.task.baseline)
+        variant = versions.export(
+            versions.resolve(attempt.commit_sha),
+            benchmark_markdown(task.name, attempt, record_json),
+            export_message(task.name, digest, attempt, record_json),
+            branch=branch,
+        )
+        typer.echo(f"exported #{attempt.id} to branch {variant.branch.removeprefix('refs/heads/')} "
+                   f"(commit {variant.commit[:12]}) in {versions.repo}")
+
+
+def approve(
+    task_dir: TaskArg,
+    workspace: WorkspaceOpt = None,
+    arch: Annotated[str | None, typer.Option("--arch", help="Architecture signed off (default: the run's).")] = None,
+    proposal: Annotated[int | None, typer.Option("--id", help="Approve this proposal (default: the pending best).")] = None,
+    by: Annotated[str | None, typer.Option("--by", help="Who approves (default: the OS user).")] = None,
+    note: Annotated[str, typer.Option("--note", help="Why, for the record.")] = "",
+) -> None:
+    """Sign off a best found on an architecture the tool has little history on."""
+    task, store = _open(task_dir, workspace)
+    with store:
+        attempt = store.attempt(proposal) if proposal else store.pending_best(task.name)
+        if attempt is None:
+            raise KernelloopError(f"nothing awaits approval for task {task.name}; pass --id N to approve a given attempt.")
+        run_arch = next((r.arch for r in store.runs(task.name) if r.id == attempt.run_id), "")
+        arch_name = arch or run_arch
+        if not arch_name:
+            raise KernelloopError("the run recorded no architecture; pass --arch, e.g. --arch sm_90.")
+        store.add_approval(task.name, arch_name, by or getpass.getuser(), attempt.id, note)
+        if attempt.commit_sha:
+            Versions.open(task.folder, task.name, task.spec.task.baseline).set_best(
+                attempt.commit_sha, f"approved #{attempt.id}")
+        typer.echo(f"approved #{attempt.id} on {arch_name}; it is now the promoted best of {task.name}")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("history")(history)
+    app.command("rollback")(rollback)
+    app.command("export")(export)
+    app.command("approve")(approve)
