@@ -90,3 +90,12 @@ def test_record_json_round_trips(synthetic):
     assert "raw" not in data["kernels"][0]
     raw = report.to_record(include_raw=True)["kernels"][0]["raw"]
     assert any(m["name"] == "dram__bytes_read.sum" for m in raw)
+
+
+def test_kernel_infos_fit_the_evaluation_record(synthetic):
+    infos = summarize(synthetic[:1]).kernel_infos()
+    assert infos[0].name == "_fused_rand_kernel" and infos[0].n_regs == 40 and infos[0].source == "profiler"
+    assert infos[0].shared_bytes == 1056 and infos[0].num_warps == 8
+    facts = [CompileFact(name="_k", arch="sm_90", n_regs=32, spill_store_bytes=572, shared_bytes=0, num_warps=1)]
+    info = summarize([], compile_facts=facts).kernel_infos()[0]
+    assert (info.n_regs, info.n_spills, info.source) == (32, 572, "triton-compile")

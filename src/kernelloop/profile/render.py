@@ -37,6 +37,11 @@ def _count(v: float | None) -> str:
     return f"{v / 1e6:.1f}M" if v >= 1e6 else (f"{v / 1e3:.1f}K" if v >= 1e4 else f"{v:.0f}")
 
 
+def _short(name: str, limit: int = 80) -> str:
+    """Demangled C++ names can run to hundreds of characters of template arguments."""
+    return name if len(name) <= limit else name[: limit - 1] + "…"
+
+
 def _join(label: str, parts: list[str | None], sep: str = "; ") -> str | None:
     """'  Label: a, b' from the parts that are known; None when nothing is."""
     known = [p for p in parts if p]
@@ -60,7 +65,7 @@ _KEY_FIELDS = {
 def _kernel_block(i: int, n: int, k: KernelProfile, c: Classification, level: int) -> list[str]:
     hints, hint_chars, show_mix, n_stalls = _LEVELS[level]
     lines: list[str | None] = [
-        f"Kernel {i}/{n} `{k.name}` grid {_dims(k.grid, k.grid_blocks)} block "
+        f"Kernel {i}/{n} `{_short(k.name)}` grid {_dims(k.grid, k.grid_blocks)} block "
         f"{_dims(k.block, k.block_threads)}: {_time(k.duration_us)}; {c.bound.upper()} — {c.evidence}"]
     moved = None
     if k.dram_bytes_read is not None and k.dram_bytes_write is not None:

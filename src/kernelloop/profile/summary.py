@@ -11,6 +11,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from kernelloop.evaluate.record import KernelInfo
 from kernelloop.profile.deltas import MetricDelta, fmt_bytes, profile_deltas
 from kernelloop.profile.fallback import CompileFact, KernelTiming
 from kernelloop.profile.metrics import KernelProfile
@@ -49,6 +50,16 @@ class ProfileReport(BaseModel):
     @property
     def regressions(self) -> list[MetricDelta]:
         return [d for d in self.deltas if d.regression and d.secondary]
+
+    def kernel_infos(self) -> list[KernelInfo]:
+        """Per-kernel facts in the evaluation record's shape; from compile facts, n_spills = spill-store bytes."""
+        if self.kernels:
+            return [KernelInfo(name=k.name, n_regs=int(k.registers_per_thread) if k.registers_per_thread else None,
+                               shared_bytes=int((k.smem_static_bytes or 0) + (k.smem_dynamic_bytes or 0)),
+                               num_warps=(k.block_threads // 32) if k.block_threads else None, launches=1,
+                               source="profiler") for k in self.kernels]
+        return [KernelInfo(name=f.name, n_regs=f.n_regs, n_spills=f.spill_store_bytes, shared_bytes=f.shared_bytes,
+                           num_warps=f.num_warps, source="triton-compile") for f in self.compile_facts]
 
     def to_record(self, *, include_raw: bool = False) -> dict:
         """JSON-ready dict for the evaluation record (raw ncu rows only when asked: ~50 KB/kernel)."""
