@@ -119,3 +119,45 @@ def test_a_failed_write_leaves_nothing_half_written(tmp_path):
             store.add_evaluation(pid, make_record(False, "slower"), objective=0.5, per_shape={})
         assert store.attempt(pid).objective == 1.0
         assert store.arch_experience("")["evaluations"] == 1
+
+
+def test_a_later_migration_applies_once_on_open_and_keeps_existing_rows(tmp_path, monkeypatch):
+    from kernelloop.history import schema
+
+    path = tmp_path / "h.sqlite"
+    with HistoryStore.open(path) as store:
+        run = store.start_run("softmax", "d1")
+    appended = [*schema.MIGRATIONS, "ALTER TABLE runs ADD COLUMN host TEXT NOT NULL DEFAULT '';"]
+    monkeypatch.setattr(schema, "MIGRATIONS", appended)
+    monkeypatch.setattr(schema, "SCHEMA_VERSION", len(appended))
+    for _ in range(2):  # the second open must not re-run it (ALTER would fail on a dup column)
+        with HistoryStore.open(path) as store:
+            assert [r.id for r in store.runs("softmax")] == [run]
+    conn = sqlite3.connect(path)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == len(appended)
+    assert conn.execute("SELECT host FROM runs").fetchall() == [("",)]
+
+
+def test_a_failing_migration_leaves_the_database_at_the_previous_version(tmp_path, monkeypatch):
+    from kernelloop.history import schema
+
+    path = tmp_path / "h.sqlite"
+    HistoryStore.open(path).close()
+    broken = [*schema.MIGRATIONS, "CREATE TABLE extra (x INTEGER); ALTER TABLE nope ADD COLUMN y;"]
+    monkeypatch.setattr(schema, "MIGRATIONS", broken)
+    monkeypatch.setattr(schema, "SCHEMA_VERSION", len(broken))
+    with pytest.raises(KernelloopError):
+        HistoryStore.open(path)
+    conn = sqlite3.connect(path)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == len(broken) - 1
+    assert conn.execute("SELECT name FROM sqlite_master WHERE name = 'extra'").fetchone() is None
+
+
+def test_open_task_memory_gives_the_store_and_the_versions_of_a_task(task_dir):
+    from kernelloop.history import open_task_memory
+    from kernelloop.task import load_task
+
+    store, versions = open_task_memory(load_task(task_dir))
+    with store:
+        assert store.path == task_dir / ".kernelloop" / "history.sqlite"
+        assert versions.kernel_path == "kernel/baseline.py"

@@ -5,7 +5,7 @@ from kernelloop.history.duplicates import DuplicateFinding, PriorProposal, find_
 from kernelloop.history.fingerprint import changed_lines, fingerprint, normalize_source
 from kernelloop.history.models import Approval, Attempt, RunInfo, RunState
 from kernelloop.history.store import HistoryStore
-from kernelloop.history.workspace import history_path, workspace_dir
+from kernelloop.history.workspace import history_path, open_task_memory, workspace_dir
 
 __all__ = [
     "Approval",
@@ -21,6 +21,7 @@ __all__ = [
     "fingerprint",
     "history_path",
     "normalize_source",
+    "open_task_memory",
     "render_digest",
     "workspace_dir",
 ]

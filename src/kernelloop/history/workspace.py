@@ -3,6 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+from kernelloop.history.store import HistoryStore
+from kernelloop.versions import Versions
+
+if TYPE_CHECKING:
+    from kernelloop.task import Task
 
 DB_NAME = "history.sqlite"
 
@@ -23,3 +30,9 @@ def workspace_dir(task_folder: str | Path, override: str | Path | None = None) -
 
 def history_path(task_folder: str | Path, override: str | Path | None = None) -> Path:
     return workspace_dir(task_folder, override) / DB_NAME
+
+
+def open_task_memory(task: Task, workspace: str | Path | None = None) -> tuple[HistoryStore, Versions]:
+    """The loop's two memories of a task: its history database and its kernel's git versions."""
+    store = HistoryStore.open(history_path(task.folder, workspace))
+    return store, Versions.open(task.folder, task.name, task.spec.task.baseline)
