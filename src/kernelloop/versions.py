@@ -226,6 +226,7 @@ class Versions:
                 f"backup/{stamp}", dest.read_bytes(),
                 f"kernelloop {self.task}: kernel file before rollback to {commit[:12]}\n",
             ).branch
+        dest.parent.mkdir(parents=True, exist_ok=True)
         tmp = dest.with_name(f".{dest.name}.kernelloop-tmp")
         tmp.write_bytes(data)
         os.replace(tmp, dest)  # atomic: a crash leaves the old or the new kernel, never half

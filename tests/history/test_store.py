@@ -161,3 +161,26 @@ def test_open_task_memory_gives_the_store_and_the_versions_of_a_task(task_dir):
     with store:
         assert store.path == task_dir / ".kernelloop" / "history.sqlite"
         assert versions.kernel_path == "kernel/baseline.py"
+
+
+def test_one_store_per_thread_can_write_concurrently_without_losing_rows(tmp_path):
+    import threading
+
+    path = tmp_path / "h.sqlite"
+    with HistoryStore.open(path) as store:
+        run = store.start_run("softmax", "d1")
+
+    def worker(k: int) -> None:  # like one evaluation slot per GPU, each with its own store
+        with HistoryStore.open(path) as mine:
+            for i in range(15):
+                pid = mine.add_proposal(run, i + 1, k=k, source=f"BLOCK = {k * 100 + i}\n", hypothesis="h")
+                mine.add_evaluation(pid, make_record(), objective=1.0, per_shape={})
+
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    with HistoryStore.open(path) as store:
+        attempts = store.attempts("softmax")
+        assert len(attempts) == 60 and all(a.evaluated for a in attempts)

@@ -31,7 +31,12 @@ def _now() -> str:
 
 
 class HistoryStore:
-    """Typed access to the history database. Open with `HistoryStore.open(path)`."""
+    """Typed access to the history database. Open with `HistoryStore.open(path)`.
+
+    One store per thread (sqlite3 connections are not shared across threads); open one
+    per worker thread or process: WAL lets them share the file, and BEGIN IMMEDIATE plus
+    a 30 s busy timeout serializes their writes.
+    """
 
     def __init__(self, conn: sqlite3.Connection, path: Path) -> None:
         self._conn = conn
