@@ -31,6 +31,7 @@ from kernelloop.errors import SandboxError
 # Variables passed to the worker; everything else (API keys, tokens, proxies) is dropped.
 ENV_ALLOW = (
     "PATH",
+    "PYTHONPATH",
     "LANG",
     "LC_ALL",
     "TERM",

@@ -1,0 +1,92 @@
+"""`evaluate` end to end with real sandboxed worker processes on the CPU (Triton interpreter)."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kernelloop.evaluate.run import evaluate
+from tests.conftest import FLAGSHIP, FUSED
+
+CHEATS = Path(__file__).parent / "cheats"
+ONE = {"device": "cpu", "shapes": "5x1000", "dtypes": ["float32"], "timing": False}
+
+
+def test_fused_candidate_accepted_with_every_suite_passed(flagship):
+    rec = evaluate(flagship, FUSED, device="cpu", shapes="5x1000,7x129", dtypes=["bfloat16", "float32"], timing=False)
+    assert rec.verdict.accepted, rec.verdict.reasons
+    suites = rec.suites_passed()
+    assert set(suites) == {"random", "extreme", "stochastic", "interface", "determinism"}
+    assert all(suites.values())
+    assert rec.environment.sandbox in {"bwrap", "unshare"}
+    assert rec.kernel_launches_per_call == 1
+    cases = {c.case for c in rec.checks if c.suite == "extreme"}
+    assert cases == set(flagship.spec.suites.extreme)
+
+
+def test_wrong_candidate_names_shape_dtype_and_error(flagship):
+    rec = evaluate(flagship, CHEATS / "wrong_scale.py", **ONE)
+    assert not rec.verdict.accepted
+    assert rec.verdict.category == "wrong"
+    assert any("5x1000 float32" in r and "outside atol" in r for r in rec.verdict.reasons)
+
+
+def test_hanging_candidate_killed_within_timeout(flagship):
+    rec = evaluate(flagship, CHEATS / "hang.py", timeout_s=8, **ONE)
+    assert rec.verdict.category == "timeout"
+    assert rec.wall_s < 30
+
+
+@pytest.mark.parametrize("cheat", ["exit_early.py", "segfault.py"])
+def test_crashing_candidate_rejected(flagship, cheat):
+    rec = evaluate(flagship, CHEATS / cheat, **ONE)
+    assert not rec.verdict.accepted
+    assert rec.verdict.category == "crash"
+    assert any("produced no result" in r or "exit code" in r or "protocol" in r for r in rec.verdict.reasons)
+
+
+def test_writing_into_task_folder_leaves_it_unchanged(flagship):
+    before = {p: p.read_bytes() for p in FLAGSHIP.rglob("*.py")}
+    rec = evaluate(flagship, CHEATS / "write_task.py", **ONE)
+    assert not rec.verdict.accepted
+    assert {p: p.read_bytes() for p in FLAGSHIP.rglob("*.py")} == before
+
+
+def test_environment_secrets_absent_from_worker_and_reports(flagship, secret_env):
+    rec = evaluate(flagship, CHEATS / "read_env.py", **ONE)
+    assert not rec.verdict.accepted
+    dumped = rec.model_dump_json()
+    assert secret_env not in dumped
+    assert "no-key-found" in rec.worker_log_tail  # the worker really looked and found nothing
+
+
+def test_network_is_unreachable(flagship):
+    rec = evaluate(flagship, CHEATS / "network.py", **ONE)
+    assert rec.verdict.category == "crash"
+    assert not any("the network was reachable" in r for r in rec.verdict.reasons)
+    assert "OSError" in rec.worker_log_tail or "unreachable" in " ".join(rec.verdict.reasons).lower()
+
+
+def test_cli_evaluate_json_and_exit_codes(tmp_path):
+    cmd = [sys.executable, "-m", "kernelloop.cli", "evaluate", str(FLAGSHIP), str(FUSED), "--json",
+           "--device", "cpu", "--shapes", "7x129", "--dtypes", "float16", "--no-timing"]
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr[-2000:]
+    record = json.loads(res.stdout)
+    assert record["verdict"]["accepted"] is True
+    bad = subprocess.run(cmd[:5] + [str(CHEATS / "wrong_scale.py")] + cmd[6:], capture_output=True, text=True, timeout=300)
+    assert bad.returncode == 1
+    usage = subprocess.run([sys.executable, "-m", "kernelloop.cli", "evaluate", str(tmp_path), str(FUSED)],
+                           capture_output=True, text=True, timeout=60)
+    assert usage.returncode == 2
+    assert "no task.toml" in usage.stderr
+
+
+@pytest.mark.gpu
+def test_fused_accepted_on_gpu(flagship):
+    rec = evaluate(flagship, FUSED, device="cuda", shapes="4096x8000,1024x32768", dtypes=["bfloat16"])
+    assert rec.verdict.accepted, rec.verdict.reasons
+    assert rec.timings_count
+    assert {t.impl for t in rec.timings} == {"candidate", "baseline"}
