@@ -12,19 +12,24 @@ python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', tr
 for impl in baseline:$T/baseline.py fused:$T/candidates/fused_naive.py; do
   n=${impl%%:*}; f=${impl#*:}
   s=$(date +%s.%N)
-  $KL evaluate $T $f --json > $OUT/eval_$n.json 2> $OUT/eval_$n.err; rc=$?
+  timeout 280 $KL evaluate $T $f --json > $OUT/eval_$n.json 2> /tmp/eval_$n.err; rc=$?
   e=$(date +%s.%N)
   echo "evaluate $n rc=$rc wall=$(python3 -c "print(round($e-$s,1))")s" | tee -a $OUT/summary.txt
-  tail -3 $OUT/eval_$n.err
+  tail -3 /tmp/eval_$n.err | tee -a $OUT/summary.txt
 done
 NCU=/usr/local/cuda/bin/ncu
 SECS="--section SpeedOfLight --section LaunchStats --section Occupancy --section MemoryWorkloadAnalysis --section MemoryWorkloadAnalysis_Tables --section ComputeWorkloadAnalysis --section WarpStateStats --section SchedulerStats --section InstructionStats"
 for impl in baseline:$T/baseline.py fused:$T/candidates/fused_naive.py; do
   n=${impl%%:*}; f=${impl#*:}
   s=$(date +%s)
-  $NCU --clock-control none --nvtx --nvtx-include "kernelloop_profile/" $SECS --csv --page details --print-details all --print-units base \
-    python3 benchmarks/ncu_capture.py $T $f --shape 16384x8192 --dtype bfloat16 > $OUT/ncu_$n.csv 2> /tmp/ncu_$n.err
-  echo "ncu $n rc=$? wall=$(( $(date +%s) - s ))s rows=$(wc -l < $OUT/ncu_$n.csv)" | tee -a $OUT/summary.txt
+  CMD=$(python3 -c "import shlex,sys; from kernelloop.profile import ncu_command; print(shlex.join(ncu_command(sys.argv[2:], sys.argv[1])))" $OUT/ncu_$n.csv python3 benchmarks/ncu_capture.py $T $f --shape 16384x8192 --dtype bfloat16)
+  eval timeout 120 $CMD > /tmp/ncu_$n.out 2> /tmp/ncu_$n.err; rc=$?
+  if [ $rc -ne 0 ] || [ ! -s $OUT/ncu_$n.csv ]; then
+    echo "ncu_command failed rc=$rc: $(tail -3 /tmp/ncu_$n.out /tmp/ncu_$n.err)" | tee -a $OUT/summary.txt
+    timeout 120 $NCU --clock-control none --nvtx --nvtx-include "kernelloop_profile/" $SECS --csv --page details --print-details all --print-units base \
+      python3 benchmarks/ncu_capture.py $T $f --shape 16384x8192 --dtype bfloat16 > $OUT/ncu_$n.csv 2> /tmp/ncu_$n.err; rc=$?
+  fi
+  echo "ncu $n rc=$rc wall=$(( $(date +%s) - s ))s rows=$(wc -l < $OUT/ncu_$n.csv)" | tee -a $OUT/summary.txt
   tail -2 /tmp/ncu_$n.err
 done
 timeout 300 python3 -m pytest -m gpu -q -p no:cacheprovider tests/evaluate 2>&1 | tail -15 | tee $OUT/pytest_gpu.txt

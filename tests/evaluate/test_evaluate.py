@@ -49,7 +49,7 @@ def test_crashing_candidate_rejected(flagship, cheat):
 
 def test_writing_into_task_folder_leaves_it_unchanged(flagship):
     before = {p: p.read_bytes() for p in FLAGSHIP.rglob("*.py")}
-    rec = evaluate(flagship, CHEATS / "write_task.py", **ONE)
+    rec = evaluate(flagship, CHEATS / "write_task.py", timeout_s=120, **ONE)
     assert not rec.verdict.accepted
     assert {p: p.read_bytes() for p in FLAGSHIP.rglob("*.py")} == before
 

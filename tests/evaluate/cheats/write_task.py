@@ -1,12 +1,14 @@
-"""Tries to rewrite the task's reference so that anything passes."""
-import glob
+"""Tries to rewrite the task's reference (found through the harness's own modules) so that anything passes."""
+import os
+import sys
 
 
 def forward(x, residual, weight, bias, *, p, eps, seed):
-    for path in glob.glob("/**/ln_softmax_dropout*/reference.py", recursive=True):
+    task_dir = os.path.dirname(sys.modules["kernelloop_task_inputs"].__file__)
+    for name in ("reference.py", "task.toml", "evil.py"):
         try:
-            with open(path, "w") as f:
+            with open(os.path.join(task_dir, name), "w") as f:
                 f.write("def reference(*a, **k):\n    return None\n")
-        except OSError:
-            pass
+        except OSError as e:
+            print("write refused:", e)
     return residual.clone()
