@@ -24,7 +24,13 @@ import torch
 from kernelloop.errors import KernelloopError
 from kernelloop.evaluate.judge import Judge
 from kernelloop.evaluate.plan import plan_calls
-from kernelloop.evaluate.record import Environment, EvaluationRecord, KernelInfo, TimingStats, Verdict
+from kernelloop.evaluate.record import (
+    Environment,
+    EvaluationRecord,
+    KernelInfo,
+    TimingStats,
+    Verdict,
+)
 from kernelloop.sandbox import SandboxConfig, SandboxProcess
 from kernelloop.task import Shape, Task
 
@@ -119,6 +125,9 @@ def evaluate(
             timeout_s=timeout_s or task.spec.rules.eval_timeout_s,
             gpu=device == "cuda",
             rw_paths=[work],
+            # The task folder (and the package itself) may live under /tmp, which the
+            # sandbox replaces with an empty tmpfs: bind them back read-only.
+            ro_paths=[task.folder, Path(__file__).resolve().parents[2]],
             hidden_paths=[task.folder / ".kernelloop"],
             extra_env={"TRITON_INTERPRET": "1"} if device == "cpu" else {},
         )

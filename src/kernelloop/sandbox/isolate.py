@@ -133,24 +133,23 @@ def scrubbed_env(private_home: Path, private_tmp: Path, marker: str, extra: dict
 
 def _bwrap_argv(bw: str, cfg: SandboxConfig, home: Path, tmp: Path) -> list[str]:
     argv = [bw, "--unshare-all", "--die-with-parent", "--new-session", "--ro-bind", "/", "/"]
-    argv += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/dev/shm", "--tmpfs", "/run"]
-    # Hide the user's home (keys, configs) but keep the Python installation visible.
+    argv += ["--proc", "/proc", "--dev", "/dev"]
+    # Hide what may hold secrets or the loop's state: the user's home, /tmp, /dev/shm, /run.
     user_home = Path(os.path.expanduser("~")).resolve()
-    keep: list[Path] = []
-    for p in {Path(sys.prefix).resolve(), Path(sys.base_prefix).resolve(), *cfg.ro_paths}:
-        keep.append(p)
-    if str(user_home) not in ("/", ""):
-        argv += ["--tmpfs", str(user_home)]
-        for p in keep:
-            if p.is_relative_to(user_home) and p.exists():
-                argv += ["--ro-bind", str(p), str(p)]
-    for p in cfg.ro_paths:
-        if p.exists() and not p.is_relative_to(user_home):
+    hidden = [Path("/tmp"), Path("/dev/shm"), Path("/run")]
+    if str(user_home) != "/":
+        hidden.append(user_home)
+    for h in hidden:
+        argv += ["--tmpfs", str(h)]
+    # Then bring back, read-only, what the worker needs from under them: the Python
+    # installation, the package and the task folder (a CI clone may live in /tmp).
+    keep = {Path(sys.prefix).resolve(), Path(sys.base_prefix).resolve(), *(p.resolve() for p in cfg.ro_paths)}
+    for p in sorted(keep):
+        if p.exists() and any(p.is_relative_to(h) for h in hidden):
             argv += ["--ro-bind", str(p), str(p)]
     for p in cfg.hidden_paths:
         if p.exists():
             argv += ["--tmpfs", str(p)] if p.is_dir() else ["--ro-bind", "/dev/null", str(p)]
-    argv += ["--tmpfs", "/tmp"]
     for p in [home, tmp, *cfg.rw_paths]:
         argv += ["--bind", str(p), str(p)]
     if cfg.gpu:

@@ -1,0 +1,53 @@
+"""`kernelloop run`: the closed loop on one task."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from kernelloop.task import load_task
+
+
+def register(app: typer.Typer) -> None:
+    app.command("run")(run_cmd)
+
+
+def run_cmd(
+    task: Annotated[Path, typer.Argument(help="task folder (with task.toml)")],
+    agent: Annotated[str, typer.Option(help="tuner | scripted:DIR | openai:MODEL | anthropic:MODEL")] = "tuner",
+    screen_model: Annotated[str | None, typer.Option(help="cheap model that lists directions and drafts")] = None,
+    final_model: Annotated[str | None, typer.Option(help="strong model for the hardest 2–3 directions")] = None,
+    base_url: Annotated[str | None, typer.Option(help="OpenAI-compatible endpoint (vLLM, SGLang, llama.cpp, Ollama)")] = None,
+    rounds: Annotated[int | None, typer.Option(help="at most this many rounds (≤ the task's max_rounds)")] = None,
+    device: Annotated[str, typer.Option(help="auto | cuda | cpu")] = "auto",
+    shapes: Annotated[str | None, typer.Option(help="cpu | gpu | all | labels (default: the device's shapes)")] = None,
+    dtypes: Annotated[str | None, typer.Option(help="comma-separated dtypes (default: all)")] = None,
+    resume: Annotated[bool, typer.Option("--resume", help="continue the last unfinished run of this task")] = False,
+    workspace: Annotated[Path | None, typer.Option(help="history/versions folder (default TASK/.kernelloop)")] = None,
+    sandbox: Annotated[str, typer.Option(help="auto | bwrap | unshare | none")] = "auto",
+    summary_json: Annotated[Path | None, typer.Option(help="also write the run summary here")] = None,
+) -> None:
+    """Run the optimization loop: propose, check, evaluate, gate, record, repeat."""
+    from kernelloop.agents.registry import make_agent
+    from kernelloop.loop import Options, run_loop
+    from kernelloop.runview import RunView
+
+    t = load_task(task)
+    the_agent = make_agent(agent, task=t, screen_model=screen_model, final_model=final_model, base_url=base_url)
+    opts = Options(device=device, shapes=shapes, rounds=rounds, resume=resume, workspace=workspace, sandbox=sandbox,
+                   dtypes=[d.strip() for d in dtypes.split(",")] if dtypes else None)
+    summary = run_loop(t, the_agent, opts, RunView(Console()))
+    cost = getattr(the_agent, "cost_summary", None)
+    if callable(cost):
+        summary["model_cost"] = cost()
+    out = (workspace or t.folder / ".kernelloop") / f"run-{summary['run_id']}-summary.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    text = json.dumps(summary, indent=2, default=str)
+    out.write_text(text)
+    if summary_json:
+        summary_json.write_text(text)
+    Console(stderr=True).print(f"run summary: {out}")

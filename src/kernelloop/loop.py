@@ -1,0 +1,177 @@
+"""The closed loop: profile → hypothesis → edit → test → benchmark → gate → record → repeat.
+
+Reads like the seed's loop; every detail lives in a part (evaluate, policy, history,
+versions, agents, objective). State is written after every step, so a killed run
+continues with `--resume` and loses at most the evaluation in flight.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kernelloop.agents.base import Agent, AgentContext, Proposal
+from kernelloop.errors import KernelloopError
+from kernelloop.evaluate.record import EvaluationRecord
+from kernelloop.evaluate.run import evaluate, resolve_device
+from kernelloop.history import open_task_memory
+from kernelloop.objective import decide, speedups, weighted_geomean
+from kernelloop.policy import (
+    bound_check,
+    budget_check,
+    check_proposal,
+    edit_points,
+    new_arch_guard,
+    refusals,
+    rules_text,
+    stall_check,
+)
+from kernelloop.runview import RunView, context_profile
+from kernelloop.task import Task
+
+
+@dataclass
+class Options:
+    device: str = "auto"
+    shapes: str | None = None
+    dtypes: list[str] | None = None
+    rounds: int | None = None
+    resume: bool = False
+    workspace: Path | None = None
+    sandbox: str = "auto"
+
+
+@dataclass
+class Best:
+    pid: int
+    source: str
+    record: EvaluationRecord | None
+    objective: float  # speedup over the baseline (1.0 for the baseline, or unmeasured)
+    pct_of_floor: float | None = None
+    path: Path = field(default_factory=Path)
+
+
+def run_loop(task: Task, agent: Agent, opts: Options, view: RunView) -> dict:
+    store, versions = open_task_memory(task, opts.workspace)
+    rules, device = task.spec.rules, resolve_device(opts.device)
+    scratch = Path(tempfile.mkdtemp(prefix="kernelloop-run-"))
+    t0, gains, status, why = time.monotonic(), [], "finished", "all rounds done"
+    state = store.find_resumable_run(task.name) if opts.resume else None
+    if opts.resume and state is None:
+        raise KernelloopError(f"no unfinished run of {task.name} to resume; start one with `kernelloop run {task.folder}`.")
+    if state and state.task_digest != task.digest():
+        raise KernelloopError("the task folder changed since the run started; start a new run instead of --resume.")
+
+    def evaluate_source(source: str, name: str, best: Best | None) -> EvaluationRecord:
+        path = scratch / f"{name}.py"
+        path.write_text(source)
+        view.status(f"evaluating {name}")
+        against = {"best": best.path} if best else None
+        return evaluate(task, path, device=device, shapes=opts.shapes, dtypes=opts.dtypes, against=against,
+                        sandbox=opts.sandbox, progress=view.status)
+
+    if state is None:  # round 0: the baseline, evaluated, versioned and recorded like any variant
+        source = task.baseline_path.read_text()
+        record = evaluate_source(source, "baseline", None)
+        if not record.verdict.accepted:
+            raise KernelloopError(f"the task's baseline fails its own checks ({'; '.join(record.verdict.reasons[:2])}); fix the task first.")
+        arch = record.environment.compute_capability or record.environment.device
+        run_id = store.start_run(task.name, task.digest(), agent.name, record.environment.device_name, arch,
+                                 json.dumps({"device": device, "shapes": opts.shapes, "rounds": opts.rounds}))
+        pid = store.add_proposal(run_id, 0, source=source, hypothesis="baseline", agent="baseline")
+        base_variant = versions.commit_baseline(run_id, source)
+        store.set_commit(pid, base_variant.commit, base_variant.branch)
+        versions.set_best(base_variant.commit, "baseline")
+        sp = speedups(record)
+        store.add_evaluation(pid, record, objective=1.0, per_shape={k: 1.0 for k in sp.candidate_ms})
+        store.set_best(run_id, pid)
+        best = Best(pid, source, record, 1.0, weighted_geomean(task, sp.pct_of_floor), scratch / "baseline.py")
+        first_round = 1
+    else:
+        run_id, arch = state.run_id, state.arch
+        best = Best(state.best_proposal_id or 0, state.best_source or "", None, state.best_objective or 1.0)
+        best.path = scratch / "best.py"
+        best.path.write_text(best.source)
+        first_round = state.next_round
+    view.start(task, agent.name, device, best)
+
+    last_round = min(rules.max_rounds, opts.rounds or rules.max_rounds)
+    for r in range(first_round, last_round + 1):
+        if stop := budget_check(r - 1, 0.0, time.monotonic() - t0, rules):
+            status, why = stop.status, stop.reason
+            break
+        store.start_round(run_id, r)
+        ctx = AgentContext(
+            task_name=task.name, task_description=task.spec.task.description, language=task.spec.task.language,
+            entry=task.spec.task.entry, best_source=best.source, best_id=str(best.pid),
+            profile_summary=context_profile(best.record), history_digest=store.digest(task.name),
+            rules_text=rules_text(rules, task.spec.task.entry), round_index=r, rounds_left=last_round - r + 1,
+            tunables=tuple(task.spec.task.tunables), device_name=best.record.environment.device_name if best.record else "",
+            best_objective=best.objective,
+        )
+        proposals = agent.propose(ctx)
+        if not proposals:
+            status, why = "finished", "the agent has nothing left to propose"
+            store.finish_round(run_id, r, why)
+            break
+        round_gain = 0.0
+        for k, prop in enumerate(proposals, start=1):
+            gain = _one_proposal(task, store, versions, agent, view, run_id, r, k, prop, best, evaluate_source, arch)
+            if gain is not None:
+                round_gain = max(round_gain, gain[0])
+                best = gain[1]
+        gains.append(round_gain)
+        store.finish_round(run_id, r)
+        view.round_done(r, best, round_gain)
+        if stop := stall_check(gains, rules, best.pct_of_floor) or bound_check(best.pct_of_floor, rules):
+            status, why = stop.status, stop.reason
+            break
+    summary = view.summary(task, store, run_id, best, status, why, time.monotonic() - t0)
+    store.finish_run(run_id, status, json.dumps(summary))
+    return summary
+
+
+def _one_proposal(task, store, versions, agent, view, run_id, r, k, prop: Proposal, best: Best, evaluate_source, arch):
+    """Check, version, evaluate and gate one proposal; returns (gain, new best) if it wins."""
+    rules = task.spec.rules
+    decisions = check_proposal(rules, best.source, prop.source, task.spec.task.entry)
+    try:
+        n_edits = len(edit_points(best.source, prop.source))
+    except (SyntaxError, ValueError):
+        n_edits = None
+    pid = store.add_proposal_from(run_id, r, prop, k=k, parent_id=best.pid, edit_points=n_edits)
+    refused = [d.reason for d in refusals(decisions)]
+    if not refused and (dup := store.check_duplicate(task.name, prop.source, prop.hypothesis, best.pid)):
+        refused = [dup.message]
+    if refused:
+        store.refuse_proposal(pid, refused[0])
+        agent.observe(prop, f"refused before evaluation: {refused[0]}")
+        view.candidate(r, k, prop, "refused", refused[0])
+        return None
+    variant = versions.commit_variant(run_id, r, k, prop.source, prop.hypothesis, proposal_id=pid)
+    store.set_commit(pid, variant.commit, variant.branch)
+    view.candidate(r, k, prop, "evaluating", "")
+    record = evaluate_source(prop.source, f"r{r}_{k}", best)
+    sp = speedups(record)
+    verdict = decide(task, record, sp)
+    objective = weighted_geomean(task, sp.vs_baseline) if sp.vs_baseline else None
+    store.add_evaluation(pid, record, objective=objective, per_shape=sp.vs_baseline)
+    word = "accepted" if verdict.accepted else "rejected"
+    agent.observe(prop, f"{word}: {'; '.join(verdict.reasons)}")
+    shown = "correct, unmeasured" if record.verdict.accepted and not record.timings_count else word
+    view.candidate(r, k, prop, shown, "; ".join(verdict.reasons)[:160], sp)
+    if not verdict.accepted:
+        return None
+    pending = new_arch_guard(store.arch_experience(arch).get("approvals", 0), rules)
+    store.set_best(run_id, pid, pending_approval=pending,
+                   reason="new architecture: needs `kernelloop approve`" if pending else "new best")
+    if not pending:
+        versions.set_best(variant.commit)
+    new = Best(pid, prop.source, record, objective or best.objective,
+               weighted_geomean(task, sp.pct_of_floor), best.path.with_name(f"best_{pid}.py"))
+    new.path.write_text(prop.source)
+    return (verdict.objective_vs_best or 1.0) - 1.0, new
+

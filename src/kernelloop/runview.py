@@ -1,0 +1,128 @@
+"""What a person sees while `kernelloop run` works, and the summary it leaves behind."""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from rich.console import Console, Group
+from rich.live import Live
+from rich.table import Table
+from rich.text import Text
+
+from kernelloop.evaluate.record import EvaluationRecord
+
+if TYPE_CHECKING:
+    from kernelloop.loop import Best
+    from kernelloop.objective import Speedups
+
+
+def context_profile(record: EvaluationRecord | None) -> str:
+    """A compact plain-text view of the best's evaluation for the agent's prompt.
+
+    Used when no profiler summary is available: compile facts, timings, floor distance.
+    """
+    if record is None:
+        return "No profile available yet (resumed run): evaluate the best again to see its numbers."
+    env = record.environment
+    lines = [f"Device: {env.device_name} ({env.device}); timings {'count' if record.timings_count else 'are interpreter timings and do not count'}."]
+    lines.append(f"Kernel launches per call: {record.kernel_launches_per_call}.")
+    seen = set()
+    for k in record.kernels:
+        key = (k.name, k.n_regs, k.n_spills, k.num_warps)
+        if key in seen:
+            continue
+        seen.add(key)
+        lines.append(f"Kernel {k.name}: {k.n_regs} registers/thread, {k.n_spills} spills, "
+                     f"{k.shared_bytes} B shared, {k.num_warps} warps.")
+    for t in record.timings:
+        if t.impl == "candidate":
+            floor = f", {t.pct_of_floor:.1f}% of the roofline floor" if t.pct_of_floor else ""
+            lines.append(f"Shape {t.shape} {t.dtype}: median {t.median_ms:.4f} ms (p20–p80 {t.p20_ms:.4f}–{t.p80_ms:.4f}){floor}.")
+    lines.append("Missing: hardware counters (Nsight Compute was not run for this summary).")
+    return "\n".join(lines)
+
+
+@dataclass
+class RunView:
+    console: Console = field(default_factory=Console)
+    live_enabled: bool = True
+    rows: list[tuple] = field(default_factory=list)
+    header: str = ""
+    _status: str = ""
+    _live: Live | None = None
+
+    def _render(self) -> Group:
+        table = Table("round", "k", "agent", "hypothesis", "state", "note", expand=True)
+        for r in self.rows[-14:]:
+            table.add_row(*r)
+        return Group(Text(self.header, style="bold"), table, Text(self._status, style="dim"))
+
+    def _refresh(self) -> None:
+        if self._live is not None:
+            self._live.update(self._render())
+
+    def start(self, task, agent_name: str, device: str, best: Best) -> None:
+        self.header = f"{task.name} · agent {agent_name} · {device} · best {best.objective:.3f}x over baseline"
+        if best.pct_of_floor:
+            self.header += f" · {best.pct_of_floor:.1f}% of floor"
+        if self.live_enabled and self.console.is_terminal:
+            self._live = Live(self._render(), console=self.console, refresh_per_second=4)
+            self._live.start()
+        else:
+            self.console.print(self.header)
+
+    def status(self, message: str) -> None:
+        self._status = message
+        self._refresh()
+
+    def candidate(self, r: int, k: int, prop, state: str, note: str, sp: Speedups | None = None) -> None:
+        colour = {"accepted": "green", "rejected": "red", "refused": "yellow"}.get(state, "cyan")
+        row = (str(r), str(k), prop.agent or "-", prop.hypothesis[:70], f"[{colour}]{state}[/]", note[:90])
+        if self.rows and self.rows[-1][:2] == row[:2]:
+            self.rows[-1] = row
+        else:
+            self.rows.append(row)
+        if self._live is None and state != "evaluating":
+            self.console.print(f"round {r}.{k} {state}: {prop.hypothesis[:80]} — {note[:120]}")
+        self._refresh()
+
+    def round_done(self, r: int, best: Best, gain: float) -> None:
+        self.header = f"{self.header.split(' · best')[0]} · best {best.objective:.3f}x over baseline"
+        if best.pct_of_floor:
+            self.header += f" · {best.pct_of_floor:.1f}% of floor"
+        self.status(f"round {r} done, gain {gain:.2%}")
+
+    def summary(self, task, store, run_id: int, best: Best, status: str, why: str, wall_s: float) -> dict:
+        if self._live is not None:
+            self._live.stop()
+            self._live = None
+        costs = store.cost_by_model(run_id)
+        summary = {
+            "task": task.name,
+            "run_id": run_id,
+            "finished_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+            "status": status,
+            "reason": why,
+            "best_proposal_id": best.pid,
+            "best_objective_vs_baseline": best.objective,
+            "best_pct_of_floor": best.pct_of_floor,
+            "wall_s": round(wall_s, 1),
+            "attempts": [list(r) for r in self.rows],
+            "model_costs": costs if isinstance(costs, dict | list) else str(costs),
+        }
+        if best.record is not None:
+            per_shape = {}
+            for t in best.record.timings:
+                per_shape.setdefault(t.shape, {})[t.impl] = {"median_ms": t.median_ms, "pct_of_floor": t.pct_of_floor}
+            summary["best_timings"] = per_shape
+            summary["timings_count"] = best.record.timings_count
+        table = Table("round", "k", "agent", "hypothesis", "state", "note", title=f"{task.name}: {status}")
+        for r in self.rows:
+            table.add_row(*r)
+        self.console.print(table)
+        self.console.print(f"[bold]{status}[/]: {why}")
+        floor = f", {best.pct_of_floor:.1f}% of floor" if best.pct_of_floor else ""
+        self.console.print(f"best: proposal {best.pid}, {best.objective:.3f}x over the baseline{floor} · {wall_s:.0f} s")
+        return summary
