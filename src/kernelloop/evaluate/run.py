@@ -129,7 +129,7 @@ def evaluate(
             # sandbox replaces with an empty tmpfs: bind them back read-only.
             ro_paths=[task.folder, Path(__file__).resolve().parents[2]],
             hidden_paths=[task.folder / ".kernelloop"],
-            extra_env={"TRITON_INTERPRET": "1"} if device == "cpu" else {},
+            extra_env={"TRITON_INTERPRET": "1"} if device == "cpu" and task.spec.task.language == "triton" else {},
         )
         say(f"worker starting ({len(plan.calls)} correctness calls, sandbox={cfg.mode})")
         proc = SandboxProcess([sys.executable, "-m", "kernelloop.evaluate.worker"], work, cfg, json.dumps(job).encode())
@@ -188,11 +188,19 @@ def evaluate(
         kernel_launches_per_call=launches[-1] if launches else None,
         checks=judge.checks,
         timings=timings,
-        timings_count=device == "cuda" and not env.interpreter,
+        timings_count=timings_count(device, env.interpreter, task.spec.task.language),
         worker_log_tail=result.stderr.decode(errors="replace")[-3000:],
         warnings=warnings + state["warnings"],
         verdict=Verdict(accepted=category == "accepted", category=category, reasons=reasons[:20]),
     )
+
+
+def timings_count(device: str, interpreter: bool, language: str) -> bool:
+    """Whether timings may accept a speedup: real GPU runs, and CPU runs of tasks written
+    in plain PyTorch (their CPU code is the thing being optimized); never the interpreter."""
+    if interpreter:
+        return False
+    return device == "cuda" or language == "torch"
 
 
 def _consume(proc: SandboxProcess, plan, judge: Judge, out_dir: Path, say: Progress) -> dict:

@@ -35,7 +35,7 @@ def send(kind: str, **payload) -> None:
 
 import torch  # noqa: E402  (after the channel is set up)
 
-from kernelloop.evaluate import inworker  # noqa: E402
+from kernelloop.evaluate import inworker, timing  # noqa: E402  (timing binds its clocks before candidates load)
 
 # Bound before any candidate code runs: a candidate that patches torch.cuda later
 # cannot change what the harness calls.
@@ -124,8 +124,7 @@ def main() -> int:
                 send("fatal", error="sticky CUDA error: the worker cannot continue")
                 return 0
     if job.get("timing"):
-        from kernelloop.evaluate import timing
-
+        send("timing_begin")  # the trusted side's own clock brackets the timing phase
         try:
             for rec in timing.time_impls(job, {k: v[1] for k, v in impls.items()}, make_inputs):
                 send("timing", **rec)
