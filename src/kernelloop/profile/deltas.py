@@ -141,8 +141,35 @@ def total_deltas(parent: list[KernelProfile], child: list[KernelProfile]) -> lis
         sb, sa = sum(b), sum(a)  # type: ignore[arg-type]
         out.append(MetricDelta(kernel="all", metric=field, label=label, before=sb, after=sa, unit=unit,
                                regression=sa > sb * 1.02))
+    # Fusing kernels trades traffic for registers: the seed's "secondary metric" check on a
+    # split→fused change is the worst kernel's registers and the time-weighted occupancy.
+    for label, field, better, fold, unit in (
+        ("registers/thread (max over kernels)", "registers_per_thread", "lower", _max, ""),
+        ("achieved occupancy (time-weighted)", "achieved_occupancy_pct", "higher", _time_weighted, "%"),
+    ):
+        b, a = fold(parent, field), fold(child, field)
+        if b is None or a is None:
+            continue
+        t = next(x for x in TRACKED if x.field == field)
+        if abs(a - b) < t.min_abs:
+            continue
+        out.append(MetricDelta(kernel="all", metric=field, label=label, before=b, after=a, unit=unit,
+                               regression=(a > b) if better == "lower" else (a < b)))
     n_b, n_a = len(parent), len(child)
     if n_b != n_a:
         out.append(MetricDelta(kernel="all", metric="kernel_count", label="kernels per call",
                                before=n_b, after=n_a, regression=n_a > n_b))
     return out
+
+
+def _max(kernels: list[KernelProfile], field: str) -> float | None:
+    vals = [_get(k, field) for k in kernels]
+    return None if not vals or None in vals else max(vals)  # type: ignore[type-var]
+
+
+def _time_weighted(kernels: list[KernelProfile], field: str) -> float | None:
+    pairs = [(_get(k, field), k.duration_us) for k in kernels]
+    if not pairs or any(v is None or d is None for v, d in pairs):
+        return None
+    total = sum(d for _, d in pairs)  # type: ignore[misc]
+    return sum(v * d for v, d in pairs) / total if total else None  # type: ignore[operator]

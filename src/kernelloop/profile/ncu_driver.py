@@ -52,6 +52,7 @@ DEFAULT_METRICS: tuple[str, ...] = (
     "l1tex__t_sectors_pipe_lsu_mem_local_op_st.sum",
     "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum",
     "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum",
+    "l1tex__data_pipe_lsu_wavefronts_mem_shared.sum",
     "launch__registers_per_thread",
     "sm__warps_active.avg.pct_of_peak_sustained_active",
     "sm__maximum_warps_per_active_cycle_pct",

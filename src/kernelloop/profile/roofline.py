@@ -14,7 +14,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from kernelloop.profile.metrics import KernelProfile
+from kernelloop.profile.metrics import KernelProfile, pipe_label
 
 Bound = Literal["memory-bound", "compute-bound", "latency-bound", "unknown"]
 
@@ -106,11 +106,11 @@ def classify(kernel: KernelProfile | None, model: Roofline | None = None) -> Cla
         comp = _max(kernel.compute_sol_pct, busiest[1] if busiest else None, kernel.issue_slots_busy_pct)
         if mem is not None or comp is not None:
             m, c = mem or 0.0, comp or 0.0
-            pipe = f"; busiest pipe {busiest[0].upper()} {busiest[1]:.0f}%" if busiest else ""
+            pipe = f"; busiest pipe {pipe_label(busiest[0])} {busiest[1]:.0f}%" if busiest else ""
             facts = f"memory SOL {m:.0f}%, compute SOL {c:.0f}%{pipe}"
             if max(m, c) < LATENCY_SOL_PCT:
                 bound: Bound = "latency-bound"
-                why = f"neither unit reaches {LATENCY_SOL_PCT:.0f}% of peak: warps wait (see stalls)"
+                why = f"neither unit reaches {LATENCY_SOL_PCT:.0f}% of peak: warps wait{_why_waiting(kernel)}"
             elif m >= c:
                 bound, why = "memory-bound", "the memory system is the busiest unit"
             else:
@@ -128,6 +128,21 @@ def classify(kernel: KernelProfile | None, model: Roofline | None = None) -> Cla
             f"only {model.pct_of_floor:.0f}% of the {model.model_bound} floor and no profiler counters: "
             "the time goes somewhere the byte/flop model does not see (latency, extra traffic or ALU work)"))
     return Classification(bound="unknown", evidence="no profiler counters and no roofline model")
+
+
+def _why_waiting(k: KernelProfile) -> str:
+    """What keeps latency exposed: few warps to switch between, and the top stall."""
+    parts = []
+    if k.achieved_occupancy_pct is not None:
+        limiter = (f", limited by {k.occupancy_limiter}" if k.occupancy_limiter and
+                   (k.theoretical_occupancy_pct or 100.0) < 99.5 else "")
+        parts.append(f"{k.achieved_occupancy_pct:.0f}% occupancy{limiter}")
+    if k.eligible_warps_per_scheduler is not None:
+        parts.append(f"{k.eligible_warps_per_scheduler:.2f} eligible warps per scheduler")
+    stalls = k.top_stalls(1)
+    if stalls:
+        parts.append(f"top stall {stalls[0][0]}")
+    return " (" + ", ".join(parts) + ")" if parts else " (see stalls)"
 
 
 def _max(*vals: float | None) -> float | None:

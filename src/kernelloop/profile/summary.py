@@ -61,6 +61,37 @@ class ProfileReport(BaseModel):
         return [KernelInfo(name=f.name, n_regs=f.n_regs, n_spills=f.spill_store_bytes, shared_bytes=f.shared_bytes,
                            num_warps=f.num_warps, source="triton-compile") for f in self.compile_facts]
 
+    def agent_metrics(self) -> dict[str, float | str]:
+        """Flat metrics of the longest kernel for AgentContext.profile_metrics (the tuner's rule names)."""
+        out: dict[str, float | str] = {}
+        if self.kernels:
+            k, c = max(zip(self.kernels, self.classifications, strict=False), key=lambda kc: kc[0].duration_us or 0.0)
+            for name in ("registers_per_thread", "achieved_occupancy_pct", "theoretical_occupancy_pct",
+                         "dram_throughput_pct", "waves_per_sm", "issue_slots_busy_pct", "l2_hit_pct", "duration_us"):
+                if getattr(k, name) is not None:
+                    out[name] = getattr(k, name)
+            if k.occupancy_limiter:
+                out["occupancy_limiter"] = k.occupancy_limiter
+            if k.local_store_sectors is not None:
+                out["spills"] = k.local_store_sectors
+            for pipe in ("alu", "fma", "fmaheavy", "lsu", "xu", "tensor"):
+                if k.pipe(pipe) is not None:
+                    out[f"{pipe}_pipe_pct"] = k.pipe(pipe)  # type: ignore[assignment]
+            stalls = k.top_stalls(1)
+            if stalls:
+                out["top_stall"] = stalls[0][0]
+            out["bound"] = c.bound
+        elif self.compile_facts:
+            f = max(self.compile_facts, key=lambda f: f.n_regs or 0)
+            if f.n_regs is not None:
+                out["registers_per_thread"] = f.n_regs
+            if f.spill_store_bytes is not None:
+                out["spills"] = f.spill_store_bytes
+        out["kernels_per_call"] = len(self.kernels) or len(self.compile_facts)
+        if self.roofline is not None:
+            out["pct_of_floor"] = self.roofline.pct_of_floor
+        return out
+
     def to_record(self, *, include_raw: bool = False) -> dict:
         """JSON-ready dict for the evaluation record (raw ncu rows only when asked: ~50 KB/kernel)."""
         data = self.model_dump(mode="json")
