@@ -7,4 +7,5 @@ COMMAND_MODULES = [
     "kernelloop.commands.task_cmds",
     "kernelloop.commands.run_cmds",
     "kernelloop.commands.history_cmds",
+    "kernelloop.commands.bench_cmds",
 ]

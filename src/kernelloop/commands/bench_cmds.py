@@ -1,0 +1,113 @@
+"""`kernelloop bench`: time a candidate against the best/baseline and print the per-shape table."""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from kernelloop.errors import KernelloopError
+from kernelloop.task import load_task
+
+
+def register(app: typer.Typer) -> None:
+    app.command("bench")(bench_cmd)
+
+
+def bench_cmd(
+    task: Annotated[Path, typer.Argument(help="task folder (with task.toml)")],
+    candidate: Annotated[Path, typer.Argument(help="candidate .py file")],
+    against: Annotated[list[Path] | None, typer.Option("--against", help="another implementation to time beside it (repeatable)")] = None,
+    best: Annotated[Path | None, typer.Option(help="the current best: the gate compares the candidate with it (default: the baseline)")] = None,
+    device: Annotated[str, typer.Option(help="auto | cuda | cpu")] = "auto",
+    shapes: Annotated[str | None, typer.Option(help="cpu | gpu | all | comma-separated labels (default: the device's shapes)")] = None,
+    dtype: Annotated[str | None, typer.Option(help="dtype to time (default: the task's first)")] = None,
+    sandbox: Annotated[str, typer.Option(help="auto | bwrap | unshare | none")] = "auto",
+    json_out: Annotated[bool, typer.Option("--json", help="print the benchmark record as JSON")] = False,
+    record: Annotated[Path | None, typer.Option(help="also write the benchmark record (JSON) to this file")] = None,
+    no_aa: Annotated[bool, typer.Option("--no-aa", help="skip the A/A noise slot")] = False,
+) -> None:
+    """Time CANDIDATE, the best and the baseline interleaved in one sandboxed worker; print per-shape
+    medians, speedups, noise and roofline position. Exit 0 if the performance gate would accept it, 1 if not."""
+    from kernelloop.evaluate.bench import benchmark
+    from kernelloop.gate import performance_gate
+
+    t = load_task(task)
+    named = _against_names(against or [])
+    err = Console(stderr=True)
+    with err.status("benchmarking…") as status:
+        rec = benchmark(t, candidate, best=best, against=named, device=device, shapes=shapes, dtype=dtype,
+                        sandbox=sandbox, aa=not no_aa, progress=lambda m: status.update(m))
+    if record is not None:
+        record.parent.mkdir(parents=True, exist_ok=True)
+        record.write_text(rec.model_dump_json(indent=2) + "\n")
+    verdict = performance_gate(rec, t.spec.rules)
+    if json_out:
+        sys.stdout.write(rec.model_dump_json(indent=2) + "\n")
+    else:
+        console = Console()
+        print_bench(rec, verdict, console if console.is_terminal else Console(width=160))
+    raise typer.Exit(0 if verdict.accepted else 1)
+
+
+def _against_names(files: list[Path]) -> dict[str, Path]:
+    out: dict[str, Path] = {}
+    for f in files:
+        base = re.sub(r"[^A-Za-z0-9_]", "_", f.stem) or "impl"
+        if base in ("candidate", "baseline", "best") or base.endswith("#aa"):
+            base = f"against_{base}"
+        name, k = base, 2
+        while name in out:
+            name, k = f"{base}_{k}", k + 1
+        out[name] = f
+    if any(not f.is_file() for f in files):
+        bad = next(f for f in files if not f.is_file())
+        raise KernelloopError(f"--against file {bad} does not exist; pass the path of a .py file.")
+    return out
+
+
+def print_bench(rec, verdict, console: Console) -> None:
+    console.print(f"[bold]{rec.task}[/] · {Path(rec.candidate).name} vs {rec.best} · {rec.device_name} ({rec.device}) · "
+                  f"{rec.torch} · sandbox={rec.sandbox} · {rec.wall_s:.1f} s")
+    console.print(f"method: {rec.method or '-'}")
+    for g in rec.gpu_state:
+        console.print(f"clocks {g.when}: SM {g.sm_clock_mhz} MHz, mem {g.mem_clock_mhz} MHz, "
+                      f"throttle {g.throttle_reasons}, {g.temperature_c} C, {g.power_w} W")
+    for w in rec.warnings + verdict.warnings:
+        console.print(f"[bold yellow]warning:[/] {w}")
+    names = ["candidate"] + ([rec.best] if rec.best != "baseline" else []) + ["baseline"]
+    others = sorted({n for s in rec.shapes for n in s.impls} - set(names) - {f"{rec.aa_impl}#aa"})
+    title = "median ms" + ("" if rec.timings_count else " (interpreter: does not count)")
+    table = Table("shape", "tag", "w", *names, *others, "cand p20–p80", "× best", "× base", "noise", "% floor",
+                  title=title)
+    by_shape = {g.shape: g for g in verdict.shapes}
+    for s in rec.shapes:
+        cells = []
+        for n in names + others:
+            it = s.impls.get(n)
+            cells.append(f"{it.median_ms:.4f}" if it else "-")
+        g = by_shape.get(s.shape)
+        cand = s.impls.get("candidate")
+        table.add_row(
+            s.shape, s.tag, f"{s.weight:g}", *cells,
+            f"{cand.p20_ms:.4f}–{cand.p80_ms:.4f}" if cand else "-",
+            f"{g.speedup_vs_best:.3f}" if g and g.speedup_vs_best else "-",
+            f"{g.speedup_vs_baseline:.3f}" if g and g.speedup_vs_baseline else "-",
+            f"{s.noise_rel:.2%}",
+            f"{cand.pct_of_floor:.1f}" if cand and cand.pct_of_floor else "-",
+        )
+    console.print(table)
+    if verdict.objective is not None:
+        console.print(f"objective: weighted geomean {verdict.objective:.4f}x over {rec.best}; "
+                      f"required {1 + (verdict.required_gain or 0):.4f}x (noise {verdict.noise_rel:.2%})")
+    if verdict.accepted:
+        console.print("[bold green]PERFORMANCE GATE: PASS[/] (correctness is checked by `kernelloop evaluate`)")
+    else:
+        console.print(f"[bold red]PERFORMANCE GATE: FAIL[/] ({verdict.category})")
+        for r in verdict.reasons[:10]:
+            console.print(f"  - {r}")
