@@ -71,7 +71,7 @@ def run_loop(task: Task, agent: Agent, opts: Options, view: RunView) -> dict:
         view.status(f"evaluating {name}")
         against = {"best": best.path} if best else None
         return evaluate(task, path, device=device, shapes=opts.shapes, dtypes=opts.dtypes, against=against,
-                        sandbox=opts.sandbox, progress=view.status)
+                        sandbox=opts.sandbox, progress=view.status, timing=device == "cuda")
 
     if state is None:  # round 0: the baseline, evaluated, versioned and recorded like any variant
         source = task.baseline_path.read_text()
@@ -97,6 +97,7 @@ def run_loop(task: Task, agent: Agent, opts: Options, view: RunView) -> dict:
         best.path.write_text(best.source)
         first_round = state.next_round
     view.start(task, agent.name, device, best)
+    measured = device == "cuda"
 
     last_round = min(rules.max_rounds, opts.rounds or rules.max_rounds)
     for r in range(first_round, last_round + 1):
@@ -123,12 +124,16 @@ def run_loop(task: Task, agent: Agent, opts: Options, view: RunView) -> dict:
             if gain is not None:
                 round_gain = max(round_gain, gain[0])
                 best = gain[1]
-        gains.append(round_gain)
         store.finish_round(run_id, r)
         view.round_done(r, best, round_gain)
+        if not measured:
+            continue  # interpreter timings: no gain is measurable, so the stall rule cannot apply
+        gains.append(round_gain)
         if stop := stall_check(gains, rules, best.pct_of_floor) or bound_check(best.pct_of_floor, rules):
             status, why = stop.status, stop.reason
             break
+    if not measured:
+        why += "; speed was not measured (interpreter timings never count), so nothing was promoted"
     summary = view.summary(task, store, run_id, best, status, why, time.monotonic() - t0)
     store.finish_run(run_id, status, json.dumps(summary))
     return summary
