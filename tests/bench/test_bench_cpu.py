@@ -1,0 +1,125 @@
+"""The gate's decisions on REAL CPU timings of the CPU-native task (plain PyTorch, language = "torch").
+
+One sandboxed worker times fast.py, an identical copy of it (the "best"), the baseline,
+slow.py and tail_trap.py interleaved on every shape; each decision below is the gate
+applied to those measurements with a different candidate/best pairing.
+"""
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kernelloop.evaluate.bench import BenchmarkRecord, benchmark, noise
+from kernelloop.evaluate.run import evaluate
+from kernelloop.gate import decide, performance_gate
+from kernelloop.task import load_task
+
+ROOT = Path(__file__).resolve().parents[2]
+CPU_TASK = ROOT / "examples" / "cpu_task"
+CANDS = CPU_TASK / "candidates"
+CHEATS = Path(__file__).parent / "cheats"
+
+
+@pytest.fixture(scope="module")
+def task():
+    return load_task(CPU_TASK)
+
+
+@pytest.fixture(scope="module")
+def timed(task, tmp_path_factory) -> BenchmarkRecord:
+    copy = tmp_path_factory.mktemp("best") / "fast_copy.py"
+    shutil.copyfile(CANDS / "fast.py", copy)
+    return benchmark(task, CANDS / "fast.py", best=copy, device="cpu", max_s_per_shape=0.5,
+                     against={"slow": CANDS / "slow.py", "tail_trap": CANDS / "tail_trap.py"})
+
+
+def as_pair(rec: BenchmarkRecord, cand: str, best: str) -> BenchmarkRecord:
+    """The same measurements, read as `cand` (the candidate) against `best` (the best)."""
+    out = rec.model_copy(deep=True)
+    out.best = "best"
+    for sb in out.shapes:
+        impls = dict(sb.impls)
+        sb.impls = {"candidate": impls[cand], "best": impls[best], "baseline": impls["baseline"]}
+        if "best#aa" in impls:
+            sb.impls["best#aa"] = impls["best#aa"]
+        sb.noise_rel, sb.aa_rel_diff = noise(sb, "best", "best")
+    return out
+
+
+def test_record_is_complete_and_counts(timed):
+    assert timed.problems == []
+    assert timed.timings_count and not timed.interpreter
+    assert timed.sandbox in {"bwrap", "unshare"}
+    assert timed.impl_sha256["candidate"] == timed.impl_sha256["best"]
+    for sb in timed.shapes:
+        assert set(sb.impls) == {"candidate", "best", "baseline", "slow", "tail_trap", "best#aa"}
+        assert all(it.n >= 15 for it in sb.impls.values())
+        assert sb.aa_rel_diff is not None and sb.observed_s >= sb.reported_s
+    json.loads(timed.model_dump_json())
+
+
+def test_identical_copy_is_not_an_improvement(task, timed):
+    res = performance_gate(timed, task.spec.rules)
+    assert not res.accepted, (res.objective, res.required_gain)
+    assert res.category == "slower"
+
+
+def test_fast_beats_the_baseline(task, timed):
+    res = performance_gate(as_pair(timed, "candidate", "baseline"), task.spec.rules)
+    assert res.accepted, res.reasons
+    assert res.objective > 2.0
+
+
+def test_slower_candidate_is_refused(task, timed):
+    res = performance_gate(as_pair(timed, "slow", "candidate"), task.spec.rules)
+    assert not res.accepted
+    assert any("slower than the best" in r for r in res.reasons)
+
+
+def test_tail_trap_wins_common_shapes_but_is_refused_on_the_long_tail(task, timed):
+    res = performance_gate(as_pair(timed, "tail_trap", "baseline"), task.spec.rules)
+    by = {s.shape: s for s in res.shapes}
+    assert by["256x1024"].speedup_vs_best > 1.5
+    assert not res.accepted
+    assert any("2048x16 (long tail)" in r for r in res.reasons)
+
+
+def test_full_verdict_with_a_real_correctness_record(task):
+    rec = evaluate(task, CANDS / "fast.py", device="cpu", shapes="256x1024,2048x16", timing=False)
+    assert rec.verdict.accepted, rec.verdict.reasons
+    bench = benchmark(task, CANDS / "fast.py", device="cpu", shapes="256x1024,2048x16", max_s_per_shape=0.3)
+    verdict = decide(rec, bench, task.spec.rules)
+    assert verdict.accepted, verdict.reasons
+
+
+def test_inflated_clock_is_caught_by_the_trusted_clock(task):
+    rec = benchmark(task, CHEATS / "inflate_clock.py", device="cpu", shapes="256x1024", max_s_per_shape=0.3)
+    assert any("not real" in p for p in rec.problems), rec.problems
+    assert performance_gate(rec, task.spec.rules).category == "timing"
+
+
+def test_interpreter_timings_never_count(flagship):
+    rec = benchmark(flagship, flagship.folder / "candidates" / "fused_naive.py", device="cpu", shapes="7x129",
+                    dtype="float32", reps=2, aa=False)
+    assert rec.problems == []
+    assert rec.interpreter and not rec.timings_count
+    assert "interpreter" in rec.method
+    assert "never accept a speedup" in performance_gate(rec, flagship.spec.rules).reasons[0]
+
+
+def test_cli_prints_the_per_shape_table(tmp_path):
+    out = tmp_path / "rec.json"
+    p = subprocess.run([sys.executable, "-m", "kernelloop.cli", "bench", str(CPU_TASK), str(CANDS / "fast.py"),
+                        "--device", "cpu", "--shapes", "512x512", "--against", str(CANDS / "slow.py"),
+                        "--record", str(out)], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "512x512" in p.stdout and "slow" in p.stdout and "PERFORMANCE GATE: PASS" in p.stdout
+    rec = BenchmarkRecord.model_validate_json(out.read_text())
+    assert set(rec.shapes[0].impls) >= {"candidate", "baseline", "slow"}
+    bad = subprocess.run([sys.executable, "-m", "kernelloop.cli", "bench", str(CPU_TASK), str(CANDS / "fast.py"),
+                          "--against", str(tmp_path / "missing.py")], capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "does not exist" in bad.stderr
