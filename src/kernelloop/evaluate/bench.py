@@ -205,7 +205,7 @@ def benchmark(
         worker_log_tail=result.stderr.decode(errors="replace")[-3000:],
     )
     _failures(rec, msgs, result, cfg.timeout_s)
-    _fill_shapes(rec, task, shape_list, dtype, list(impls), msgs)
+    fill_shapes(rec, task, shape_list, dtype, list(impls), msgs)
     _throttle_warnings(rec)
     rec.wall_s = round(time.monotonic() - t0, 3)
     return rec
@@ -287,7 +287,7 @@ def _failures(rec: BenchmarkRecord, msgs: dict, result, timeout_s: float) -> Non
         rec.warnings.append("NO SANDBOX: the timed code ran as a plain process.")
 
 
-def _fill_shapes(rec: BenchmarkRecord, task: Task, shapes: list[Shape], dtype: str, impls: list[str], msgs: dict) -> None:
+def fill_shapes(rec: BenchmarkRecord, task: Task, shapes: list[Shape], dtype: str, impls: list[str], msgs: dict) -> None:
     ceiling = dram_ceiling(rec.device_name) if rec.device == "cuda" else None
     slots = impls + ([aa_slot(rec.aa_impl)] if rec.aa_impl else [])
     by_shape: dict[str, list[tuple[float, dict]]] = {}

@@ -1,0 +1,38 @@
+"""GPU-only timing behaviour (skipped without CUDA; run by benchmarks/gpu_bench.sh on the H200)."""
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from kernelloop.evaluate.bench import benchmark
+from kernelloop.gate import performance_gate
+from tests.conftest import FUSED
+
+CHEATS = Path(__file__).parent / "cheats"
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_fused_beats_baseline_with_both_timers(flagship):
+    rec = benchmark(flagship, FUSED, device="cuda", shapes="4096x8000", dtype="bfloat16")
+    assert rec.problems == [], rec.problems
+    sb = rec.shapes[0]
+    cand, base = sb.impls["candidate"], sb.impls["baseline"]
+    assert cand.profiler_ms and base.profiler_ms
+    assert sb.noise_rel < 0.02
+    assert cand.pct_of_floor and cand.pct_of_floor < 100
+    assert rec.gpu_state and rec.gpu_state[0].sm_clock_mhz
+    assert performance_gate(rec, flagship.spec.rules).accepted
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_side_stream_work_is_timed_device_wide(flagship):
+    rec = benchmark(flagship, CHEATS / "side_stream.py", device="cuda", shapes="4096x8000", dtype="bfloat16",
+                    profile=False)
+    sb = rec.shapes[0]
+    assert sb.impls["candidate"].hidden_calls > 0
+    assert any("outside the calling stream" in w for w in rec.warnings)
+    # 4 softmax passes + layer norm in fp32 cannot be faster than the 3-kernel baseline.
+    assert sb.impls["candidate"].median_ms > 0.8 * sb.impls["baseline"].median_ms
