@@ -8,4 +8,5 @@ COMMAND_MODULES = [
     "kernelloop.commands.run_cmds",
     "kernelloop.commands.history_cmds",
     "kernelloop.commands.bench_cmds",
+    "kernelloop.commands.profile_cmds",
 ]

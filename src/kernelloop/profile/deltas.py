@@ -12,6 +12,7 @@ from typing import Literal
 
 from pydantic import BaseModel
 
+from kernelloop.profile.fallback import CompileFact
 from kernelloop.profile.metrics import KernelProfile
 
 
@@ -173,3 +174,31 @@ def _time_weighted(kernels: list[KernelProfile], field: str) -> float | None:
         return None
     total = sum(d for _, d in pairs)  # type: ignore[misc]
     return sum(v * d for v, d in pairs) / total if total else None  # type: ignore[operator]
+
+
+def fact_deltas(parent: list[CompileFact], child: list[CompileFact]) -> list[MetricDelta]:
+    """Without counters: kernel count, the worst kernel's registers and the spill bytes, from compile facts."""
+    out: list[MetricDelta] = []
+
+    def launches(facts: list[CompileFact]) -> int:
+        return sum(f.launches or 1 for f in facts)
+
+    def regs(facts: list[CompileFact]) -> float | None:
+        vals = [f.n_regs for f in facts if f.n_regs is not None]
+        return float(max(vals)) if vals else None
+
+    def spills(facts: list[CompileFact]) -> float | None:
+        vals = [f.spill_store_bytes for f in facts]
+        return None if not vals or None in vals else float(sum(vals))  # type: ignore[arg-type]
+
+    for metric, label, fold, unit, min_abs in (("registers_per_thread", "registers/thread (max over kernels)", regs, "", 8.0),
+                                               ("spill_store_bytes", "spill stores", spills, "B", 1.0)):
+        b, a = fold(parent), fold(child)
+        if b is not None and a is not None and abs(a - b) >= min_abs:
+            out.append(MetricDelta(kernel="all", metric=metric, label=label, before=b, after=a, unit=unit,
+                                   regression=a > b))
+    if launches(parent) != launches(child):
+        out.append(MetricDelta(kernel="all", metric="kernel_count", label="kernel launches per call",
+                               before=launches(parent), after=launches(child),
+                               regression=launches(child) > launches(parent)))
+    return out

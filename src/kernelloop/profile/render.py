@@ -183,6 +183,9 @@ def render(report: ProfileReport, level: int = 0) -> str:
             f"({fmt_bytes(rf.min_bytes)} minimal DRAM bytes at {fmt_bytes(rf.min_bytes / rf.memory_floor_s) if rf.memory_floor_s else 'n/a'}/s"
             + (f", {rf.min_flops:.3g} flops" if rf.min_flops else "")
             + f") = {rf.pct_of_floor:.0f}% of floor ({rf.model_bound} floor).")
+    elif report.memory_floor_s and report.min_bytes:
+        lines.append(f"Roofline floor: {fmt_bytes(report.min_bytes)} minimal DRAM bytes = {_time(report.memory_floor_s * 1e6)}"
+                     f" on {report.ceiling_device}; no GPU time was measured here to compare with it.")
     if report.kernels:
         lines.append(_traffic_line(report))
     for i, (k, c) in enumerate(zip(report.kernels, report.classifications, strict=False), 1):
@@ -191,10 +194,18 @@ def render(report: ProfileReport, level: int = 0) -> str:
         lines.append(f"Bottleneck: {report.classifications[0].bound} — {report.classifications[0].evidence}")
     if report.compile_facts:
         facts = "; ".join(
-            f"`{f.name}` {f.n_regs} registers/thread, spills {f.spill_store_bytes} B stored / {f.spill_load_bytes} B "
+            f"`{f.name}`" + (f" ×{f.launches}" if f.launches else "")
+            + (" (" + ", ".join(f"{k}={v}" for k, v in f.constexprs.items()) + ")" if f.constexprs else "")
+            + f" {f.n_regs} registers/thread, spills {f.spill_store_bytes} B stored / {f.spill_load_bytes} B "
             f"loaded, stack {f.stack_bytes} B, shared {f.shared_bytes} B, {f.num_warps} warps"
             for f in report.compile_facts)
         lines.append(f"Compile facts (Triton, {report.compile_facts[0].arch}): {facts}")
+        occ = [(f.name, f.occupancy()) for f in report.compile_facts]
+        occ_text = [f"`{name}` {o.theoretical_pct:.1f}%" + (f" (limited by {o.limiter})" if o.theoretical_pct < 99.5 else "")
+                    for name, o in occ if o]
+        if occ_text:
+            lines.append("Theoretical occupancy from these facts (sm_90 limits: 64K registers, 64 warps, 32 blocks, "
+                         "228 KB shared per SM): " + "; ".join(occ_text))
     if report.timings:
         lines.append(f"Kernel timings ({report.timings[0].source}, one call): " + ", ".join(
             f"`{t.name}` ×{t.launches} {_time(t.total_us)}" for t in report.timings))

@@ -127,7 +127,7 @@ def classify(kernel: KernelProfile | None, model: Roofline | None = None) -> Cla
         return Classification(bound="unknown", evidence=(
             f"only {model.pct_of_floor:.0f}% of the {model.model_bound} floor and no profiler counters: "
             "the time goes somewhere the byte/flop model does not see (latency, extra traffic or ALU work)"))
-    return Classification(bound="unknown", evidence="no profiler counters and no roofline model")
+    return Classification(bound="unknown", evidence="no profiler counters and no measured time to hold against the floor")
 
 
 def _why_waiting(k: KernelProfile) -> str:

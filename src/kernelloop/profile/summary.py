@@ -12,7 +12,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from kernelloop.evaluate.record import KernelInfo
-from kernelloop.profile.deltas import MetricDelta, fmt_bytes, profile_deltas
+from kernelloop.profile.deltas import MetricDelta, fact_deltas, fmt_bytes, profile_deltas
 from kernelloop.profile.fallback import CompileFact, KernelTiming
 from kernelloop.profile.metrics import KernelProfile
 from kernelloop.profile.roofline import H200, Ceilings, Classification, Roofline, classify, roofline
@@ -42,6 +42,8 @@ class ProfileReport(BaseModel):
     min_bytes: float | None = None
     total_dram_bytes: float | None = None
     traffic_ratio: float | None = Field(default=None, description="total DRAM bytes / task's minimal bytes")
+    memory_floor_s: float | None = Field(default=None, description="minimal bytes / the device's DRAM ceiling")
+    ceiling_device: str = ""
     compile_facts: list[CompileFact] = Field(default_factory=list)
     timings: list[KernelTiming] = Field(default_factory=list)
     deltas: list[MetricDelta] = Field(default_factory=list)
@@ -59,7 +61,8 @@ class ProfileReport(BaseModel):
                                num_warps=(k.block_threads // 32) if k.block_threads else None, launches=1,
                                source="profiler") for k in self.kernels]
         return [KernelInfo(name=f.name, n_regs=f.n_regs, n_spills=f.spill_store_bytes, shared_bytes=f.shared_bytes,
-                           num_warps=f.num_warps, source="triton-compile") for f in self.compile_facts]
+                           num_warps=f.num_warps, launches=f.launches, source="triton-compile")
+                for f in self.compile_facts]
 
     def agent_metrics(self) -> dict[str, float | str]:
         """Flat metrics of the longest kernel for AgentContext.profile_metrics (the tuner's rule names)."""
@@ -87,6 +90,10 @@ class ProfileReport(BaseModel):
                 out["registers_per_thread"] = f.n_regs
             if f.spill_store_bytes is not None:
                 out["spills"] = f.spill_store_bytes
+            occ = f.occupancy()
+            if occ is not None:
+                out["theoretical_occupancy_pct"] = occ.theoretical_pct
+                out["occupancy_limiter"] = occ.limiter
         out["kernels_per_call"] = len(self.kernels) or len(self.compile_facts)
         if self.roofline is not None:
             out["pct_of_floor"] = self.roofline.pct_of_floor
@@ -145,7 +152,7 @@ def summarize(
     elif min_bytes is None:
         missing.append("roofline: the task gives no bytes/flops model")
     else:
-        missing.append("roofline: no measured time")
+        missing.append("% of floor: no GPU time was measured")
     classes = [classify(k, model if len(profiles) == 1 else None) for k in profiles]
     if not profiles:
         classes = [classify(None, model)]
@@ -155,7 +162,10 @@ def summarize(
         total = sum(byte_list)  # type: ignore[arg-type]
     parent_kernels = parent.kernels if isinstance(parent, ProfileReport) else parent
     deltas = profile_deltas(parent_kernels, profiles) if parent_kernels and profiles else []
-    if parent is not None and not parent_kernels:
+    if isinstance(parent, ProfileReport) and not parent_kernels and not profiles and parent.compile_facts \
+            and compile_facts:
+        deltas = fact_deltas(parent.compile_facts, list(compile_facts))
+    elif parent is not None and not parent_kernels:
         missing.append("deltas: the parent has no profiler counters")
     if not profiles:
         for item in COUNTER_ONLY:
@@ -172,6 +182,8 @@ def summarize(
         min_bytes=min_bytes,
         total_dram_bytes=total,
         traffic_ratio=(total / min_bytes) if total is not None and min_bytes else None,
+        memory_floor_s=(min_bytes / ceilings.dram_bytes_per_s) if min_bytes else None,
+        ceiling_device=ceilings.device,
         compile_facts=list(compile_facts or []),
         timings=list(timings or []),
         deltas=deltas,

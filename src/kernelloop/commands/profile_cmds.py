@@ -1,0 +1,52 @@
+"""`kernelloop profile`: what the agent sees about a candidate's bottleneck."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+
+def register(app: typer.Typer) -> None:
+    app.command("profile")(profile_cmd)
+
+
+def profile_cmd(
+    task: Annotated[Path, typer.Argument(help="task folder (with task.toml)")],
+    candidate: Annotated[Path, typer.Argument(help="candidate .py file defining the task's entry function")],
+    parent: Annotated[Path | None, typer.Option(help="the variant this one came from: adds before/after deltas")] = None,
+    shape: Annotated[str | None, typer.Option(help="shape label like 16384x8192 (default: the heaviest GPU shape)")] = None,
+    dtype: Annotated[str | None, typer.Option(help="dtype (default: the task's first)")] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="print the summary and full metrics as JSON")] = False,
+    raw: Annotated[bool, typer.Option("--raw", help="with --json: also every raw Nsight Compute row (~50 KB/kernel)")] = False,
+    device: Annotated[str, typer.Option(help="auto | cuda | cpu")] = "auto",
+    sandbox: Annotated[str, typer.Option(help="auto | bwrap | unshare | none")] = "auto",
+    timeout: Annotated[float, typer.Option(help="wall-clock limit per profiled file, seconds")] = 300.0,
+) -> None:
+    """Profile one call of a candidate (Nsight Compute on a GPU; compile facts without one) and print the summary."""
+    from kernelloop.profile.run import profile_candidate
+    from kernelloop.task import load_task
+
+    t = load_task(task)
+    err = Console(stderr=True)
+    with err.status("profiling…") as status:
+        out = profile_candidate(t, candidate, parent=parent, shape=shape, dtype=dtype, device=device,
+                                sandbox=sandbox, timeout_s=timeout, progress=lambda m: status.update(m))
+    text = out.report.format_for_prompt()
+    if json_out:
+        data = {
+            "task": t.name, "shape": out.shape, "dtype": out.dtype, "wall_s": round(out.wall_s, 2),
+            "summary": text,
+            "profile": out.report.to_record(include_raw=raw),
+            "parent_profile": out.parent.to_record(include_raw=raw) if out.parent else None,
+            "agent_metrics": out.report.agent_metrics(),
+            "kernels": [k.model_dump(mode="json") for k in out.report.kernel_infos()],
+        }
+        sys.stdout.write(json.dumps(data, indent=2) + "\n")
+    else:
+        sys.stdout.write(text + "\n")
+        err.print(f"[dim]{out.shape} {out.dtype} · {out.wall_s:.1f} s[/]")

@@ -1,0 +1,97 @@
+"""The profile worker: runs inside the sandbox (under Nsight Compute when there is one).
+
+    python -m kernelloop.evaluate.profile_worker --job JOB.json
+
+Modes (job["mode"]):
+- "ncu": draw the task's inputs on the GPU, warm the candidate up (compilation and
+  autotuning happen here, outside the range), then run ONE call inside the NVTX push/pop
+  range `kernelloop_profile`, which is all `ncu --nvtx-include kernelloop_profile/` profiles.
+- "facts": no counters. Record the candidate's Triton launches at the profiled shape
+  (meta tensors, nothing runs) and compile each for the job's target arch; on a GPU, also
+  time one real call with torch.profiler.
+
+The job comes in a file, not on stdin: ncu sits between the sandbox and this process.
+Messages go out as JSON lines on the channel `worker` sets up (a private dup of stdout);
+the trusted side treats all of it as untrusted and advisory — a profile never decides a
+verdict.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from pathlib import Path
+
+from kernelloop.evaluate import worker  # sets up the channel: import before any candidate code
+from kernelloop.evaluate.worker import _import_file, _tail, send
+from kernelloop.profile.ncu_driver import NVTX_RANGE
+
+torch = worker.torch
+
+
+def _make_inputs(job: dict):
+    return getattr(_import_file(job["inputs_file"], "kernelloop_task_inputs"), job["inputs_func"])
+
+
+def run_ncu(job: dict, fn, module) -> None:
+    make_inputs = _make_inputs(job)
+    g = torch.Generator(device="cuda").manual_seed(job.get("input_seed", 0))
+    inputs = make_inputs(job["dims"], getattr(torch, job["dtype"]), "cuda", g, "random")
+    counter = worker.inworker.LaunchCounter()
+    counter.attach(module, "candidate")
+    for _ in range(job.get("warmup", 2)):
+        fn(**inputs, **job["params"])
+    torch.cuda.synchronize()
+    counter.reset()
+    torch.cuda.nvtx.range_push(NVTX_RANGE)
+    fn(**inputs, **job["params"])
+    torch.cuda.nvtx.range_pop()
+    torch.cuda.synchronize()
+    send("profiled", launches=counter.snapshot())
+
+
+def run_facts(job: dict, fn, module) -> None:
+    from kernelloop.profile.launches import compile_launch, record_launches
+
+    make_inputs = _make_inputs(job)
+    dtype = getattr(torch, job["dtype"])
+    recorder = record_launches(fn, make_inputs, module, job["dims"], dtype, job["params"])
+    facts = [compile_launch(launch, job.get("arch", 90)).model_dump(mode="json") for launch in recorder.launches]
+    send("facts", kernels=facts, notes=recorder.notes)
+    if job.get("device") == "cuda":
+        from kernelloop.profile.fallback import torch_profiler_timings
+
+        # A fresh import: the recorder replaced the kernels' `run` in the first one.
+        real = _import_file(job["impl"], "kernelloop_profile_real")
+        g = torch.Generator(device="cuda").manual_seed(job.get("input_seed", 0))
+        inputs = make_inputs(job["dims"], dtype, "cuda", g, "random")
+        timings = torch_profiler_timings(getattr(real, job["entry"]), warmup=job.get("warmup", 2),
+                                         **inputs, **job["params"])
+        send("timings", kernels=[t.model_dump(mode="json") for t in timings])
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m kernelloop.evaluate.profile_worker")
+    ap.add_argument("--job", required=True, type=Path)
+    job = json.loads(ap.parse_args(argv).job.read_text())
+    send("hello", env=worker.inworker.environment(job.get("device", "cpu")))
+    try:
+        module = _import_file(job["impl"], "kernelloop_profile_candidate")
+        fn = getattr(module, job["entry"])
+    except BaseException as e:  # noqa: BLE001 - any failure to import is the candidate's
+        send("import_error", error=_tail(e))
+        return 0
+    try:
+        (run_ncu if job["mode"] == "ncu" else run_facts)(job, fn, module)
+    except BaseException as e:  # noqa: BLE001 - reported; the trusted side says what is missing
+        send("error", error=_tail(e))
+        return 0
+    send("done")
+    return 0
+
+
+if __name__ == "__main__":
+    code = main()
+    worker._CHANNEL.flush()
+    os._exit(code)  # skip atexit hooks a candidate may have registered
