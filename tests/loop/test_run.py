@@ -1,0 +1,127 @@
+"""`kernelloop run` end to end on the CPU: real sandboxed evaluations, real SQLite, real git."""
+
+import json
+import shutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from kernelloop.agents.scripted import ScriptedAgent
+from kernelloop.history import open_task_memory
+from kernelloop.loop import Options, run_loop
+from kernelloop.runview import RunView
+from kernelloop.task import load_task
+from tests.conftest import FLAGSHIP
+
+FAST = {"shapes": "7x129", "dtypes": ["float32"]}
+
+
+def _task_copy(tmp_path: Path, **rules) -> Path:
+    dst = tmp_path / "task"
+    shutil.copytree(FLAGSHIP, dst, ignore=shutil.ignore_patterns(".kernelloop", "__pycache__"))
+    if rules:
+        text = (dst / "task.toml").read_text()
+        for k, v in rules.items():
+            text = text.replace(f"\n{k} = ", f"\n{k} = {json.dumps(v)}  # was ", 1)
+        (dst / "task.toml").write_text(text)
+        assert all(tomllib.loads(text)["rules"][k] == v for k, v in rules.items())
+    return dst
+
+
+def _outcomes(task) -> dict[str, tuple[str, str]]:
+    store, _ = open_task_memory(task)
+    rows = store._conn.execute(
+        "SELECT p.hypothesis, p.refused_reason, e.category, e.reasons_json FROM proposals p "
+        "LEFT JOIN evaluations e ON e.proposal_id = p.id WHERE p.round > 0 ORDER BY p.id"
+    ).fetchall()
+    out = {}
+    for hyp, refused, category, reasons in rows:
+        if refused:
+            out[hyp[:30]] = ("refused", refused)
+        else:
+            out[hyp[:30]] = (category or "?", "; ".join(json.loads(reasons or "[]")))
+    return out
+
+
+def test_scripted_run_rejects_cheat_and_fragile_and_refuses_duplicate(tmp_path):
+    folder = _task_copy(tmp_path)
+    task = load_task(folder)
+    agent = ScriptedAgent(folder / "scripted")
+    summary = run_loop(task, agent, Options(device="cpu", **FAST), RunView(live_enabled=False))
+    assert summary["status"] == "finished"
+    got = list(_outcomes(task).values())
+    assert [g[0] for g in got[:1] + got[2:]] == ["accepted", "wrong", "accepted", "refused"], got
+    assert got[1][0] in {"static", "no_kernel"}  # the torch shortcut: screened or caught at run time
+    assert "identical" in got[4][1] and "rejected [wrong]" in got[4][1]
+    assert "large_offset" in got[2][1]
+    # nothing was promoted on interpreter timings
+    assert summary["best_objective_vs_baseline"] == 1.0
+    assert "not measured" in summary["reason"]
+
+
+def _write_candidates(folder: Path, items: dict[str, tuple[str, str]]) -> Path:
+    folder.mkdir()
+    for name, (source, hypothesis) in items.items():
+        (folder / f"{name}.py").write_text(source)
+        (folder / f"{name}.toml").write_text(f"hypothesis = {json.dumps(hypothesis)}\n")
+    return folder
+
+
+def test_policy_refusals_happen_before_any_evaluation(tmp_path):
+    # Start from the fused kernel with the fusion lock on.
+    folder = _task_copy(tmp_path, allow_fusion_change=False)
+    fused = (folder / "candidates" / "fused_naive.py").read_text()
+    (folder / "baseline.py").write_text(fused)
+    four_hunks = fused
+    for old, new in [("NUM_WARPS = 8", "NUM_WARPS = 4"),
+                     ("    mean = tl.sum(x, axis=0) / cols", "    mean = tl.sum(x, axis=0) / cols\n    mean = mean + 0.0"),
+                     ("    keep = tl.rand(seed, row * cols + offs) >= p", "    keep = tl.rand(seed, row * cols + offs) > p"),
+                     ("    block = triton.next_power_of_2(cols)", "    block = max(16, triton.next_power_of_2(cols))")]:
+        assert old in four_hunks
+        four_hunks = four_hunks.replace(old, new)
+    split = (FLAGSHIP / "baseline.py").read_text()
+    signature = fused.replace("def forward(x, residual, weight, bias, *, p, eps, seed):",
+                              "def forward(x, residual, weight, bias, *, p, eps, seed, scale=1.0):")
+    _write_candidates(tmp_path / "cands", {
+        "01_four": (four_hunks, "Four scattered tweaks at once"),
+        "02_split": (split, "Split the fused kernel back into three kernels"),
+        "03_sig": (signature, "Add a scale parameter to the entry"),
+    })
+    task = load_task(folder)
+    run_loop(task, ScriptedAgent(tmp_path / "cands"), Options(device="cpu", **FAST), RunView(live_enabled=False))
+    got = _outcomes(task)
+    assert [v[0] for v in got.values()] == ["refused", "refused", "refused"], got
+    reasons = [v[1] for v in got.values()]
+    assert "edit point" in reasons[0]
+    assert "launch" in reasons[1] or "fusion" in reasons[1]
+    assert "signature" in reasons[2] or "interface" in reasons[2]
+
+
+def test_cli_run_with_tuner_and_resume_refusal(tmp_path):
+    folder = _task_copy(tmp_path)
+    cmd = [sys.executable, "-m", "kernelloop.cli", "run", str(folder), "--agent", "tuner", "--rounds", "1",
+           "--device", "cpu", "--shapes", "7x129", "--dtypes", "float32"]
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stderr[-2000:] + res.stdout[-2000:]
+    summaries = list((folder / ".kernelloop").glob("run-*-summary.json"))
+    assert len(summaries) == 1
+    summary = json.loads(summaries[0].read_text())
+    assert summary["status"] == "finished" and len(summary["attempts"]) == 1
+    again = subprocess.run(cmd + ["--resume"], capture_output=True, text=True, timeout=120)
+    assert again.returncode == 2
+    assert "no unfinished run" in again.stderr
+
+
+@pytest.mark.gpu
+def test_scripted_run_on_gpu_promotes_fused(tmp_path):
+    folder = _task_copy(tmp_path)
+    task = load_task(folder)
+    summary = run_loop(task, ScriptedAgent(folder / "scripted"), Options(device="cuda", dtypes=["bfloat16"]),
+                       RunView(live_enabled=False))
+    got = list(_outcomes(task).values())
+    assert got[0][0] == "accepted" and got[1][0] in {"static", "no_kernel"} and got[2][0] == "wrong"
+    assert got[4][0] == "refused"
+    assert summary["best_objective_vs_baseline"] > 1.1
