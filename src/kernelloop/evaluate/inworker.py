@@ -20,6 +20,9 @@ ALLOC_VIEW_OPS = {
     "slice", "detach", "alias", "lift_fresh", "unbind", "split", "chunk", "contiguous", "flatten",
     "stride", "size", "numel", "dim", "is_contiguous", "sym_size", "sym_stride", "sym_numel",
     "sym_storage_offset", "_local_scalar_dense", "is_same_size",
+    # Filling is not the op's compute (an accumulator for atomics starts at zero); an
+    # output that is only a fill is caught by the trivial-output checks.
+    "zeros", "zeros_like", "zero_", "fill_", "full", "full_like", "new_zeros", "new_full",
 }
 
 
@@ -51,6 +54,8 @@ class LaunchCounter:
 
     def __init__(self) -> None:
         self.counts: Counter[str] = Counter()
+        self.totals: Counter[str] = Counter()  # per implementation, never reset
+        self.kernels: Counter[str] = Counter()  # kernels attached per implementation
         self.depth = 0
 
     def attach(self, module, impl: str) -> None:
@@ -59,12 +64,17 @@ class LaunchCounter:
             while hasattr(kernel, "fn") and not (hasattr(kernel, "run") and hasattr(kernel, "add_pre_run_hook")):
                 kernel = kernel.fn
             if hasattr(kernel, "run") and hasattr(kernel, "add_pre_run_hook"):
-                kernel.run = self._wrap(kernel.run, f"{impl}:{attr}")
+                kernel.run = self._wrap(kernel.run, f"{impl}:{attr}", impl)
+                self.kernels[impl] += 1
 
-    def _wrap(self, run, key: str):
+    def attached(self, impl: str) -> bool:
+        return self.kernels[impl] > 0
+
+    def _wrap(self, run, key: str, impl: str):
         def counted(*args, **kwargs):
             if not kwargs.get("warmup", False):
                 self.counts[key] += 1
+                self.totals[impl] += 1
             self.depth += 1
             try:
                 return run(*args, **kwargs)
@@ -78,6 +88,25 @@ class LaunchCounter:
 
     def snapshot(self) -> dict[str, int]:
         return dict(self.counts)
+
+
+class TimedLaunchAudit:
+    """Wraps an implementation for the timing phase: counts calls that launched none of
+    its kernels (a result replayed or skipped once the candidate knows it is timed).
+    The cost inside the timed interval is two dictionary reads."""
+
+    def __init__(self, fn, counter: LaunchCounter, impl: str) -> None:
+        self.fn, self.counter, self.impl = fn, counter, impl
+        self.calls = 0
+        self.without_launch = 0
+
+    def __call__(self, *args, **kwargs):
+        before = self.counter.totals[self.impl]
+        out = self.fn(*args, **kwargs)
+        self.calls += 1
+        if self.counter.totals[self.impl] == before:
+            self.without_launch += 1
+        return out
 
 
 def poison(nbytes: int, device: str) -> None:

@@ -17,6 +17,7 @@ from kernelloop.evaluate.compare import binomial_ok, infer_mask, within_toleranc
 from kernelloop.evaluate.inworker import ALLOC_VIEW_OPS
 from kernelloop.evaluate.plan import Call
 from kernelloop.evaluate.record import CheckResult
+from kernelloop.evaluate.sensitivity import Sensitivity, matching_trivial, trivial_outputs
 from kernelloop.task import Task
 
 
@@ -35,6 +36,7 @@ class Judge:
     launches: list[int] = field(default_factory=list)
     _groups: dict[str, dict] = field(default_factory=dict)
     _interface_bad: set[str] = field(default_factory=set)
+    sensitivity: Sensitivity = field(default_factory=Sensitivity)
 
     def __post_init__(self) -> None:
         self.make_inputs = self.task.load_function("inputs")
@@ -84,19 +86,79 @@ class Judge:
         out = _read_output(out_dir / msg["file"], like)
         out = out.to(self.device)
         tol = self.task.spec.tolerances[call.dtype]
-        if call.suite == "stochastic" and call.rate > 0:
-            self._stochastic(call, out, inputs, tol)
+        stochastic = call.suite == "stochastic" and call.rate > 0
+        if stochastic:
+            ones = torch.ones_like(out, dtype=torch.bool)
+            refs = {"keep": self._ref(inputs, call, keep_mask=ones), "drop": self._ref(inputs, call, keep_mask=~ones)}
+        else:
+            refs = {"ref": self._ref(inputs, call)}
+        trivial = trivial_outputs(inputs, like, refs.get("ref", refs.get("keep")))
+        self._prove(call, trivial, refs, tol)
+        if stochastic:
+            self._stochastic(call, out, refs, tol, trivial)
             return
-        cmp = within_tolerance(out, self._ref(inputs, call), tol)
+        cmp = within_tolerance(out, refs["ref"], tol)
         if not cmp.passed:
-            self._fail(call, call.suite, cmp.category, cmp.reason, cmp)
+            self._fail_values(call, call.suite, cmp.category, cmp.reason, cmp, out, trivial, tol)
         elif call.suite == "determinism":
             self._determinism(call, out, cmp)
         else:
             self._pass(call, call.suite, cmp)
 
+    # ---- trivial outputs -------------------------------------------------------
+    def _value_fails(self, call: Call, out: torch.Tensor, refs: dict, tol) -> bool:
+        """Would `out` fail this call's own value check (the one the candidate gets)?"""
+        if "ref" in refs:
+            return not within_tolerance(out, refs["ref"], tol).passed
+        inf = infer_mask(out, refs["keep"], refs["drop"], tol)
+        if not inf.ok:
+            return True
+        n = int(inf.decidable.sum().item())
+        dropped = int((inf.dropped & inf.decidable).sum().item())
+        return not binomial_ok(dropped, n, call.rate, self.st.confidence_sigmas)[0]
+
+    def _prove(self, call: Call, trivial: dict, refs: dict, tol) -> None:
+        for name in self.sensitivity.pending(list(trivial)):
+            if self._value_fails(call, trivial[name].to(self.device), refs, tol):
+                self.sensitivity.mark(name, f"{call.suite}/{call.case} {call.shape.label} {call.dtype}")
+
+    def _fail_values(self, call: Call, suite: str, category: str, reason: str, cmp, out, trivial, tol) -> None:
+        """A failed value check, named `trivial` when the output is one of the trivial outputs."""
+
+        def close(a, b):
+            return within_tolerance(a, b.to(torch.float64), tol).passed
+
+        name = matching_trivial(out, {k: v.to(self.device) for k, v in trivial.items()}, close)
+        if name is not None:
+            category, reason = "trivial", f"the output is {name}, not a computed result ({reason})"
+        self._fail(call, suite, category, reason, cmp)
+
+    def finish_sensitivity(self, prove: bool = True) -> None:
+        """Record the proof; an unproven plan rejects, because a pass would then prove nothing.
+        `prove=False` (already rejected elsewhere) only records what was caught."""
+        for name, where in sorted(self.sensitivity.caught.items()):
+            self.checks.append(CheckResult(suite="sensitivity", case=name, shape="all", dtype="all", passed=True,
+                                           reason=f"a trivial output ({name}) fails {where}"))
+        if self.failures or not prove:
+            return  # already rejected: an incomplete proof adds nothing
+        for name in self.sensitivity.uncaught():
+            reason = (f"no planned check rejects a trivial output ({name}), so a pass would prove nothing; "
+                      f"tighten the task's tolerances or add an input case where it differs from the reference")
+            self.checks.append(CheckResult(suite="sensitivity", case=name, shape="all", dtype="all", passed=False,
+                                           reason=reason))
+            self.failures.append(Failure("setup", f"sensitivity: {reason}"))
+
     def _interface(self, call: Call, msg: dict, like: torch.Tensor) -> bool:
         problems = []
+        # Facts about harness state come first: they decide the category when present.
+        if msg.get("tampered"):
+            problems.append(("tamper", f"replaced harness functions during the call: {', '.join(map(str, msg['tampered'][:5]))}"))
+        if msg.get("threads"):
+            problems.append(("deferred", f"left {msg['threads']} Python thread(s) running after it returned (work deferred past the call)"))
+        if msg.get("changed_after_return"):
+            problems.append(("deferred", "its output kept changing after the call returned (work deferred past the call)"))
+        if msg.get("reuses_output"):
+            problems.append(("aliasing", "returned the storage it returned for an earlier call (a persistent buffer or a replayed result)"))
         if msg.get("out_type") != "torch.Tensor":
             problems.append(("interface", f"returned {msg.get('out_type')}, not exactly a torch.Tensor"))
         else:
@@ -123,8 +185,6 @@ class Judge:
     def _audit(self, call: Call, msg: dict) -> None:
         launches = sum(v for k, v in msg.get("launches", {}).items() if k.startswith("candidate:"))
         self.launches.append(launches)
-        if not call.audit:
-            return
         compute = sorted(op for op in msg.get("ops", {}) if op not in ALLOC_VIEW_OPS)
         if self.task.spec.task.language != "torch" and compute:
             self._fail(call, "interface", "no_kernel",
@@ -145,21 +205,18 @@ class Judge:
                            "two calls with the same inputs and seed gave different bytes (a race or hidden state)")
             grp.pop("a", None)
 
-    def _stochastic(self, call: Call, out: torch.Tensor, inputs: dict, tol) -> None:
+    def _stochastic(self, call: Call, out: torch.Tensor, refs: dict, tol, trivial: dict) -> None:
         assert self.st is not None
-        ones = torch.ones_like(out, dtype=torch.bool)
-        ref_keep = self._ref(inputs, call, keep_mask=ones)
-        ref_drop = self._ref(inputs, call, keep_mask=~ones)
-        inf = infer_mask(out, ref_keep, ref_drop, tol)
+        inf = infer_mask(out, refs["keep"], refs["drop"], tol)
         if not inf.ok:
-            self._fail(call, "stochastic", "stochastic", f"p={call.rate:g}: {inf.reason}")
+            self._fail_values(call, "stochastic", "stochastic", f"p={call.rate:g}: {inf.reason}", None, out, trivial, tol)
             return
         n = int(inf.decidable.sum().item())
         dropped = int((inf.dropped & inf.decidable).sum().item())
         ok, text = binomial_ok(dropped, n, call.rate, self.st.confidence_sigmas)
         grp = self._groups.setdefault(call.group, {})
         if not ok:
-            self._fail(call, "stochastic", "stochastic", f"p={call.rate:g}: {text}")
+            self._fail_values(call, "stochastic", "stochastic", f"p={call.rate:g}: {text}", None, out, trivial, tol)
             return
         if call.role == "a":
             grp.update(out=out, mask=inf.dropped, dec=inf.decidable)

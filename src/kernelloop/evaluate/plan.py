@@ -6,6 +6,7 @@ evaluation, so a candidate cannot precompute or replay results.
 
 from __future__ import annotations
 
+import math
 import secrets
 from dataclasses import dataclass, field
 
@@ -26,7 +27,9 @@ class Call:
     group: str = ""  # calls compared with each other (determinism, seeds)
     role: str = ""  # "a", "same_seed", "other_seed", "repeat"
     rate: float = 0.0
-    audit: bool = False
+    # Every call runs under the aten-op recorder: auditing only the first let a
+    # candidate be honest once and call PyTorch afterwards.
+    audit: bool = True
 
     def to_job(self) -> dict:
         return {
@@ -56,7 +59,8 @@ def _call_seed() -> int:
     return secrets.randbits(31)
 
 
-def plan_calls(task: Task, shapes: list[Shape], dtypes: list[str]) -> Plan:
+def plan_calls(task: Task, shapes: list[Shape], dtypes: list[str], *, unseen: bool = True) -> Plan:
+    """The calls of one evaluation; with `unseen`, plus a shape drawn now that no file names."""
     spec = task.spec
     st = spec.stochastic
     plan = Plan()
@@ -71,7 +75,6 @@ def plan_calls(task: Task, shapes: list[Shape], dtypes: list[str]) -> Plan:
             p[seed_name] = _call_seed() if seed is None else seed
         return p
 
-    first = True
     for si, shape in enumerate(shapes):
         large = _numel(shape) > LARGE_NUMEL
         for dtype in dtypes:
@@ -79,9 +82,8 @@ def plan_calls(task: Task, shapes: list[Shape], dtypes: list[str]) -> Plan:
             repeats = 1 if large else spec.suites.random_repeats
             for k in range(repeats):
                 plan.calls.append(
-                    Call(f"{base}-random-{k}", "random", "random", shape, dtype, _seed(), params(), audit=first)
+                    Call(f"{base}-random-{k}", "random", "random", shape, dtype, _seed(), params())
                 )
-                first = False
             # Determinism: the same inputs and seed twice must give identical bytes.
             iseed, cseed = _seed(), _call_seed()
             for role in ("a", "repeat"):
@@ -108,7 +110,57 @@ def plan_calls(task: Task, shapes: list[Shape], dtypes: list[str]) -> Plan:
                         Call(f"{grp}-{role}", "stochastic", st.case, shape, dtype, iseed, params(rate, cs),
                              group=grp, role=role, rate=rate)
                     )
+    extra = unseen_shape(task, shapes) if unseen and shapes and dtypes else None
+    if extra is not None:
+        base = f"unseen-{extra.label}-{dtypes[0]}"
+        plan.calls.append(Call(f"{base}-random-0", "random", "random", extra, dtypes[0], _seed(), params()))
+        if st is not None:
+            plan.calls.append(Call(f"{base}-stochastic-p0", "stochastic", st.case, extra, dtypes[0], _seed(), params(0.0)))
     return plan
+
+
+def unseen_shape(task: Task, selected: list[Shape]) -> Shape | None:
+    """A shape drawn per evaluation from the task's own ranges, odd where it can be.
+
+    A candidate specialised to the listed shapes (hard-coded sizes, a block that only
+    covers them) fails here. Only dimensions that vary across the task's shapes are
+    drawn: a dimension every shape holds fixed (a head size, say) is part of the
+    interface. Each is drawn log-uniformly between the task's smallest and largest
+    value, keeping the element count within the largest selected shape's, so the
+    evaluation costs no more than it already does.
+    """
+    every = [*task.spec.shapes, *task.spec.cpu_shapes]
+    names = list(selected[0].dims)
+    if any(list(s.dims) != names for s in every):
+        return None
+    lo = {n: min(s.dims[n] for s in every) for n in names}
+    hi = {n: max(s.dims[n] for s in every) for n in names}
+    varying = [n for n in names if lo[n] < hi[n]]
+    budget = max(_numel(s) for s in selected)
+    known = {s.label for s in every}
+    for _ in range(20):
+        dims = {n: lo[n] for n in names}
+        for n in _RNG.sample(varying, len(varying)):
+            rest = _numel_of({k: v for k, v in dims.items() if k != n})
+            top = min(hi[n], budget // max(rest, 1))
+            if top < lo[n]:
+                return None
+            v = round(math.exp(_RNG.uniform(math.log(lo[n]), math.log(top))))
+            dims[n] = min(v | 1, top) if v | 1 <= top else v
+        shape = Shape(dims=dims, weight=1.0, tag="unseen")
+        if shape.label not in known:
+            return shape
+    return None
+
+
+_RNG = secrets.SystemRandom()
+
+
+def _numel_of(dims: dict[str, int]) -> int:
+    n = 1
+    for v in dims.values():
+        n *= v
+    return n
 
 
 def _numel(shape: Shape) -> int:

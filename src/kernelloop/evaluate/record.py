@@ -24,6 +24,8 @@ Category = Literal[
     "stochastic",
     "nondeterministic",
     "static",
+    "tamper",
+    "deferred",
     "no_kernel",
     "timing",
     "protocol",

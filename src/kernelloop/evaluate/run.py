@@ -11,6 +11,7 @@ import datetime as dt
 import hashlib
 import json
 import platform
+import secrets
 import shutil
 import subprocess
 import sys
@@ -22,6 +23,7 @@ from pathlib import Path
 import torch
 
 from kernelloop.errors import KernelloopError
+from kernelloop.evaluate import channel
 from kernelloop.evaluate.judge import Judge
 from kernelloop.evaluate.plan import plan_calls
 from kernelloop.evaluate.record import (
@@ -31,7 +33,8 @@ from kernelloop.evaluate.record import (
     TimingStats,
     Verdict,
 )
-from kernelloop.sandbox import SandboxConfig, SandboxProcess
+from kernelloop.evaluate.static import screen_source
+from kernelloop.sandbox import SandboxConfig, SandboxProcess, detect_mode
 from kernelloop.task import Shape, Task
 
 Progress = Callable[[str], None]
@@ -77,7 +80,9 @@ def evaluate(
     sandbox: str = "auto",
     timeout_s: float | None = None,
     progress: Progress | None = None,
+    screen: bool = True,
 ) -> EvaluationRecord:
+    """`screen=False` skips the static screen (tests use it to prove the runtime defences)."""
     say = progress or (lambda _m: None)
     device = resolve_device(device)
     candidate = Path(candidate).resolve()
@@ -92,7 +97,12 @@ def evaluate(
     plan = plan_calls(task, shape_list, dtype_list)
     started = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     t0 = time.monotonic()
+    findings = screen_source(source.decode(errors="replace"), task.spec.task.language) if screen else []
+    if findings:
+        return _screened_out(task, candidate, source, started, t0, device, findings)
     task_files = _snapshot(task.folder)
+    key = channel.new_key()
+    mode = detect_mode(sandbox)
 
     work = Path(tempfile.mkdtemp(prefix="kernelloop-eval-", dir=_scratch_root()))
     try:
@@ -119,9 +129,17 @@ def evaluate(
             "max_outstanding": 3,
             "calls": [c.to_job() for c in plan.calls],
             "timing": _timing_spec(task, shape_list, dtype_list, impls, device) if timing else None,
+            "channel_key": key,
+            "language": task.spec.task.language,
+            "private_pid_namespace": mode in ("bwrap", "unshare"),
         }
+        env = {"TRITON_INTERPRET": "1"} if device == "cpu" and task.spec.task.language == "triton" else {}
+        if device == "cpu":
+            # glibc fills fresh allocations with 0x7F: an output the candidate never wrote
+            # reads as ~3e38 (NaN in fp16), never as a lucky earlier result.
+            env["MALLOC_PERTURB_"] = "128"
         cfg = SandboxConfig(
-            mode=sandbox,
+            mode=mode,
             timeout_s=timeout_s or task.spec.rules.eval_timeout_s,
             gpu=device == "cuda",
             rw_paths=[work],
@@ -129,12 +147,12 @@ def evaluate(
             # sandbox replaces with an empty tmpfs: bind them back read-only.
             ro_paths=[task.folder, Path(__file__).resolve().parents[2]],
             hidden_paths=[task.folder / ".kernelloop"],
-            extra_env={"TRITON_INTERPRET": "1"} if device == "cpu" and task.spec.task.language == "triton" else {},
+            extra_env=env,
         )
         say(f"worker starting ({len(plan.calls)} correctness calls, sandbox={cfg.mode})")
         proc = SandboxProcess([sys.executable, "-m", "kernelloop.evaluate.worker"], work, cfg, json.dumps(job).encode())
         judge = Judge(task, device)
-        state = _consume(proc, plan, judge, out_dir, say)
+        state = _consume(proc, plan, judge, out_dir, say, key)
         result = proc.finish()
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -144,8 +162,6 @@ def evaluate(
     warnings: list[str] = []
     if result.mode == "none":
         warnings.append("NO SANDBOX: neither bubblewrap nor `unshare -n` works here; the candidate ran as a plain process.")
-    if result.stray_killed:
-        warnings.append(f"killed {result.stray_killed} process(es) the worker left running")
 
     def reject(cat: str, why: str) -> None:
         nonlocal category
@@ -155,7 +171,14 @@ def evaluate(
 
     if _snapshot(task.folder) != task_files:
         _restore(task.folder, task_files)
-        reject("static", "the candidate modified the task folder (restored)")
+        reject("tamper", "the candidate modified the task folder (restored)")
+    for cat, why in channel.worker_facts(state):
+        reject(cat, why)
+    if result.stray_killed and state["done"] and not result.timed_out:
+        # After a clean finish nothing may be left; after a kill, the dying worker itself counts.
+        reject("tamper", f"killed {result.stray_killed} process(es) the worker left running")
+    elif result.stray_killed:
+        warnings.append(f"killed {result.stray_killed} process(es) the worker left running")
     if state["import_error"]:
         reject("compile", f"the candidate failed to import: {_last(state['import_error'])}")
     if result.timed_out:
@@ -172,6 +195,10 @@ def evaluate(
     if missing and not state["import_error"]:
         reject(category if category != "accepted" else "crash", f"{len(missing)} planned call(s) produced no result, e.g. {missing[0]}")
     judge.finish_interface(sorted({(c.shape.label, c.dtype) for c in plan.calls}))
+    judge.finish_sensitivity(prove=category == "accepted")
+    if category == "accepted" and judge.failures:
+        category = judge.failures[0].category
+        reasons.extend(f.reason for f in judge.failures)
 
     env = _environment(state["hello"], device, result.mode)
     timings = [_timing(task, t, shape_list, env.device_name) for t in state["timings"]]
@@ -203,17 +230,14 @@ def timings_count(device: str, interpreter: bool, language: str) -> bool:
     return device == "cuda" or language == "torch"
 
 
-def _consume(proc: SandboxProcess, plan, judge: Judge, out_dir: Path, say: Progress) -> dict:
+def _consume(proc: SandboxProcess, plan, judge: Judge, out_dir: Path, say: Progress, key: str) -> dict:
     calls = plan.by_id()
-    state = {"hello": {}, "seen": set(), "timings": [], "kernels": [], "done": False, "fatal": "",
-             "import_error": "", "protocol": "", "warnings": []}
+    state = channel.new_state()
     for raw in proc.lines():
-        try:
-            msg = json.loads(raw)
-            kind = msg["type"]
-        except (ValueError, KeyError, TypeError):
-            state["protocol"] = state["protocol"] or f"unparseable line on the result channel: {raw[:80]!r}"
+        msg = channel.parse(raw, key, state)
+        if msg is None:
             continue
+        kind = msg["type"]
         if kind == "hello":
             state["hello"] = msg.get("env", {})
         elif kind == "call":
@@ -238,9 +262,26 @@ def _consume(proc: SandboxProcess, plan, judge: Judge, out_dir: Path, say: Progr
             state["import_error"] = msg.get("error", "")
         elif kind == "fatal":
             state["fatal"] = msg.get("error", "fatal error")
+        elif kind == "tamper":
+            state["tamper"].append(msg)
+        elif kind in ("processes", "timing_audit"):
+            state[kind] = msg
         elif kind == "done":
             state["done"] = True
     return state
+
+
+def _screened_out(task: Task, candidate: Path, source: bytes, started: str, t0: float, device: str,
+                  findings: list) -> EvaluationRecord:
+    """The record of a candidate the static screen refused: no worker ever started."""
+    category = "compile" if findings[0].rule == "syntax" else "static"
+    reasons = [f"static screen: {f.render()}" for f in findings]
+    return EvaluationRecord(
+        task=task.name, task_digest=task.digest(), candidate=str(candidate),
+        candidate_sha256=hashlib.sha256(source).hexdigest(), started_at=started,
+        wall_s=round(time.monotonic() - t0, 3), environment=_environment({}, device, "not started"),
+        verdict=Verdict(accepted=False, category=category, reasons=reasons[:20]),
+    )
 
 
 def _timing_spec(task: Task, shapes: list[Shape], dtypes: list[str], impls: dict, device: str) -> dict:
@@ -251,8 +292,9 @@ def _timing_spec(task: Task, shapes: list[Shape], dtypes: list[str], impls: dict
         "dtype": dtypes[0],
         "impls": list(impls),
         "params": params,
-        "input_seed": 7,
+        "input_seed": secrets.randbits(31),  # secret: outputs for timed inputs cannot be precomputed
         "reps": 50 if device == "cuda" else 3,
+        "cpu_reps": 3,  # timing.py reads cpu_reps on the CPU (interpreter numbers never count)
         "min_reps": 10,
         "max_s_per_shape": 2.0,
     }

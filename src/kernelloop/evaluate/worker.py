@@ -28,14 +28,21 @@ os.dup2(2, 1)
 sys.stdout = sys.stderr
 
 
+_dumps = json.dumps
+_key = ""  # the job's channel key: lines without it are rejected as forged
+
+
 def send(kind: str, **payload) -> None:
-    _CHANNEL.write(json.dumps({"type": kind, **payload}) + "\n")
+    _CHANNEL.write(_dumps({"type": kind, **payload, "key": _key}) + "\n")
     _CHANNEL.flush()
 
 
 import torch  # noqa: E402  (after the channel is set up)
 
-from kernelloop.evaluate import inworker, timing  # noqa: E402  (timing binds its clocks before candidates load)
+from kernelloop.evaluate import guard, inworker, timing  # noqa: E402  (timing binds its clocks before candidates load)
+
+guard.drop_cwd_from_path()
+_MARKER = f"KERNELLOOP_SANDBOX_ID={os.environ.get('KERNELLOOP_SANDBOX_ID', '')}"
 
 # Bound before any candidate code runs: a candidate that patches torch.cuda later
 # cannot change what the harness calls.
@@ -56,7 +63,7 @@ def _dtype(name: str) -> torch.dtype:
     return getattr(torch, name)
 
 
-def run_call(job: dict, call: dict, fn, make_inputs, counter: inworker.LaunchCounter) -> None:
+def run_call(job: dict, call: dict, fn, make_inputs, counter: inworker.LaunchCounter, watch: dict) -> None:
     dev = job["device"]
     dtype = _dtype(call["dtype"])
     g = torch.Generator(device=dev).manual_seed(call["input_seed"])
@@ -77,12 +84,18 @@ def run_call(job: dict, call: dict, fn, make_inputs, counter: inworker.LaunchCou
     else:
         out = fn(**inputs, **kwargs)
         _sync()
+    # What the output holds the moment the call returns is what gets judged; work that
+    # lands later (a thread, a deferred launch) shows up as a difference below.
+    at_return = out.detach().clone() if type(out) is _Tensor else None
+    _sync()
     elapsed = time.perf_counter() - t0
-    facts: dict = {"id": call["id"], "elapsed_s": elapsed, "launches": counter.snapshot(), "ops": ops}
+    facts: dict = {"id": call["id"], "elapsed_s": elapsed, "launches": counter.snapshot(), "ops": ops,
+                   "tampered": watch["integrity"].changed(), "threads": len(guard.new_threads(watch["threads"]))}
     facts["out_type"] = f"{type(out).__module__}.{type(out).__qualname__}"
-    if type(out) is not _Tensor:
-        send("call", ok=False, error="output is not exactly a torch.Tensor", **facts)
+    if at_return is None:
+        send("call", ok=True, **facts)  # the trusted side rejects the type (interface)
         return
+    prev = watch.get("previous")
     facts.update(
         out_shape=list(out.shape),
         out_dtype=str(out.dtype).removeprefix("torch."),
@@ -90,19 +103,29 @@ def run_call(job: dict, call: dict, fn, make_inputs, counter: inworker.LaunchCou
         out_contiguous=out.is_contiguous(),
         aliases=inworker.aliased_inputs(out, tensors),
         mutated=[k for k in tensors if not inworker.same_bytes(snapshot[k], tensors[k])],
+        # The previous output is still held here, so an honest allocation cannot overlap it.
+        reuses_output=prev is not None and bool(inworker.aliased_inputs(out, {"previous": prev})),
     )
+    watch["previous"] = out
     if call.get("save", True):
         path = Path(job["out_dir"]) / f"{call['id']}.bin"
         inworker.wait_for_room(Path(job["out_dir"]), job.get("max_outstanding", 4))
-        inworker.write_raw(out, path)
+        inworker.write_raw(at_return, path)
         facts["file"] = path.name
+    _sync()
+    facts["changed_after_return"] = not inworker.same_bytes(at_return, out)
     send("call", ok=True, **facts)
 
 
 def main() -> int:
+    global _key
     job = json.loads(sys.stdin.read())
+    _key = job.pop("channel_key", "")
     send("hello", env=inworker.environment(job["device"]))
     make_inputs = getattr(_import_file(job["inputs_file"], "kernelloop_task_inputs"), job["inputs_func"])
+    # Snapshots taken before any candidate code runs (see guard.py).
+    watch = {"integrity": guard.Integrity([sys.modules[__name__], inworker, timing, guard]),
+             "threads": guard.thread_baseline()}
     impls = {}
     counter = inworker.LaunchCounter()
     for name, path in job["impls"].items():
@@ -114,25 +137,43 @@ def main() -> int:
             return 0
         counter.attach(module, name)
         impls[name] = (module, fn)
+    _report_tamper(watch, "import")
     cand_fn = impls["candidate"][1]
     for call in job["calls"]:
         try:
-            run_call(job, call, cand_fn, make_inputs, counter)
+            run_call(job, call, cand_fn, make_inputs, counter, watch)
         except BaseException as e:  # noqa: BLE001 - reported, then the trusted side rejects
             send("call", id=call["id"], ok=False, error=_tail(e))
             if inworker.sticky_cuda_error(e):
                 send("fatal", error="sticky CUDA error: the worker cannot continue")
                 return 0
+    watch.pop("previous", None)
     if job.get("timing"):
         send("timing_begin")  # the trusted side's own clock brackets the timing phase
+        fns = {k: v[1] for k, v in impls.items()}
+        audit = None
+        if job.get("language", "triton" if counter.attached("candidate") else "torch") == "triton":
+            fns["candidate"] = audit = inworker.TimedLaunchAudit(fns["candidate"], counter, "candidate")
         try:
-            for rec in timing.time_impls(job, {k: v[1] for k, v in impls.items()}, make_inputs):
+            for rec in timing.time_impls(job, fns, make_inputs):
                 send("timing", **rec)
         except BaseException as e:  # noqa: BLE001
             send("timing_error", error=_tail(e))
+        if audit is not None:
+            send("timing_audit", impl="candidate", calls=audit.calls, without_launch=audit.without_launch)
+        _report_tamper(watch, "timing")
     send("compile", kernels=inworker.compile_facts({k: v[0] for k, v in impls.items()}, job["device"]))
+    strays = guard.stray_processes(bool(job.get("private_pid_namespace")), _MARKER)
+    if strays:
+        send("processes", found=strays[:10], count=len(strays))
     send("done")
     return 0
+
+
+def _report_tamper(watch: dict, when: str) -> None:
+    changed = watch["integrity"].changed()
+    if changed:
+        send("tamper", when=when, changed=changed[:10])
 
 
 def _tail(e: BaseException) -> str:

@@ -1,0 +1,257 @@
+"""The static screen: what a candidate's source may name, checked before a worker starts.
+
+It runs on the trusted side over the candidate's AST, so a rejection costs milliseconds
+and no untrusted code runs. It is the first of two layers: everything it forbids also
+has a runtime defence in the worker or on the trusted side (docs/cheats.md), because an
+AST cannot see through every indirection. It is an allow-list, not a deny-list: a
+Triton candidate needs `torch` to allocate, `triton`/`triton.language` for kernels and a
+few pure-Python helpers; anything else it names is a finding.
+
+Rules (each finding is one sentence with the line):
+- imports: only the language's allowed modules; no relative or `*` imports;
+- `torch.X`: only allocation, dtypes, device queries (per language); no streams, events,
+  `torch.nn`, `torch.ops`, `torch._C`, `torch.utils`, compilers, or compute functions;
+- `triton.X`: only `jit`, `autotune`, `heuristics`, `Config`, `cdiv`,
+  `next_power_of_2` and all of `triton.language`;
+- builtins that reach harness state or code: eval, exec, compile, open, __import__,
+  getattr/setattr/delattr, globals/locals/vars, dir, breakpoint, input, exit, quit;
+- dunder names and attributes (frames, globals, subclasses, dicts), frame attributes,
+  private attributes except on `self`/`cls`, `.numpy()`/`.tolist()` (compute that the
+  aten-op audit cannot see) and storage access;
+- assigning to or deleting an attribute of an imported module or name (monkeypatching);
+- a module used as a value (`t = torch`) and classes derived from torch/triton types.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+
+COMMON_MODULES = ("__future__", "math", "functools", "typing", "itertools", "operator")
+LANG_MODULES = {
+    "triton": ("torch", "torch.cuda", "triton", "triton.language"),
+    "cuda": ("torch", "torch.cuda", "torch.utils.cpp_extension"),
+    "torch": ("torch", "torch.cuda", "torch.nn", "torch.nn.functional"),
+}
+DTYPES = {
+    "float16", "bfloat16", "float32", "float64", "half", "float", "double", "int8", "int16", "int32", "int64",
+    "uint8", "uint16", "uint32", "uint64", "bool", "long", "int", "short", "complex64", "complex128",
+    "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz",
+}
+# What a kernel-language candidate may take from torch: allocation (never compute; the
+# runtime audit rejects compute anyway), types, and device queries.
+TORCH_ALLOWED = DTYPES | {
+    "Tensor", "Size", "dtype", "device", "empty", "empty_like", "empty_strided", "zeros", "zeros_like",
+    "full", "full_like", "finfo", "iinfo", "is_tensor", "is_floating_point", "no_grad", "inference_mode",
+    "cuda", "version", "__version__",
+}
+CUDA_ALLOWED = {
+    "is_available", "current_device", "device_count", "get_device_properties", "get_device_capability",
+    "get_device_name", "device", "synchronize",
+}
+# For language = "torch" candidates, torch compute is the point; these stay forbidden
+# because they hide work from the timer, reach the dispatcher or compile behind our back.
+TORCH_DENIED = {
+    "Stream", "Event", "cuda.Stream", "cuda.Event", "cuda.stream", "cuda.set_stream", "cuda.ExternalStream",
+    "cuda.current_stream", "cuda.default_stream", "cuda.graph", "cuda.graphs", "cuda.CUDAGraph",
+    "cuda.memory", "cuda.caching_allocator_alloc", "cuda.caching_allocator_delete", "cuda.set_per_process_memory_fraction",
+    "ops", "library", "utils", "jit", "compile", "fx", "export", "autograd", "overrides", "backends",
+    "multiprocessing", "distributed", "hub", "load", "save", "from_file", "from_numpy", "classes",
+    "storage", "UntypedStorage", "TypedStorage", "testing", "random", "manual_seed", "set_default_dtype",
+    "set_default_device", "set_default_tensor_type", "set_grad_enabled", "use_deterministic_algorithms",
+}
+TRITON_ALLOWED = {"jit", "autotune", "heuristics", "Config", "cdiv", "next_power_of_2", "language", "__version__"}
+CPP_EXTENSION_ALLOWED = {"load_inline", "load"}
+
+FORBIDDEN_BUILTINS = {
+    "eval", "exec", "compile", "open", "__import__", "getattr", "setattr", "delattr", "globals", "locals",
+    "vars", "dir", "breakpoint", "input", "exit", "quit", "memoryview", "help",
+}
+ALLOWED_DUNDERS = {"__name__", "__version__", "__doc__", "__init__", "__future__"}
+FRAME_ATTRS = {
+    "f_back", "f_locals", "f_globals", "f_builtins", "f_code", "f_lasti", "f_trace", "gi_frame", "gi_code",
+    "cr_frame", "cr_code", "ag_frame", "ag_code", "tb_frame", "tb_next", "co_consts", "co_code",
+}
+# Tensor methods whose work the aten-op audit cannot see (numpy) or that hand out raw
+# storage (aliasing an input behind the aliasing check's back).
+HIDDEN_WORK_ATTRS = {"numpy", "tolist", "untyped_storage", "storage", "set_", "share_memory_", "pin_memory"}
+
+
+@dataclass(frozen=True)
+class Finding:
+    line: int
+    rule: str  # syntax | import | name | attribute | module | assignment | class
+    message: str
+
+    def render(self) -> str:
+        return f"line {self.line}: {self.message}"
+
+
+def screen_source(source: str, language: str = "triton") -> list[Finding]:
+    """Every finding in a candidate's source, in line order; [] means it may run."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError as e:
+        return [Finding(e.lineno or 0, "syntax", f"the source does not parse ({e.msg}); fix the syntax")]
+    return _Screen(language).run(tree)
+
+
+def allowed_modules(language: str) -> tuple[str, ...]:
+    return (*LANG_MODULES.get(language, LANG_MODULES["triton"]), *COMMON_MODULES)
+
+
+class _Screen:
+    def __init__(self, language: str) -> None:
+        self.language = language if language in LANG_MODULES else "triton"
+        self.modules = allowed_modules(self.language)
+        self.aliases: dict[str, str] = {}  # local name -> dotted path it was imported as
+        self.findings: dict[tuple[int, str], Finding] = {}
+
+    def add(self, node: ast.AST, rule: str, message: str) -> None:
+        line = getattr(node, "lineno", 0)
+        self.findings.setdefault((line, message), Finding(line, rule, message))
+
+    def run(self, tree: ast.Module) -> list[Finding]:
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import | ast.ImportFrom):
+                self._import(node)
+        bases = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Name):
+                self._name(node, id(node) in bases)
+            elif isinstance(node, ast.Attribute):
+                self._attribute(node)
+            elif isinstance(node, ast.Assign | ast.AugAssign | ast.AnnAssign | ast.Delete):
+                targets = node.targets if isinstance(node, ast.Assign | ast.Delete) else [node.target]
+                for t in targets:
+                    self._target(t)
+            elif isinstance(node, ast.ClassDef):
+                for b in node.bases:
+                    path = self._path(b)
+                    if path and path.split(".")[0] in ("torch", "triton"):
+                        self.add(node, "class", f"class {node.name} derives from {path}; return plain torch.Tensor outputs and use no torch/triton subclasses")
+        return sorted(self.findings.values(), key=lambda f: (f.line, f.message))
+
+    # ---- imports -----------------------------------------------------------------
+    def _module_ok(self, module: str) -> bool:
+        if self.language == "triton" and (module == "triton.language" or module.startswith("triton.language.")):
+            return not any(part.startswith("_") for part in module.split("."))
+        return module in self.modules
+
+    def _import(self, node: ast.Import | ast.ImportFrom) -> None:
+        allowed = ", ".join(self.modules)
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                if not self._module_ok(a.name):
+                    self.add(node, "import", f"imports `{a.name}`, which a {self.language} candidate may not use (allowed: {allowed})")
+                    continue
+                self.aliases[a.asname or a.name.split(".")[0]] = a.name if a.asname else a.name.split(".")[0]
+            return
+        if node.level:
+            self.add(node, "import", "uses a relative import; a candidate is one self-contained file")
+            return
+        module = node.module or ""
+        if not self._module_ok(module):
+            self.add(node, "import", f"imports from `{module}`, which a {self.language} candidate may not use (allowed: {allowed})")
+            return
+        for a in node.names:
+            if a.name == "*":
+                self.add(node, "import", f"uses `from {module} import *`; import the names it needs explicitly")
+                continue
+            path = f"{module}.{a.name}"
+            why = self._path_problem(path)
+            if why:
+                self.add(node, "import", why)
+            else:
+                self.aliases[a.asname or a.name] = path
+
+    # ---- names and attributes ----------------------------------------------------
+    def _name(self, node: ast.Name, is_attr_base: bool) -> None:
+        if node.id in FORBIDDEN_BUILTINS:
+            self.add(node, "name", f"uses `{node.id}`, which reaches code or harness state that candidates may not touch")
+        elif node.id.startswith("__") and node.id.endswith("__") and node.id not in ALLOWED_DUNDERS:
+            self.add(node, "name", f"uses `{node.id}`, an interpreter internal candidates may not touch")
+        elif isinstance(node.ctx, ast.Load) and not is_attr_base and self._is_module(self.aliases.get(node.id)):
+            self.add(node, "module", f"uses the module `{self.aliases[node.id]}` as a value; only access its attributes directly")
+
+    def _is_module(self, path: str | None) -> bool:
+        return bool(path) and (path in self.modules or path.startswith("triton.language"))
+
+    def _attribute(self, node: ast.Attribute) -> None:
+        attr = node.attr
+        if attr.startswith("__") and attr.endswith("__"):
+            if attr not in ALLOWED_DUNDERS:
+                self.add(node, "attribute", f"accesses `.{attr}`, an interpreter internal candidates may not touch")
+        elif attr in FRAME_ATTRS:
+            self.add(node, "attribute", f"accesses `.{attr}`, which reads interpreter frames or code objects")
+        elif attr.startswith("_"):
+            if not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls")):
+                self.add(node, "attribute", f"accesses the private attribute `.{attr}`; use public APIs only")
+        elif attr in HIDDEN_WORK_ATTRS:
+            self.add(node, "attribute", f"calls `.{attr}`, which moves work or memory outside what the gate can audit")
+        path = self._path(node)
+        if path:
+            why = self._path_problem(path)
+            if why:
+                self.add(node, "attribute", why)
+
+    def _path(self, node: ast.AST) -> str | None:
+        """The dotted path an expression names when its root is an imported name."""
+        parts: list[str] = []
+        while isinstance(node, ast.Attribute):
+            parts.append(node.attr)
+            node = node.value
+        if not isinstance(node, ast.Name) or node.id not in self.aliases:
+            return None
+        return ".".join([self.aliases[node.id], *reversed(parts)])
+
+    def _path_problem(self, path: str) -> str | None:
+        parts = path.split(".")
+        root, rest = parts[0], parts[1:]
+        if not rest:
+            return None
+        if root == "torch":
+            return self._torch_problem(path, rest)
+        if root == "triton":
+            if rest[0] not in TRITON_ALLOWED:
+                return f"uses `{path}`; a candidate may use only triton.{{{', '.join(sorted(TRITON_ALLOWED))}}}"
+            return None
+        if any(p.startswith("_") and p not in ALLOWED_DUNDERS for p in rest):
+            return f"uses `{path}`, a private name; use public APIs only"
+        return None
+
+    def _torch_problem(self, path: str, rest: list[str]) -> str | None:
+        if self.language == "torch":
+            for k in (1, 2):
+                if ".".join(rest[:k]) in TORCH_DENIED:
+                    return f"uses `{path}`, which hides work from the timer or reaches torch internals"
+            if rest[0].startswith("_") and rest[0] not in ALLOWED_DUNDERS:
+                return f"uses `{path}`, a private torch name"
+            return None
+        if self.language == "cuda" and rest[0] == "utils":
+            if rest[1:2] == ["cpp_extension"] and (len(rest) == 2 or rest[2] in CPP_EXTENSION_ALLOWED):
+                return None
+            return f"uses `{path}`; a CUDA candidate may use only torch.utils.cpp_extension.load_inline/load"
+        if rest[0] not in TORCH_ALLOWED:
+            return (f"uses `{path}`; a {self.language} candidate may take from torch only allocation, dtypes and "
+                    f"device queries, and must do its compute in its own kernels")
+        if rest[0] == "cuda" and len(rest) > 1 and rest[1] not in CUDA_ALLOWED:
+            return f"uses `{path}`; streams, events, graphs and allocator calls are not allowed (work must stay visible to the timer)"
+        return None
+
+    # ---- writes ------------------------------------------------------------------
+    def _target(self, node: ast.AST) -> None:
+        if isinstance(node, ast.Tuple | ast.List):
+            for elt in node.elts:
+                self._target(elt)
+            return
+        if isinstance(node, ast.Starred):
+            self._target(node.value)
+            return
+        if isinstance(node, ast.Attribute | ast.Subscript):
+            base = node.value
+            while isinstance(base, ast.Attribute | ast.Subscript):
+                base = base.value
+            if isinstance(base, ast.Name) and base.id in self.aliases:
+                what = self._path(node) if isinstance(node, ast.Attribute) else self.aliases[base.id]
+                self.add(node, "assignment", f"assigns to `{what}`; candidates may not patch imported modules or their objects")
