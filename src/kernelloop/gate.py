@@ -2,8 +2,9 @@
 
 No record, no merge: a candidate without a passing correctness record *and* a clean
 benchmark record for the same bytes is rejected. The performance part:
-- objective: the weighted geometric mean of per-shape speedups over the current best,
-  weighted by the task's shape distribution;
+- objective: the weighted geometric mean of per-shape speedups over the current best
+  (each the median over rounds of the paired best/candidate time ratio), weighted by
+  the task's shape distribution;
 - the gain must beat max(min_gain, noise_k × noise), where noise comes from the A/A
   slot and the samples' spread (kernelloop.evaluate.bench.noise);
 - no shape may be slower than the best by more than max_shape_regression;
@@ -21,7 +22,7 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel, Field
 
-from kernelloop.evaluate.bench import BenchmarkRecord
+from kernelloop.evaluate.bench import BenchmarkRecord, speedup
 from kernelloop.evaluate.record import EvaluationRecord
 from kernelloop.policy.decisions import PolicyDecision
 from kernelloop.task.spec import Rules
@@ -124,8 +125,8 @@ def _per_shape(bench: BenchmarkRecord) -> tuple[list[ShapeGate], list[str]]:
             missing.append(f"{sb.shape}: the record lacks candidate, best or baseline timings")
             continue
         g = ShapeGate(shape=sb.shape, tag=sb.tag, weight=sb.weight, noise_rel=sb.noise_rel,
-                      speedup_vs_best=best.median_ms / cand.median_ms,
-                      speedup_vs_baseline=base.median_ms / cand.median_ms, pct_of_floor=cand.pct_of_floor)
+                      speedup_vs_best=speedup(sb, bench.best), speedup_vs_baseline=speedup(sb, "baseline"),
+                      pct_of_floor=cand.pct_of_floor)
         if cand.profiler_ms and best.profiler_ms:
             g.profiler_speedup_vs_best = best.profiler_ms / cand.profiler_ms
         shapes.append(g)

@@ -20,6 +20,7 @@ import json
 import math
 import platform
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -352,25 +353,56 @@ def _impl_timing(m: dict, floor_ms: float | None, problems: list[str], label: st
     return it
 
 
+def paired_log_ratio(num: ImplTiming, den: ImplTiming) -> tuple[float, float] | None:
+    """Median over rounds of ln(num_k / den_k), and its standard error.
+
+    Samples are paired by round (every slot is timed once per round, in shuffled order),
+    so load that lasts longer than a round — another process on a shared CPU, a clock
+    change on a GPU — cancels in the ratio. SE from the MAD (σ ≈ 1.4826 MAD; SE of a
+    median ≈ 1.2533 σ/√n): robust to the bimodal samples a busy machine produces. None
+    when there are too few pairs to say anything.
+    """
+    n = min(len(num.samples_ms), len(den.samples_ms))
+    if n < 5:
+        return None
+    lr = [math.log(num.samples_ms[k] / den.samples_ms[k]) for k in range(n)]
+    med = statistics.median(lr)
+    mad = statistics.median(abs(x - med) for x in lr)
+    return med, 1.2533 * 1.4826 * mad / math.sqrt(n)
+
+
+def speedup(sb: ShapeBench, ref: str) -> float | None:
+    """How many times faster the candidate is than `ref` on this shape (paired by round
+    where the samples allow, else the ratio of medians)."""
+    cand, other = sb.impls.get("candidate"), sb.impls.get(ref)
+    if cand is None or other is None:
+        return None
+    pr = paired_log_ratio(other, cand)
+    return math.exp(pr[0]) if pr else other.median_ms / cand.median_ms
+
+
 def noise(sb: ShapeBench, best: str, aa: str | None) -> tuple[float, float | None]:
-    """Relative noise of comparing two medians on this shape.
+    """Relative noise of comparing the candidate with the best on this shape.
 
     The larger of (a) the A/A spread: the same kernel timed in two slots of the same
-    rounds, and (b) the standard error of the difference of the candidate's and the
-    best's medians, from their p20-p80 spread (normal: p80 - p20 = 1.683 σ; SE of a
-    median = 1.2533 σ / √n).
+    rounds, and (b) the standard error of the candidate-vs-best comparison (paired by
+    round; without raw samples, from the p20-p80 spreads: normal p80 - p20 = 1.683 σ).
     """
     aa_diff = None
     a, a2 = sb.impls.get(aa or ""), sb.impls.get(aa_slot(aa)) if aa else None
     if a is not None and a2 is not None:
-        aa_diff = abs(a.median_ms - a2.median_ms) / a.median_ms
-    se2 = 0.0
-    for name in ("candidate", best):
-        it = sb.impls.get(name)
-        if it is not None and it.n > 0:
-            sigma = (it.p80_ms - it.p20_ms) / 1.683
-            se2 += (1.2533 * sigma / math.sqrt(it.n) / it.median_ms) ** 2
-    return max(aa_diff or 0.0, math.sqrt(se2)), aa_diff
+        pr = paired_log_ratio(a2, a)
+        aa_diff = abs(math.expm1(pr[0])) if pr else abs(a.median_ms - a2.median_ms) / a.median_ms
+    cand, ref = sb.impls.get("candidate"), sb.impls.get(best)
+    se = 0.0
+    if cand is not None and ref is not None:
+        pr = paired_log_ratio(ref, cand)
+        if pr is not None:
+            se = pr[1]
+        else:
+            se = math.sqrt(sum((1.2533 * (it.p80_ms - it.p20_ms) / 1.683 / math.sqrt(it.n) / it.median_ms) ** 2
+                               for it in (cand, ref) if it.n > 0))
+    return max(aa_diff or 0.0, se), aa_diff
 
 
 _SMI_FIELDS = ["driver_version", "clocks.sm", "clocks.mem", "clocks_throttle_reasons.active", "temperature.gpu", "power.draw"]

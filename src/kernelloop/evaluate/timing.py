@@ -268,7 +268,7 @@ class _CudaTimer:
         n = max(10, len(sets))
         try:
             _sync()
-            with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
                 for i in range(n):
                     fn(**sets[i % len(sets)], **kwargs)
                 _sync()
