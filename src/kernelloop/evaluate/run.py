@@ -295,6 +295,7 @@ def _timing_spec(task: Task, shapes: list[Shape], dtypes: list[str], impls: dict
         "input_seed": secrets.randbits(31),  # secret: outputs for timed inputs cannot be precomputed
         "reps": 50 if device == "cuda" else 3,
         "cpu_reps": 3,  # timing.py reads cpu_reps on the CPU (interpreter numbers never count)
+        "cpu_min_reps": 3,
         "min_reps": 10,
         "max_s_per_shape": 2.0,
     }

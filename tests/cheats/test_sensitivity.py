@@ -1,0 +1,52 @@
+"""The trusted side's proof that trivial outputs fail a planned check (no worker needed)."""
+
+import re
+import shutil
+
+import torch
+
+from kernelloop.evaluate.judge import Judge
+from kernelloop.evaluate.plan import plan_calls
+from kernelloop.evaluate.sensitivity import trivial_outputs
+from kernelloop.task import load_task
+from tests.conftest import FLAGSHIP
+
+
+def _prove(task, shapes: str, dtype: str) -> Judge:
+    """Run every planned call's check on the trivial outputs, as `Judge.judge` does."""
+    judge = Judge(task, "cpu")
+    plan = plan_calls(task, [task.find_shape(s) for s in shapes.split(",")], [dtype])
+    for call in plan.calls:
+        inputs = judge._inputs(call)
+        like = inputs[task.spec.task.output_like]
+        if call.suite == "stochastic" and call.rate > 0:
+            ones = torch.ones_like(like, dtype=torch.bool)
+            refs = {"keep": judge._ref(inputs, call, keep_mask=ones), "drop": judge._ref(inputs, call, keep_mask=~ones)}
+        else:
+            refs = {"ref": judge._ref(inputs, call)}
+        trivial = trivial_outputs(inputs, like, refs.get("ref", refs.get("keep")))
+        judge._prove(call, trivial, refs, task.spec.tolerances[dtype])
+    judge.finish_sensitivity()
+    return judge
+
+
+def test_flagship_plan_rejects_every_trivial_output(flagship):
+    judge = _prove(flagship, "5x1000", "bfloat16")
+    assert judge.failures == []
+    cases = {c.case for c in judge.checks if c.suite == "sensitivity" and c.passed}
+    assert cases == {"zeros", "constant", "pass-through of x", "pass-through of residual"}
+
+
+def test_loose_task_is_refused_as_unproven(tmp_path):
+    # rtol 0.5 and no stochastic case: out = residual + softmax ≈ residual passes everywhere.
+    folder = tmp_path / "loose"
+    shutil.copytree(FLAGSHIP, folder, ignore=shutil.ignore_patterns(".kernelloop", "__pycache__"))
+    toml = (folder / "task.toml").read_text()
+    toml = re.sub(r"\[stochastic\].*?\n\n", "", toml, flags=re.S).replace("p = 0.1", "p = 0.0\nseed = 0")
+    toml = re.sub(r"(bfloat16|float16|float32) = \{ atol = [^}]*\}", r"\1 = { atol = 0.05, rtol = 0.5 }", toml)
+    toml = re.sub(r"extreme = \[[^\]]*\]", "extreme = []", toml)
+    (folder / "task.toml").write_text(toml)
+    judge = _prove(load_task(folder), "7x129", "float32")
+    assert [f.category for f in judge.failures] == ["setup"]
+    assert "pass-through of residual" in judge.failures[0].reason
+    assert "tighten the task's tolerances" in judge.failures[0].reason
