@@ -1,0 +1,37 @@
+"""GPU-only exploit classes, run on the H200 (benchmarks/gpu_cheats.sh): stale device
+memory, side streams, timers around CUDA events, sticky CUDA errors."""
+
+import pytest
+import torch
+
+from kernelloop.evaluate.run import evaluate
+from tests.cheats.runner import CANDIDATES
+from tests.conftest import FUSED
+
+GPU = {"device": "cuda", "shapes": "4096x8000", "dtypes": ["bfloat16"]}
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
+
+
+def test_stale_device_memory_reads_as_poison(flagship):
+    rec = evaluate(flagship, CANDIDATES / "stale_empty.py", timing=False, **GPU)
+    assert rec.verdict.category == "nonfinite", rec.verdict.reasons
+
+
+def test_side_stream_refused_and_not_faster_behind_the_screen(flagship):
+    assert evaluate(flagship, CANDIDATES / "side_stream_gpu.py", **GPU).verdict.category == "static"
+    rec = evaluate(flagship, CANDIDATES / "side_stream_gpu.py", against={"fused": FUSED}, screen=False, **GPU)
+    # Correctness syncs the whole device, so the result is right; the timer's device-wide
+    # sync means the hidden work is timed: it must not look faster than the same kernel.
+    med = {t.impl: t.median_ms for t in rec.timings}
+    assert med["candidate"] >= 0.8 * med["fused"], med
+
+
+def test_patched_event_timer_is_tampering(flagship):
+    rec = evaluate(flagship, CANDIDATES / "event_timer_gpu.py", timing=False, screen=False, **GPU)
+    assert rec.verdict.category == "tamper", rec.verdict.reasons
+
+
+def test_sticky_cuda_error_is_a_crash_and_the_next_evaluation_is_clean(flagship):
+    rec = evaluate(flagship, CANDIDATES / "illegal_address_gpu.py", timing=False, **GPU)
+    assert rec.verdict.category == "crash", rec.verdict.reasons
+    assert evaluate(flagship, FUSED, timing=False, **GPU).verdict.accepted
