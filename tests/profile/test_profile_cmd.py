@@ -13,6 +13,7 @@ import pytest
 import torch
 from tests.conftest import FLAGSHIP, FUSED
 
+from kernelloop.errors import KernelloopError
 from kernelloop.profile import estimate_tokens
 from kernelloop.profile.fallback import occupancy
 from kernelloop.profile.ncu_driver import find_ncu
@@ -53,12 +54,13 @@ def test_cpu_fallback_profiles_the_flagship_with_its_parent():
     assert "MEMORY-BOUND" not in text
 
 
-def test_a_candidate_that_does_not_import_is_a_usage_error(tmp_path):
+def test_a_candidate_that_does_not_import_is_a_usage_error(tmp_path, flagship):
+    # In-process (the CLI turns a KernelloopError into exit 2); the worker is still a real
+    # sandboxed process.
     bad = tmp_path / "broken.py"
-    bad.write_text("import triton\nraise RuntimeError('candidate is broken on purpose')\n")
-    r = _cli(str(FLAGSHIP), str(bad), "--device", "cpu", timeout=120)
-    assert r.returncode == 2
-    assert "broken.py failed to import" in r.stderr and "broken on purpose" in r.stderr
+    bad.write_text("raise RuntimeError('candidate is broken on purpose')\n")
+    with pytest.raises(KernelloopError, match=r"broken\.py failed to import .*broken on purpose"):
+        profile_candidate(flagship, bad, device="cpu", timeout_s=120)
 
 
 def _fake_ncu(tmp_path: Path, body: str) -> Path:
