@@ -1,0 +1,139 @@
+"""The benchmark record (JSON, stored with each evaluation, required by the gate) and the
+statistics both the record and the gate read from it: paired speedups and noise."""
+
+from __future__ import annotations
+
+import math
+import statistics
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from kernelloop.evaluate.timing import aa_slot
+
+SCHEMA_VERSION = 1
+
+
+class GpuState(BaseModel):
+    """nvidia-smi's view of the device just before or just after the timing run."""
+
+    when: Literal["before", "after"]
+    sm_clock_mhz: float | None = None
+    mem_clock_mhz: float | None = None
+    throttle_reasons: str | None = None
+    temperature_c: float | None = None
+    power_w: float | None = None
+    raw: dict[str, str] = Field(default_factory=dict)
+
+
+class ImplTiming(BaseModel):
+    impl: str
+    median_ms: float
+    p20_ms: float
+    p80_ms: float
+    n: int
+    method: str
+    hidden_calls: int = Field(default=0, description="calls whose device-wide time exceeded their stream time")
+    profiler_ms: float | None = Field(default=None, description="second timer: summed kernel durations per call")
+    pct_of_floor: float | None = None
+    samples_ms: list[float] = Field(default_factory=list)
+
+
+class ShapeBench(BaseModel):
+    shape: str
+    dtype: str
+    weight: float
+    tag: str
+    floor_ms: float | None = Field(default=None, description="minimal bytes / device DRAM ceiling")
+    impls: dict[str, ImplTiming] = Field(default_factory=dict)
+    aa_rel_diff: float | None = Field(default=None, description="|median(A) - median(A')| / median(A)")
+    noise_rel: float = Field(default=0.0, description="relative noise of a median-to-median comparison")
+    reported_s: float = 0.0
+    observed_s: float | None = None
+
+
+class BenchmarkRecord(BaseModel):
+    schema_version: int = SCHEMA_VERSION
+    task: str
+    task_digest: str
+    language: str
+    candidate: str
+    candidate_sha256: str
+    impl_sha256: dict[str, str]
+    best: str = Field(description="name of the implementation the candidate must beat")
+    started_at: str
+    wall_s: float
+    timing_phase_s: float | None = None
+    device: Literal["cuda", "cpu"]
+    device_name: str
+    compute_capability: str | None = None
+    driver: str | None = None
+    torch: str
+    triton: str | None = None
+    cuda: str | None = None
+    python: str
+    sandbox: str
+    interpreter: bool
+    gpu_state: list[GpuState] = Field(default_factory=list)
+    method: str = ""
+    aa_impl: str | None = None
+    timings_count: bool
+    shapes: list[ShapeBench] = Field(default_factory=list)
+    problems: list[str] = Field(default_factory=list, description="any entry makes the gate reject")
+    warnings: list[str] = Field(default_factory=list)
+    worker_log_tail: str = ""
+
+    def shape(self, label: str) -> ShapeBench | None:
+        return next((s for s in self.shapes if s.shape == label), None)
+
+
+def paired_log_ratio(num: ImplTiming, den: ImplTiming) -> tuple[float, float] | None:
+    """Median over rounds of ln(num_k / den_k), and its standard error.
+
+    Samples are paired by round (every slot is timed once per round, in shuffled order),
+    so load that lasts longer than a round — another process on a shared CPU, a clock
+    change on a GPU — cancels in the ratio. SE from the MAD (σ ≈ 1.4826 MAD; SE of a
+    median ≈ 1.2533 σ/√n): robust to the bimodal samples a busy machine produces. None
+    when there are too few pairs to say anything.
+    """
+    n = min(len(num.samples_ms), len(den.samples_ms))
+    if n < 5:
+        return None
+    lr = [math.log(num.samples_ms[k] / den.samples_ms[k]) for k in range(n)]
+    med = statistics.median(lr)
+    mad = statistics.median(abs(x - med) for x in lr)
+    return med, 1.2533 * 1.4826 * mad / math.sqrt(n)
+
+
+def speedup(sb: ShapeBench, ref: str) -> float | None:
+    """How many times faster the candidate is than `ref` on this shape (paired by round
+    where the samples allow, else the ratio of medians)."""
+    cand, other = sb.impls.get("candidate"), sb.impls.get(ref)
+    if cand is None or other is None:
+        return None
+    pr = paired_log_ratio(other, cand)
+    return math.exp(pr[0]) if pr else other.median_ms / cand.median_ms
+
+
+def noise(sb: ShapeBench, best: str, aa: str | None) -> tuple[float, float | None]:
+    """Relative noise of comparing the candidate with the best on this shape.
+
+    The larger of (a) the A/A spread: the same kernel timed in two slots of the same
+    rounds, and (b) the standard error of the candidate-vs-best comparison (paired by
+    round; without raw samples, from the p20-p80 spreads: normal p80 - p20 = 1.683 σ).
+    """
+    aa_diff = None
+    a, a2 = sb.impls.get(aa or ""), sb.impls.get(aa_slot(aa)) if aa else None
+    if a is not None and a2 is not None:
+        pr = paired_log_ratio(a2, a)
+        aa_diff = abs(math.expm1(pr[0])) if pr else abs(a.median_ms - a2.median_ms) / a.median_ms
+    cand, ref = sb.impls.get("candidate"), sb.impls.get(best)
+    se = 0.0
+    if cand is not None and ref is not None:
+        pr = paired_log_ratio(ref, cand)
+        if pr is not None:
+            se = pr[1]
+        else:
+            se = math.sqrt(sum((1.2533 * (it.p80_ms - it.p20_ms) / 1.683 / math.sqrt(it.n) / it.median_ms) ** 2
+                               for it in (cand, ref) if it.n > 0))
+    return max(aa_diff or 0.0, se), aa_diff
