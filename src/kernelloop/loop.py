@@ -15,10 +15,12 @@ from pathlib import Path
 
 from kernelloop.agents.base import Agent, AgentContext, Proposal
 from kernelloop.errors import KernelloopError
-from kernelloop.evaluate.record import EvaluationRecord
+from kernelloop.evaluate.bench import benchmark
+from kernelloop.evaluate.record import EvaluationRecord, Verdict
 from kernelloop.evaluate.run import evaluate, resolve_device
+from kernelloop.gate import GateResult, decide
 from kernelloop.history import open_task_memory
-from kernelloop.objective import decide, speedups, weighted_geomean
+from kernelloop.objective import weighted_geomean
 from kernelloop.policy import (
     bound_check,
     budget_check,
@@ -52,6 +54,24 @@ class Best:
     objective: float  # speedup over the baseline (1.0 for the baseline, or unmeasured)
     pct_of_floor: float | None = None
     path: Path = field(default_factory=Path)
+    profile_text: str = ""
+    profile_metrics: dict = field(default_factory=dict)
+
+
+def _profile(task: Task, store, best: Best, parent: Path | None, device: str, sandbox: str, view) -> None:
+    """Nsight Compute summary of the new best (compile facts where there is no GPU profiler)."""
+    from kernelloop.profile.run import profile_candidate
+
+    view.status("profiling the best")
+    try:
+        outcome = profile_candidate(task, best.path, parent=parent, device=device, sandbox=sandbox,
+                                    progress=view.status)
+    except KernelloopError as e:
+        best.profile_text = context_profile(best.record) + f"\nProfiler unavailable: {e}"
+        return
+    best.profile_text = outcome.report.format_for_prompt()
+    best.profile_metrics = outcome.report.agent_metrics()
+    store.add_profile(best.pid, best.profile_text, best.profile_metrics)
 
 
 def run_loop(task: Task, agent: Agent, opts: Options, view: RunView) -> dict:
@@ -65,17 +85,23 @@ def run_loop(task: Task, agent: Agent, opts: Options, view: RunView) -> dict:
     if state and state.task_digest != task.digest():
         raise KernelloopError("the task folder changed since the run started; start a new run instead of --resume.")
 
-    def evaluate_source(source: str, name: str, best: Best | None) -> EvaluationRecord:
+    def evaluate_source(source: str, name: str, best: Best | None) -> tuple[EvaluationRecord, GateResult | None]:
+        """Correctness in the sandbox, then (GPU only) the benchmark against the best and the gate."""
         path = scratch / f"{name}.py"
         path.write_text(source)
-        view.status(f"evaluating {name}")
-        against = {"best": best.path} if best else None
-        return evaluate(task, path, device=device, shapes=opts.shapes, dtypes=opts.dtypes, against=against,
-                        sandbox=opts.sandbox, progress=view.status, timing=device == "cuda")
+        view.status(f"checking {name}")
+        record = evaluate(task, path, device=device, shapes=opts.shapes, dtypes=opts.dtypes,
+                          sandbox=opts.sandbox, progress=view.status, timing=False)
+        if not record.verdict.accepted or device != "cuda":
+            return record, None
+        view.status(f"benchmarking {name}")
+        bench = benchmark(task, path, best=best.path if best else None, device=device, shapes=opts.shapes,
+                          dtype=(opts.dtypes or task.spec.dtypes)[0], sandbox=opts.sandbox, progress=view.status)
+        return record, decide(record, bench, task.spec.rules)
 
     if state is None:  # round 0: the baseline, evaluated, versioned and recorded like any variant
         source = task.baseline_path.read_text()
-        record = evaluate_source(source, "baseline", None)
+        record, base_gate = evaluate_source(source, "baseline", None)
         if not record.verdict.accepted:
             raise KernelloopError(f"the task's baseline fails its own checks ({'; '.join(record.verdict.reasons[:2])}); fix the task first.")
         arch = record.environment.compute_capability or record.environment.device
@@ -85,16 +111,18 @@ def run_loop(task: Task, agent: Agent, opts: Options, view: RunView) -> dict:
         base_variant = versions.commit_baseline(run_id, source)
         store.set_commit(pid, base_variant.commit, base_variant.branch)
         versions.set_best(base_variant.commit, "baseline")
-        sp = speedups(record)
-        store.add_evaluation(pid, record, objective=1.0, per_shape={k: 1.0 for k in sp.candidate_ms})
+        floors = {g.shape: g.pct_of_floor for g in (base_gate.shapes if base_gate else []) if g.pct_of_floor}
+        store.add_evaluation(pid, record, objective=1.0, per_shape={s.label: 1.0 for s in task.shapes_for(device)})
         store.set_best(run_id, pid)
-        best = Best(pid, source, record, 1.0, weighted_geomean(task, sp.pct_of_floor), scratch / "baseline.py")
+        best = Best(pid, source, record, 1.0, weighted_geomean(task, floors), scratch / "baseline.py")
+        _profile(task, store, best, None, device, opts.sandbox, view)
         first_round = 1
     else:
         run_id, arch = state.run_id, state.arch
         best = Best(state.best_proposal_id or 0, state.best_source or "", None, state.best_objective or 1.0)
         best.path = scratch / "best.py"
         best.path.write_text(best.source)
+        _profile(task, store, best, None, device, opts.sandbox, view)
         first_round = state.next_round
     view.start(task, agent.name, device, best)
     measured = device == "cuda"
@@ -108,10 +136,10 @@ def run_loop(task: Task, agent: Agent, opts: Options, view: RunView) -> dict:
         ctx = AgentContext(
             task_name=task.name, task_description=task.spec.task.description, language=task.spec.task.language,
             entry=task.spec.task.entry, best_source=best.source, best_id=str(best.pid),
-            profile_summary=context_profile(best.record), history_digest=store.digest(task.name),
+            profile_summary=best.profile_text or context_profile(best.record), history_digest=store.digest(task.name),
             rules_text=rules_text(rules, task.spec.task.entry), round_index=r, rounds_left=last_round - r + 1,
             tunables=tuple(task.spec.task.tunables), device_name=best.record.environment.device_name if best.record else "",
-            best_objective=best.objective,
+            best_objective=best.objective, profile_metrics=dict(best.profile_metrics),
         )
         proposals = agent.propose(ctx)
         if not proposals:
@@ -123,7 +151,8 @@ def run_loop(task: Task, agent: Agent, opts: Options, view: RunView) -> dict:
             gain = _one_proposal(task, store, versions, agent, view, run_id, r, k, prop, best, evaluate_source, arch)
             if gain is not None:
                 round_gain = max(round_gain, gain[0])
-                best = gain[1]
+                parent, best = best.path, gain[1]
+                _profile(task, store, best, parent, device, opts.sandbox, view)
         store.finish_round(run_id, r)
         view.round_done(r, best, round_gain)
         if not measured:
@@ -159,16 +188,26 @@ def _one_proposal(task, store, versions, agent, view, run_id, r, k, prop: Propos
     variant = versions.commit_variant(run_id, r, k, prop.source, prop.hypothesis, proposal_id=pid)
     store.set_commit(pid, variant.commit, variant.branch)
     view.candidate(r, k, prop, "evaluating", "")
-    record = evaluate_source(prop.source, f"r{r}_{k}", best)
-    sp = speedups(record)
-    verdict = decide(task, record, sp)
-    objective = weighted_geomean(task, sp.vs_baseline) if sp.vs_baseline else None
-    store.add_evaluation(pid, record, objective=objective, per_shape=sp.vs_baseline)
-    word = "accepted" if verdict.accepted else "rejected"
-    agent.observe(prop, f"{word}: {'; '.join(verdict.reasons)}")
-    shown = "correct, unmeasured" if record.verdict.accepted and not record.timings_count else word
-    view.candidate(r, k, prop, shown, "; ".join(verdict.reasons)[:160], sp)
-    if not verdict.accepted:
+    record, gate = evaluate_source(prop.source, f"r{r}_{k}", best)
+    if gate is None:  # rejected for correctness, or correct on a device whose timings never count
+        accepted, reasons = False, (record.verdict.reasons[:3] if not record.verdict.accepted else
+                                    ["correct, but timings on this device do not count (interpreter): "
+                                     "a speedup can only be accepted from GPU measurements"])
+        per_shape, floors, objective = {}, {}, None
+        verdict = None
+    else:
+        accepted, reasons = gate.accepted, gate.reasons or [f"{gate.objective:.3f}x over the best"]
+        per_shape = {g.shape: g.speedup_vs_baseline for g in gate.shapes if g.speedup_vs_baseline}
+        floors = {g.shape: g.pct_of_floor for g in gate.shapes if g.pct_of_floor}
+        objective = weighted_geomean(task, per_shape)
+        verdict = Verdict(accepted=gate.accepted, category=gate.category if gate.category != "no_record" else "timing",
+                          reasons=reasons)
+    store.add_evaluation(pid, record, objective=objective, per_shape=per_shape, verdict=verdict)
+    word = "accepted" if accepted else "rejected"
+    agent.observe(prop, f"{word}: {'; '.join(reasons)}")
+    shown = "correct, unmeasured" if record.verdict.accepted and gate is None else word
+    view.candidate(r, k, prop, shown, "; ".join(reasons)[:160])
+    if not accepted:
         return None
     pending = new_arch_guard(store.arch_experience(arch).get("approvals", 0), rules)
     store.set_best(run_id, pid, pending_approval=pending,
@@ -176,7 +215,7 @@ def _one_proposal(task, store, versions, agent, view, run_id, r, k, prop: Propos
     if not pending:
         versions.set_best(variant.commit)
     new = Best(pid, prop.source, record, objective or best.objective,
-               weighted_geomean(task, sp.pct_of_floor), best.path.with_name(f"best_{pid}.py"))
+               weighted_geomean(task, floors), best.path.with_name(f"best_{pid}.py"))
     new.path.write_text(prop.source)
-    return (verdict.objective_vs_best or 1.0) - 1.0, new
+    return (gate.objective or 1.0) - 1.0, new
 

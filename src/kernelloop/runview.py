@@ -15,7 +15,6 @@ from kernelloop.evaluate.record import EvaluationRecord
 
 if TYPE_CHECKING:
     from kernelloop.loop import Best
-    from kernelloop.objective import Speedups
 
 
 def context_profile(record: EvaluationRecord | None) -> str:
@@ -77,7 +76,7 @@ class RunView:
         self._status = message
         self._refresh()
 
-    def candidate(self, r: int, k: int, prop, state: str, note: str, sp: Speedups | None = None) -> None:
+    def candidate(self, r: int, k: int, prop, state: str, note: str) -> None:
         colour = {"accepted": "green", "rejected": "red", "refused": "yellow"}.get(state, "cyan")
         row = (str(r), str(k), prop.agent or "-", prop.hypothesis[:70], f"[{colour}]{state}[/]", note[:90])
         if self.rows and self.rows[-1][:2] == row[:2]:
