@@ -38,15 +38,15 @@ def test_flagship_plan_rejects_every_trivial_output(flagship):
 
 
 def test_loose_task_is_refused_as_unproven(tmp_path):
-    # rtol 0.5 and no stochastic case: out = residual + softmax ≈ residual passes everywhere.
+    # atol 0.5 and no stochastic case: out = residual + softmax (< 1) ≈ residual passes everywhere.
     folder = tmp_path / "loose"
     shutil.copytree(FLAGSHIP, folder, ignore=shutil.ignore_patterns(".kernelloop", "__pycache__"))
     toml = (folder / "task.toml").read_text()
     toml = re.sub(r"\[stochastic\].*?\n\n", "", toml, flags=re.S).replace("p = 0.1", "p = 0.0\nseed = 0")
-    toml = re.sub(r"(bfloat16|float16|float32) = \{ atol = [^}]*\}", r"\1 = { atol = 0.05, rtol = 0.5 }", toml)
+    toml = re.sub(r"(bfloat16|float16|float32) = \{ atol = [^}]*\}", r"\1 = { atol = 0.5, rtol = 0.5 }", toml)
     toml = re.sub(r"extreme = \[[^\]]*\]", "extreme = []", toml)
     (folder / "task.toml").write_text(toml)
     judge = _prove(load_task(folder), "7x129", "float32")
-    assert [f.category for f in judge.failures] == ["setup"]
-    assert "pass-through of residual" in judge.failures[0].reason
-    assert "tighten the task's tolerances" in judge.failures[0].reason
+    assert judge.failures and {f.category for f in judge.failures} == {"setup"}
+    assert any("pass-through of residual" in f.reason for f in judge.failures)
+    assert all("tighten the task's tolerances" in f.reason for f in judge.failures)
