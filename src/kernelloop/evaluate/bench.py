@@ -109,7 +109,7 @@ def benchmark(
         interp = device == "cpu" and task.spec.task.language == "triton"
         cfg = SandboxConfig(
             mode=sandbox, timeout_s=timeout_s or task.spec.rules.eval_timeout_s, gpu=device == "cuda",
-            rw_paths=[work], hidden_paths=[task.folder / ".kernelloop"],
+            rw_paths=[work], ro_paths=[task.folder], hidden_paths=[task.folder / ".kernelloop"],
             extra_env={"TRITON_INTERPRET": "1"} if interp else {},
         )
         say(f"timing {len(impls)} implementation(s) on {len(shape_list)} shape(s), sandbox={cfg.mode}")

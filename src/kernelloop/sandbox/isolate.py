@@ -143,7 +143,9 @@ def _bwrap_argv(bw: str, cfg: SandboxConfig, home: Path, tmp: Path) -> list[str]
         argv += ["--tmpfs", str(h)]
     # Then bring back, read-only, what the worker needs from under them: the Python
     # installation, the package and the task folder (a CI clone may live in /tmp).
-    keep = {Path(sys.prefix).resolve(), Path(sys.base_prefix).resolve(), *(p.resolve() for p in cfg.ro_paths)}
+    package_root = Path(__file__).resolve().parents[2]  # src/ (editable) or site-packages/
+    keep = {Path(sys.prefix).resolve(), Path(sys.base_prefix).resolve(), package_root,
+            *(p.resolve() for p in cfg.ro_paths)}
     for p in sorted(keep):
         if p.exists() and any(p.is_relative_to(h) for h in hidden):
             argv += ["--ro-bind", str(p), str(p)]
