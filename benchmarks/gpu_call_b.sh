@@ -7,9 +7,9 @@ mkdir -p /tmp/bw && dpkg -x .carry/bubblewrap_*.deb /tmp/bw && export KERNELLOOP
 KL="python3 -m kernelloop.cli"; T=examples/ln_softmax_dropout; S=$OUT/summary.txt
 rm -rf /tmp/t1 /tmp/t2 && cp -r $T /tmp/t1 && cp -r $T /tmp/t2 && rm -rf /tmp/t1/.kernelloop /tmp/t2/.kernelloop
 s=$(date +%s)
-timeout 330 $KL run /tmp/t1 --agent scripted:/tmp/t1/scripted --dtypes bfloat16 --summary-json $OUT/run_scripted.json > $OUT/run_scripted.log 2>&1
+timeout 250 $KL run /tmp/t1 --agent scripted:/tmp/t1/scripted --dtypes bfloat16 --summary-json $OUT/run_scripted.json > $OUT/run_scripted.log 2>&1
 echo "run scripted rc=$? wall=$(( $(date +%s)-s ))s" | tee -a $S
 s=$(date +%s)
-timeout 150 $KL run /tmp/t2 --agent tuner --rounds 1 --dtypes bfloat16 --summary-json $OUT/run_tuner.json > $OUT/run_tuner.log 2>&1
+timeout 100 $KL run /tmp/t2 --agent tuner --rounds 1 --dtypes bfloat16 --summary-json $OUT/run_tuner.json > $OUT/run_tuner.log 2>&1
 echo "run tuner rc=$? wall=$(( $(date +%s)-s ))s" | tee -a $S
 tail -25 $OUT/run_scripted.log; tail -8 $OUT/run_tuner.log
