@@ -91,3 +91,13 @@ def test_fused_accepted_on_gpu(flagship):
     assert rec.verdict.accepted, rec.verdict.reasons
     assert rec.timings_count
     assert {t.impl for t in rec.timings} == {"candidate", "baseline"}
+
+
+def test_extreme_suite_covers_every_task_dtype_even_when_fewer_are_selected(flagship):
+    # One-pass variance is invisible in bf16 (the input cannot carry a large mean/std
+    # ratio) but fails fp32 large_offset: a bf16-only evaluation must still reject it.
+    fragile = FLAGSHIP / "scripted" / "03_one_pass_variance.py"
+    rec = evaluate(flagship, fragile, device="cpu", shapes="7x129", dtypes=["bfloat16"], timing=False)
+    assert rec.verdict.category == "wrong", rec.verdict.reasons
+    assert any("large_offset" in r and "float32" in r for r in rec.verdict.reasons)
+    assert {c.dtype for c in rec.checks if c.suite == "extreme"} == set(flagship.spec.dtypes)

@@ -110,6 +110,18 @@ def plan_calls(task: Task, shapes: list[Shape], dtypes: list[str], *, unseen: bo
                         Call(f"{grp}-{role}", "stochastic", st.case, shape, dtype, iseed, params(rate, cs),
                              group=grp, role=role, rate=rate)
                     )
+    # Numerical stress never depends on the dtypes a user selected: a kernel that is
+    # fragile only where the input can carry a large mean/std ratio (one-pass variance
+    # passed a bf16-only run on the H200, 2026-11-29, and fails fp32 large_offset) must
+    # meet the extreme cases in every dtype of the task. They run on the smallest
+    # selected shape, where they are cheap.
+    omitted = [d for d in spec.dtypes if d not in dtypes]
+    if omitted and shapes and spec.suites.extreme:
+        small = min(shapes, key=_numel)
+        for dtype in omitted:
+            for case in spec.suites.extreme:
+                plan.calls.append(Call(f"{small.label}-{dtype}-extreme-{case}", "extreme", case, small, dtype,
+                                       _seed(), params()))
     extra = unseen_shape(task, shapes) if unseen and shapes and dtypes else None
     if extra is not None:
         base = f"unseen-{extra.label}-{dtypes[0]}"
