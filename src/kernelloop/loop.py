@@ -71,7 +71,9 @@ def _profile(task: Task, store, best: Best, parent: Path | None, device: str, sa
         return
     best.profile_text = outcome.report.format_for_prompt()
     best.profile_metrics = outcome.report.agent_metrics()
-    store.add_profile(best.pid, best.profile_text, best.profile_metrics)
+    # The full metrics (every kernel, hints, roofline) are kept with the proposal's record.
+    store.add_profile(best.pid, best.profile_text, {"agent_metrics": best.profile_metrics,
+                                                    "report": outcome.report.to_record()})
 
 
 def run_loop(task: Task, agent: Agent, opts: Options, view: RunView) -> dict:
