@@ -131,7 +131,7 @@ def run_loop(task: Task, agent: Agent, opts: Options, view: RunView) -> dict:
 
     last_round = min(rules.max_rounds, opts.rounds or rules.max_rounds)
     for r in range(first_round, last_round + 1):
-        if stop := budget_check(r - 1, 0.0, time.monotonic() - t0, rules):
+        if stop := budget_check(r - 1, _spent(agent), time.monotonic() - t0, rules):
             status, why = stop.status, stop.reason
             break
         store.start_round(run_id, r)
@@ -144,6 +144,7 @@ def run_loop(task: Task, agent: Agent, opts: Options, view: RunView) -> dict:
             best_objective=best.objective, profile_metrics=dict(best.profile_metrics),
         )
         proposals = agent.propose(ctx)
+        _record_model_calls(store, agent, run_id, r)
         if not proposals:
             status, why = "finished", "the agent has nothing left to propose"
             store.finish_round(run_id, r, why)
@@ -221,3 +222,18 @@ def _one_proposal(task, store, versions, agent, view, run_id, r, k, prop: Propos
     new.path.write_text(prop.source)
     return (gate.objective or 1.0) - 1.0, new
 
+
+def _spent(agent: Agent) -> float:
+    """Model spend so far (0 for agents without a cost ledger: tuner, scripted)."""
+    ledger = getattr(agent, "ledger", None)
+    total = getattr(ledger, "total_usd", 0.0)
+    return float(total() if callable(total) else total)
+
+
+def _record_model_calls(store, agent: Agent, run_id: int, r: int) -> None:
+    """Copy this round's model calls from the agent's cost ledger into the history."""
+    ledger = getattr(agent, "ledger", None)
+    for e in getattr(ledger, "entries", []):
+        if e.round == r:
+            store.add_model_call(run_id, r, e.model, e.provider, e.input_tokens, e.output_tokens,
+                                 e.cost_usd, e.latency_s)

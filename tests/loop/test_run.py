@@ -125,3 +125,35 @@ def test_scripted_run_on_gpu_promotes_fused(tmp_path):
     assert got[0][0] == "accepted" and got[1][0] in {"static", "no_kernel"} and got[2][0] == "wrong"
     assert got[4][0] == "refused"
     assert summary["best_objective_vs_baseline"] > 1.1
+
+
+def test_llm_agent_drives_the_loop_over_loopback_and_its_calls_are_ledgered(tmp_path):
+    """The real openai SDK against a loopback server: the model's answer is evaluated, and
+    the round's model call (tokens, cost) lands in the history."""
+    from kernelloop.agents.llm import make_llm_agent
+    from tests.agents.llm_loopback import ModelServer, Reply
+
+    folder = _task_copy(tmp_path)
+    fused = (folder / "candidates" / "fused_naive.py").read_text()
+    answer = ("### Candidate 1\nDirection: fusion\nHypothesis: fuse the three kernels into one row kernel.\n"
+              f"Predicted effect: -25% median time\n\n```python\n{fused}```\n")
+    server = ModelServer("openai").start()
+    try:
+        server.script.append(Reply(answer, input_tokens=1234, output_tokens=567))
+        task = load_task(folder)
+        agent = make_llm_agent("openai:gpt-4.1", task=task, base_url=server.url,
+                               env={"OPENAI_API_KEY": "sk-loop-test"}, backoff_base_s=0.001, timeout_s=10.0)
+        summary = run_loop(task, agent, Options(device="cpu", rounds=1, **FAST), RunView(live_enabled=False))
+    finally:
+        server.stop()
+    assert summary["status"] == "finished"
+    got = list(_outcomes(task).values())
+    assert got and got[0][0] == "accepted", got  # correct (speed unmeasured on the CPU)
+    [req] = server.received
+    prompt = req.prompt_text()
+    assert "sk-loop-test" not in req.raw  # the key only travels in the auth header
+    assert "_layernorm_kernel" in prompt  # the prompt carries the current best's source (the baseline)
+    store, _ = open_task_memory(task)
+    rows = store._conn.execute("SELECT model, input_tokens, output_tokens, cost_usd FROM model_calls").fetchall()
+    assert [(r[1], r[2]) for r in rows] == [(1234, 567)]
+    assert abs(rows[0][3] - agent.ledger.total_usd) < 1e-12
