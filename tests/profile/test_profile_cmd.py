@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import stat
 import subprocess
 import sys
@@ -75,7 +76,11 @@ def test_ncu_runs_in_the_sandbox_and_its_report_or_failure_comes_back(tmp_path, 
     # A stand-in for ncu (no GPU here), run through the real sandbox with the argv we build:
     # it either writes the captured H200 report to --log-file or fails as a locked-down
     # driver does.
-    body = (f"shutil.copy({str(FIXTURES / 'ncu_fused.csv')!r}, a[a.index('--log-file') + 1])"
+    # The report is copied next to the stand-in first: a checkout under /tmp (a CI clone)
+    # is hidden inside the sandbox, tmp_path is bound in.
+    report = tmp_path / "ncu_fused.csv"
+    shutil.copy(FIXTURES / "ncu_fused.csv", report)
+    body = (f"shutil.copy({str(report)!r}, a[a.index('--log-file') + 1])"
             if case == "report" else
             "print('==ERROR== ERR_NVGPUCTRPERM - The user does not have permission'); sys.exit(1)")
     work = tmp_path / "work"
