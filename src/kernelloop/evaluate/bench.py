@@ -40,6 +40,7 @@ from kernelloop.evaluate.bench_record import (  # noqa: F401  (re-exported: benc
     paired_log_ratio,
     speedup,
 )
+from kernelloop.evaluate.judge import last_line
 from kernelloop.evaluate.run import dram_ceiling, resolve_device, select_shapes, timings_count
 from kernelloop.evaluate.timing import aa_slot, quantiles
 from kernelloop.sandbox import SandboxConfig, SandboxProcess
@@ -190,9 +191,9 @@ def _consume(proc: SandboxProcess, say) -> dict:
             msgs["timing"].append((now, msg))
             say(f"timed {msg.get('impl')} on {msg.get('shape')}")
         elif kind == "timing_error":
-            msgs["errors"].append(_last(msg.get("error", "")))
+            msgs["errors"].append(last_line(msg.get("error", "")))
         elif kind == "import_error":
-            msgs["import_error"] = f"{msg.get('impl')}: {_last(msg.get('error', ''))}"
+            msgs["import_error"] = f"{msg.get('impl')}: {last_line(msg.get('error', ''))}"
         elif kind == "fatal":
             msgs["fatal"] = msg.get("error", "fatal error")
         elif kind == "compile":
@@ -331,7 +332,3 @@ def _num(v: str | None) -> float | None:
     except ValueError:
         return None
 
-
-def _last(text: str) -> str:
-    lines = [ln for ln in str(text).strip().splitlines() if ln.strip()]
-    return lines[-1][:300] if lines else "(no message)"

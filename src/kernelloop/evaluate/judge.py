@@ -75,7 +75,7 @@ class Judge:
     # ---- one reported call ---------------------------------------------------
     def judge(self, call: Call, msg: dict, out_dir: Path) -> None:
         if not msg.get("ok"):
-            self._fail(call, call.suite, "crash", f"the candidate raised: {_last_line(msg.get('error', ''))}")
+            self._fail(call, call.suite, "crash", f"the candidate raised: {last_line(msg.get('error', ''))}")
             return
         inputs = self._inputs(call)
         like = inputs[self.task.spec.task.output_like]
@@ -268,6 +268,7 @@ def _consume(out_dir: Path, msg: dict) -> None:
         (out_dir / msg["file"]).unlink(missing_ok=True)
 
 
-def _last_line(text: str) -> str:
+def last_line(text: str) -> str:
+    """The last non-empty line of a worker message, cut to 300 characters."""
     lines = [ln for ln in text.strip().splitlines() if ln.strip()]
     return lines[-1][:300] if lines else "(no message)"

@@ -24,7 +24,7 @@ import torch
 
 from kernelloop.errors import KernelloopError
 from kernelloop.evaluate import channel
-from kernelloop.evaluate.judge import Judge
+from kernelloop.evaluate.judge import Judge, last_line
 from kernelloop.evaluate.plan import plan_calls
 from kernelloop.evaluate.record import (
     Environment,
@@ -180,7 +180,7 @@ def evaluate(
     elif result.stray_killed:
         warnings.append(f"killed {result.stray_killed} process(es) the worker left running")
     if state["import_error"]:
-        reject("compile", f"the candidate failed to import: {_last(state['import_error'])}")
+        reject("compile", f"the candidate failed to import: {last_line(state['import_error'])}")
     if result.timed_out:
         reject("timeout", f"the worker exceeded its {cfg.timeout_s:g} s wall-clock limit and was killed")
     elif state["fatal"]:
@@ -255,7 +255,7 @@ def _consume(proc: SandboxProcess, plan, judge: Judge, out_dir: Path, say: Progr
         elif kind == "timing":
             state["timings"].append(msg)
         elif kind == "timing_error":
-            state["warnings"].append(f"timing failed: {_last(msg.get('error', ''))}")
+            state["warnings"].append(f"timing failed: {last_line(msg.get('error', ''))}")
         elif kind == "compile":
             state["kernels"] = msg.get("kernels", [])
         elif kind == "import_error":
@@ -364,10 +364,6 @@ def _restore(folder: Path, files: dict[str, bytes]) -> None:
         (folder / rel).parent.mkdir(parents=True, exist_ok=True)
         (folder / rel).write_bytes(data)
 
-
-def _last(text: str) -> str:
-    lines = [ln for ln in text.strip().splitlines() if ln.strip()]
-    return lines[-1][:300] if lines else "(no message)"
 
 
 def _signal_name(code: int | None) -> str:
