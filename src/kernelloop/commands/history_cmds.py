@@ -152,11 +152,12 @@ def export(
             raise KernelloopError(f"proposal #{attempt.id} has no benchmark record or commit, and there is no "
                                   "export without a record; export an evaluated id from `kernelloop history`.")
         digest = store.runs(task.name)[-1].task_digest if store.runs(task.name) else ""
+        stored = dict(bench_json=store.bench_json(attempt.id), gate_json=store.gate_json(attempt.id))
         versions = Versions.open(task.folder, task.name, task.spec.task.baseline)
         variant = versions.export(
             versions.resolve(attempt.commit_sha),
-            benchmark_markdown(task.name, attempt, record_json),
-            export_message(task.name, digest, attempt, record_json),
+            benchmark_markdown(task.name, attempt, record_json, **stored),
+            export_message(task.name, digest, attempt, record_json, **stored),
             branch=branch,
         )
         typer.echo(f"exported #{attempt.id} to branch {variant.branch.removeprefix('refs/heads/')} "

@@ -1,8 +1,9 @@
 """The texts an export carries: BENCHMARK.md beside the kernel and the commit message.
 
-Both are built from the stored evaluation record, so what a reviewer reads is what the
-gate saw. The commit message ends in `Kernelloop-*` trailers that CI can read with
-`git interpret-trailers --parse`.
+Both are built from the stored records (correctness, and where there is one the
+benchmark record and the gate's verdict: see export_bench), so what a reviewer reads is
+what the gate saw. The commit message ends in `Kernelloop-*` trailers that CI can read
+with `git interpret-trailers --parse`.
 """
 
 from __future__ import annotations
@@ -14,6 +15,12 @@ from collections import defaultdict
 from pydantic import ValidationError
 
 from kernelloop.evaluate.record import EvaluationRecord
+from kernelloop.history.export_bench import (
+    bench_sha256,
+    benchmark_section,
+    json_details,
+    message_lines,
+)
 from kernelloop.history.models import Attempt
 
 
@@ -48,7 +55,8 @@ def _env_line(rec: EvaluationRecord) -> str:
     return ", ".join(p for p in parts if p)
 
 
-def benchmark_markdown(task_name: str, attempt: Attempt, record_json: str) -> str:
+def benchmark_markdown(task_name: str, attempt: Attempt, record_json: str, *,
+                       bench_json: str | None = None, gate_json: str | None = None) -> str:
     rec = _record(record_json)
     lines = [f"# Benchmark record: {task_name}", ""]
     lines.append(f"Kernel from kernelloop proposal #{attempt.id} (run {attempt.run_id}, round {attempt.round}).")
@@ -64,8 +72,11 @@ def benchmark_markdown(task_name: str, attempt: Attempt, record_json: str) -> st
         lines += ["Profile metric deltas against the parent:", "",
                   _md_table(["metric", "parent", "this kernel"],
                             [[k, f"{b:g}", f"{a:g}"] for k, (b, a) in attempt.metric_deltas.items()]), ""]
+    lines += benchmark_section(bench_json, gate_json, correctness_device=rec.environment.device if rec else None,
+                               interpreter=rec.environment.interpreter if rec else False,
+                               correctness_sha256=rec.candidate_sha256 if rec else None)
     if rec is not None:
-        lines += ["## Environment", "", _env_line(rec), ""]
+        lines += ["## Environment of the correctness evaluation", "", _env_line(rec), ""]
         if not rec.timings_count:
             lines += ["**Timings below are interpreter/CPU timings and do not count as a speedup.**", ""]
         if rec.timings:
@@ -74,14 +85,16 @@ def benchmark_markdown(task_name: str, attempt: Attempt, record_json: str) -> st
         lines += ["## Correctness", "",
                   ", ".join(f"{s}: {'pass' if ok else 'FAIL'}" for s, ok in suites.items()) or "no checks recorded",
                   f"({len(rec.checks)} checks, {len(rec.failed_checks())} failed)", ""]
-        lines += ["## Verdict", "", f"{'accepted' if rec.verdict.accepted else 'rejected'} "
+        lines += ["## Correctness verdict", "", f"{'accepted' if rec.verdict.accepted else 'rejected'} "
                   f"({rec.verdict.category}). " + " ".join(rec.verdict.reasons), ""]
     lines += ["## Full record", "", "<details><summary>EvaluationRecord JSON</summary>", "", "```json",
-              json.dumps(json.loads(record_json), indent=1), "```", "", "</details>", ""]
+              json.dumps(json.loads(record_json), indent=1), "```", "", "</details>", "",
+              *json_details(bench_json, gate_json)]
     return "\n".join(lines)
 
 
-def export_message(task_name: str, task_digest: str, attempt: Attempt, record_json: str) -> str:
+def export_message(task_name: str, task_digest: str, attempt: Attempt, record_json: str, *,
+                   bench_json: str | None = None, gate_json: str | None = None) -> str:
     rec = _record(record_json)
     obj = f"{attempt.objective:.3f}x over baseline" if attempt.objective is not None else "not measured"
     lines = [f"kernelloop: {task_name} best kernel, {obj}", ""]
@@ -97,6 +110,7 @@ def export_message(task_name: str, task_digest: str, attempt: Attempt, record_js
         suites = rec.suites_passed()
         lines.append("  correctness: " + (", ".join(f"{s} {'pass' if ok else 'FAIL'}" for s, ok in suites.items()) or "none"))
         lines.append(f"  verdict: {'accepted' if rec.verdict.accepted else 'rejected'} ({rec.verdict.category})")
+    lines += message_lines(bench_json, gate_json, correctness_device=rec.environment.device if rec else None)
     trailers = {
         "Kernelloop-Task": task_name,
         "Kernelloop-Task-Digest": task_digest,
@@ -104,6 +118,8 @@ def export_message(task_name: str, task_digest: str, attempt: Attempt, record_js
         "Kernelloop-Objective": f"{attempt.objective:.4f}" if attempt.objective is not None else "none",
         "Kernelloop-Record-Sha256": hashlib.sha256(record_json.encode()).hexdigest(),
     }
+    if bench_json is not None:
+        trailers["Kernelloop-Bench-Sha256"] = bench_sha256(bench_json)
     if rec is not None:
         trailers["Kernelloop-Candidate-Sha256"] = rec.candidate_sha256
         trailers["Kernelloop-Device"] = rec.environment.device_name

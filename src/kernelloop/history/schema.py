@@ -140,6 +140,12 @@ MIGRATIONS: list[str] = [
     );
     CREATE INDEX arch_records_arch ON arch_records(arch);
     """,
+    # 2: the benchmark record and the gate's verdict, beside the correctness record. NULL
+    # where there is none (CPU runs, and evaluations stored before this migration).
+    """
+    ALTER TABLE evaluations ADD COLUMN bench_json TEXT;
+    ALTER TABLE evaluations ADD COLUMN gate_json TEXT;
+    """,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

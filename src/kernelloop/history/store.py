@@ -14,7 +14,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kernelloop.errors import KernelloopError
 from kernelloop.evaluate.record import EvaluationRecord, Verdict
@@ -25,9 +25,26 @@ from kernelloop.history.fingerprint import fingerprint
 from kernelloop.history.models import Approval, Attempt, RunInfo, RunState
 from kernelloop.history.schema import migrate
 
+if TYPE_CHECKING:  # both modules import torch; the history (and `kernelloop export`) does not need it
+    from kernelloop.evaluate.bench_record import BenchmarkRecord
+    from kernelloop.gate import GateResult
+
 
 def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds")
+
+
+def _json_object(value: Any, what: str) -> str | None:
+    """A `what` model or its JSON text -> the JSON text to store (None stays None)."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        if not isinstance(json.loads(value), dict):  # json.loads itself raises on text that is not JSON
+            raise ValueError(f"expected a {what} or its JSON object text, got {value[:60]!r}")
+        return value
+    if type(value).__name__ != what:  # also catches bench= and gate= swapped
+        raise TypeError(f"expected a {what} or its JSON text, got {type(value).__name__}: {str(value)[:60]!r}")
+    return value.model_dump_json()
 
 
 class HistoryStore:
@@ -212,13 +229,17 @@ class HistoryStore:
         per_shape: Mapping[str, float],
         metric_deltas: Mapping[str, tuple[float, float]] | None = None,
         verdict: Verdict | None = None,
+        bench: BenchmarkRecord | str | None = None,
+        gate: GateResult | str | None = None,
     ) -> int:
         """Store the full record and the numbers the digest needs, in one transaction.
 
         objective and per_shape are speedups over the baseline; metric_deltas maps a
-        profile metric to (parent value, this candidate's value).
+        profile metric to (parent value, this candidate's value). bench and gate are the
+        benchmark record and the gate's verdict (or their JSON), when there are any.
         """
         record_json = record if isinstance(record, str) else record.model_dump_json()
+        bench_json, gate_json = _json_object(bench, "BenchmarkRecord"), _json_object(gate, "GateResult")
         if verdict is None:
             verdict = (record.verdict if isinstance(record, EvaluationRecord)
                        else Verdict.model_validate(json.loads(record_json)["verdict"]))
@@ -226,10 +247,12 @@ class HistoryStore:
         with self._tx() as c:
             cur = c.execute(
                 "INSERT INTO evaluations (proposal_id, accepted, category, reasons_json, objective, "
-                "per_shape_json, metric_deltas_json, record_json, created_at) VALUES (?,?,?,?,?,?,?,?,?)",
+                "per_shape_json, metric_deltas_json, record_json, bench_json, gate_json, created_at) "
+                "VALUES (?,?,?,?,?,?,?,?,?,?,?)",
                 (proposal_id, int(verdict.accepted), verdict.category, json.dumps(verdict.reasons),
                  objective, json.dumps(dict(per_shape)),
-                 json.dumps({k: list(v) for k, v in (metric_deltas or {}).items()}), record_json, now),
+                 json.dumps({k: list(v) for k, v in (metric_deltas or {}).items()}), record_json,
+                 bench_json, gate_json, now),
             )
             c.execute("UPDATE proposals SET status = 'evaluated' WHERE id = ?", (proposal_id,))
             c.execute(
@@ -348,11 +371,21 @@ class HistoryStore:
             raise KernelloopError(f"proposal #{proposal_id} is not in {self.path}; pass an id from `kernelloop history`.")
         return str(row[0])
 
+    def _evaluation_text(self, proposal_id: int, column: str) -> str | None:
+        row = self._conn.execute(f"SELECT {column} FROM evaluations WHERE proposal_id = ?", (proposal_id,)).fetchone()
+        return str(row[0]) if row and row[0] is not None else None
+
     def record_json(self, proposal_id: int) -> str | None:
-        row = self._conn.execute(
-            "SELECT record_json FROM evaluations WHERE proposal_id = ?", (proposal_id,)
-        ).fetchone()
-        return str(row[0]) if row else None
+        """The correctness EvaluationRecord JSON, None if the proposal was never evaluated."""
+        return self._evaluation_text(proposal_id, "record_json")
+
+    def bench_json(self, proposal_id: int) -> str | None:
+        """The BenchmarkRecord JSON, exactly as stored; None without one (CPU runs, older histories)."""
+        return self._evaluation_text(proposal_id, "bench_json")
+
+    def gate_json(self, proposal_id: int) -> str | None:
+        """The gate's GateResult JSON, exactly as stored; None without one."""
+        return self._evaluation_text(proposal_id, "gate_json")
 
     def check_duplicate(self, task_name: str, source: str, hypothesis: str,
                         parent_id: int | None) -> DuplicateFinding | None:
