@@ -59,4 +59,4 @@ t2=$(date +%s)
   grep -E "passed|failed|PASSED|FAILED|error" "$OUT/cheats_pytest.txt" | tail -8
   echo "== honest fused, 5 fresh evaluations (4096x8000,65536x1024, all dtypes): $ok/5 exit 0, $((t2 - t1)) s"
   grep "^eval" "$OUT/honest_evals.txt"
-} | tee "$OUT/summary.txt"
+} | tee -a "$OUT/summary.txt"

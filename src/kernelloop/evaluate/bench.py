@@ -48,6 +48,7 @@ from kernelloop.task import Shape, Task
 
 FLOOR_MARGIN = 0.97  # a median below 97% of the floor is physically impossible, not fast
 OBSERVED_SLACK_S = 0.05  # message delivery jitter on the trusted side's clock
+HIDDEN_WARN_FRACTION = 0.10  # warn when more calls than this left work outside the calling stream
 
 
 def benchmark(
@@ -157,13 +158,15 @@ def _timing_spec(task, shapes, dtype, impls, device, aa, profile, reps, max_s) -
         "params": {st.seed_param: 1234} if st else {},
         "input_seed": 7,
         "order_seed": 11,
-        # GPU: 100 rounds of ~5 ms at most on the largest flagship shape; the time
-        # budget caps slow candidates. CPU: single-threaded so a shared runner's other
-        # load perturbs it less; enough rounds for a stable median of ms-scale calls.
-        "reps": reps or 100,
+        # GPU: rounds until the shape's time budget (~110 rounds of ~5 ms on the largest
+        # flagship shape), so the samples spread over it and a clock transient cannot
+        # carry a median; the reps cap bounds fast shapes. CPU: single-threaded so a
+        # shared runner's other load perturbs it less; enough rounds for a stable median.
+        "reps": reps or 400,
         "min_reps": 20,
         "warmup": 3,
-        "max_s_per_shape": max_s or (1.0 if device == "cuda" else 0.8),
+        "warmup_s": 0.05,
+        "max_s_per_shape": max_s or (0.6 if device == "cuda" else 0.8),
         "cpu_reps": reps or 200,
         "cpu_min_reps": 15,
         "cpu_warmup": 2,
@@ -255,8 +258,10 @@ def fill_shapes(rec: BenchmarkRecord, task: Task, shapes: list[Shape], dtype: st
             prev_t = got[-1][0]
         sb.noise_rel, sb.aa_rel_diff = noise(sb, rec.best, rec.aa_impl)
         cand = sb.impls.get("candidate")
-        if cand is not None and cand.hidden_calls:
-            rec.warnings.append(f"{shape.label}: {cand.hidden_calls} candidate call(s) left work running outside "
+        # Every flagged call is timed device-wide either way; the warning is for a pattern.
+        # Honest kernels on the H200 had 1-3% of calls flagged by host wake-up jitter.
+        if cand is not None and cand.hidden_calls > max(2, HIDDEN_WARN_FRACTION * cand.n):
+            rec.warnings.append(f"{shape.label}: {cand.hidden_calls} of {cand.n} candidate calls left work running outside "
                                 f"the calling stream; they were timed device-wide")
     if msgs["begin_t"] is None and not rec.problems:
         rec.problems.append("the worker never started its timing phase")
