@@ -15,9 +15,9 @@ from pathlib import Path
 
 from kernelloop.agents.base import Agent, AgentContext, Proposal
 from kernelloop.errors import KernelloopError
-from kernelloop.evaluate.bench import benchmark
+from kernelloop.evaluate.bench import BenchmarkRecord, benchmark
 from kernelloop.evaluate.record import EvaluationRecord, Verdict
-from kernelloop.evaluate.run import evaluate, resolve_device
+from kernelloop.evaluate.run import evaluate, resolve_device, timings_count
 from kernelloop.gate import GateResult, decide
 from kernelloop.history import open_task_memory
 from kernelloop.objective import weighted_geomean
@@ -31,7 +31,7 @@ from kernelloop.policy import (
     rules_text,
     stall_check,
 )
-from kernelloop.runview import RunView, context_profile
+from kernelloop.runview import RunView, context_profile, shape_table
 from kernelloop.task import Task
 
 
@@ -47,6 +47,14 @@ class Options:
 
 
 @dataclass
+class Evaluated:
+    record: EvaluationRecord
+    bench: BenchmarkRecord | None = None  # GPU only
+    gate: GateResult | None = None
+    shapes: list[dict] = field(default_factory=list)
+
+
+@dataclass
 class Best:
     pid: int
     source: str
@@ -56,6 +64,7 @@ class Best:
     path: Path = field(default_factory=Path)
     profile_text: str = ""
     profile_metrics: dict = field(default_factory=dict)
+    shapes: list[dict] = field(default_factory=list)  # per shape: time, speedup over baseline, % of floor
 
 
 def _profile(task: Task, store, best: Best, parent: Path | None, device: str, sandbox: str, view) -> None:
@@ -79,6 +88,9 @@ def _profile(task: Task, store, best: Best, parent: Path | None, device: str, sa
 def run_loop(task: Task, agent: Agent, opts: Options, view: RunView) -> dict:
     store, versions = open_task_memory(task, opts.workspace)
     rules, device = task.spec.rules, resolve_device(opts.device)
+    # Speed counts on a GPU, and on the CPU for tasks written in plain PyTorch; never
+    # from Triton's interpreter.
+    measured = timings_count(device, False, task.spec.task.language)
     scratch = Path(tempfile.mkdtemp(prefix="kernelloop-run-"))
     t0, gains, status, why = time.monotonic(), [], "finished", "all rounds done"
     state = store.find_resumable_run(task.name) if opts.resume else None
@@ -87,23 +99,25 @@ def run_loop(task: Task, agent: Agent, opts: Options, view: RunView) -> dict:
     if state and state.task_digest != task.digest():
         raise KernelloopError("the task folder changed since the run started; start a new run instead of --resume.")
 
-    def evaluate_source(source: str, name: str, best: Best | None) -> tuple[EvaluationRecord, GateResult | None]:
+    def evaluate_source(source: str, name: str, best: Best | None) -> Evaluated:
         """Correctness in the sandbox, then (GPU only) the benchmark against the best and the gate."""
         path = scratch / f"{name}.py"
         path.write_text(source)
         view.status(f"checking {name}")
         record = evaluate(task, path, device=device, shapes=opts.shapes, dtypes=opts.dtypes,
                           sandbox=opts.sandbox, progress=view.status, timing=False)
-        if not record.verdict.accepted or device != "cuda":
-            return record, None
+        if not record.verdict.accepted or not measured:
+            return Evaluated(record)
         view.status(f"benchmarking {name}")
         bench = benchmark(task, path, best=best.path if best else None, device=device, shapes=opts.shapes,
                           dtype=(opts.dtypes or task.spec.dtypes)[0], sandbox=opts.sandbox, progress=view.status)
-        return record, decide(record, bench, task.spec.rules)
+        gate = decide(record, bench, task.spec.rules)
+        return Evaluated(record, bench, gate, shape_table(bench, gate))
 
     if state is None:  # round 0: the baseline, evaluated, versioned and recorded like any variant
         source = task.baseline_path.read_text()
-        record, base_gate = evaluate_source(source, "baseline", None)
+        ev = evaluate_source(source, "baseline", None)
+        record, base_gate = ev.record, ev.gate
         if not record.verdict.accepted:
             raise KernelloopError(f"the task's baseline fails its own checks ({'; '.join(record.verdict.reasons[:2])}); fix the task first.")
         arch = record.environment.compute_capability or record.environment.device
@@ -114,9 +128,11 @@ def run_loop(task: Task, agent: Agent, opts: Options, view: RunView) -> dict:
         store.set_commit(pid, base_variant.commit, base_variant.branch)
         versions.set_best(base_variant.commit, "baseline")
         floors = {g.shape: g.pct_of_floor for g in (base_gate.shapes if base_gate else []) if g.pct_of_floor}
-        store.add_evaluation(pid, record, objective=1.0, per_shape={s.label: 1.0 for s in task.shapes_for(device)})
+        store.add_evaluation(pid, record, objective=1.0, per_shape={s.label: 1.0 for s in task.shapes_for(device)},
+                             bench=ev.bench, gate=ev.gate)
         store.set_best(run_id, pid)
-        best = Best(pid, source, record, 1.0, weighted_geomean(task, floors), scratch / "baseline.py")
+        best = Best(pid, source, record, 1.0, weighted_geomean(task, floors), scratch / "baseline.py",
+                    shapes=ev.shapes)
         _profile(task, store, best, None, device, opts.sandbox, view)
         first_round = 1
     else:
@@ -127,7 +143,6 @@ def run_loop(task: Task, agent: Agent, opts: Options, view: RunView) -> dict:
         _profile(task, store, best, None, device, opts.sandbox, view)
         first_round = state.next_round
     view.start(task, agent.name, device, best)
-    measured = device == "cuda"
 
     last_round = min(rules.max_rounds, opts.rounds or rules.max_rounds)
     for r in range(first_round, last_round + 1):
@@ -181,17 +196,21 @@ def _one_proposal(task, store, versions, agent, view, run_id, r, k, prop: Propos
         n_edits = None
     pid = store.add_proposal_from(run_id, r, prop, k=k, parent_id=best.pid, edit_points=n_edits)
     refused = [d.reason for d in refusals(decisions)]
-    if not refused and (dup := store.check_duplicate(task.name, prop.source, prop.hypothesis, best.pid)):
-        refused = [dup.message]
+    # A repeat of an idea already measured is the most useful thing to tell the agent, so
+    # it leads even when a policy rule refuses the proposal as well (on the H200 a
+    # rejected idea re-sent against a new best was refused only for its edit count).
+    if dup := store.check_duplicate(task.name, prop.source, prop.hypothesis, best.pid):
+        refused.insert(0, dup.message)
     if refused:
-        store.refuse_proposal(pid, refused[0])
-        agent.observe(prop, f"refused before evaluation: {refused[0]}")
+        store.refuse_proposal(pid, "; ".join(refused))
+        agent.observe(prop, f"refused before evaluation: {'; '.join(refused)}")
         view.candidate(r, k, prop, "refused", refused[0])
         return None
     variant = versions.commit_variant(run_id, r, k, prop.source, prop.hypothesis, proposal_id=pid)
     store.set_commit(pid, variant.commit, variant.branch)
     view.candidate(r, k, prop, "evaluating", "")
-    record, gate = evaluate_source(prop.source, f"r{r}_{k}", best)
+    ev = evaluate_source(prop.source, f"r{r}_{k}", best)
+    record, gate = ev.record, ev.gate
     if gate is None:  # rejected for correctness, or correct on a device whose timings never count
         accepted, reasons = False, (record.verdict.reasons[:3] if not record.verdict.accepted else
                                     ["correct, but timings on this device do not count (interpreter): "
@@ -205,7 +224,8 @@ def _one_proposal(task, store, versions, agent, view, run_id, r, k, prop: Propos
         objective = weighted_geomean(task, per_shape)
         verdict = Verdict(accepted=gate.accepted, category=gate.category if gate.category != "no_record" else "timing",
                           reasons=reasons)
-    store.add_evaluation(pid, record, objective=objective, per_shape=per_shape, verdict=verdict)
+    store.add_evaluation(pid, record, objective=objective, per_shape=per_shape, verdict=verdict,
+                         bench=ev.bench, gate=gate)
     word = "accepted" if accepted else "rejected"
     agent.observe(prop, f"{word}: {'; '.join(reasons)}")
     shown = "correct, unmeasured" if record.verdict.accepted and gate is None else word
@@ -218,7 +238,7 @@ def _one_proposal(task, store, versions, agent, view, run_id, r, k, prop: Propos
     if not pending:
         versions.set_best(variant.commit)
     new = Best(pid, prop.source, record, objective or best.objective,
-               weighted_geomean(task, floors), best.path.with_name(f"best_{pid}.py"))
+               weighted_geomean(task, floors), best.path.with_name(f"best_{pid}.py"), shapes=ev.shapes)
     new.path.write_text(prop.source)
     return (gate.objective or 1.0) - 1.0, new
 

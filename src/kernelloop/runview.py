@@ -43,6 +43,31 @@ def context_profile(record: EvaluationRecord | None) -> str:
     return "\n".join(lines)
 
 
+def shape_table(bench, gate) -> list[dict]:
+    """Per shape of a benchmark: the candidate's median, the baseline's, the speedup over
+    the baseline and the % of the minimal-traffic floor (what the run summary reports)."""
+    by_gate = {g.shape: g for g in (gate.shapes if gate is not None else [])}
+    rows = []
+    for sb in bench.shapes:
+        cand, base, g = sb.impls.get("candidate"), sb.impls.get("baseline"), by_gate.get(sb.shape)
+        rows.append({
+            "shape": sb.shape, "dtype": sb.dtype, "tag": sb.tag, "weight": sb.weight,
+            "median_ms": cand.median_ms if cand else None, "baseline_ms": base.median_ms if base else None,
+            "floor_ms": sb.floor_ms, "speedup_vs_baseline": g.speedup_vs_baseline if g else None,
+            "pct_of_floor": cand.pct_of_floor if cand else None, "noise_rel": sb.noise_rel,
+        })
+    return rows
+
+
+def _headline_time(best: Best) -> str:
+    """The best's time on the task's most heavily weighted shape."""
+    rows = [r for r in best.shapes if r.get("median_ms")]
+    if not rows:
+        return ""
+    top = max(rows, key=lambda r: r["weight"])
+    return f" · {top['median_ms']:.3f} ms on {top['shape']}"
+
+
 @dataclass
 class RunView:
     console: Console = field(default_factory=Console)
@@ -64,6 +89,7 @@ class RunView:
 
     def start(self, task, agent_name: str, device: str, best: Best) -> None:
         self.header = f"{task.name} · agent {agent_name} · {device} · best {best.objective:.3f}x over baseline"
+        self.header += _headline_time(best)
         if best.pct_of_floor:
             self.header += f" · {best.pct_of_floor:.1f}% of floor"
         if self.live_enabled and self.console.is_terminal:
@@ -89,6 +115,7 @@ class RunView:
 
     def round_done(self, r: int, best: Best, gain: float) -> None:
         self.header = f"{self.header.split(' · best')[0]} · best {best.objective:.3f}x over baseline"
+        self.header += _headline_time(best)
         if best.pct_of_floor:
             self.header += f" · {best.pct_of_floor:.1f}% of floor"
         self.status(f"round {r} done, gain {gain:.2%}")
@@ -117,11 +144,25 @@ class RunView:
                 per_shape.setdefault(t.shape, {})[t.impl] = {"median_ms": t.median_ms, "pct_of_floor": t.pct_of_floor}
             summary["best_timings"] = per_shape
             summary["timings_count"] = best.record.timings_count
+        if best.shapes:
+            summary["best_per_shape"] = best.shapes
         table = Table("round", "k", "agent", "hypothesis", "state", "note", title=f"{task.name}: {status}")
         for r in self.rows:
             table.add_row(*r)
         self.console.print(table)
+        if best.shapes:
+            self.console.print(_shape_table(best.shapes))
         self.console.print(f"[bold]{status}[/]: {why}")
         floor = f", {best.pct_of_floor:.1f}% of floor" if best.pct_of_floor else ""
         self.console.print(f"best: proposal {best.pid}, {best.objective:.3f}x over the baseline{floor} · {wall_s:.0f} s")
         return summary
+
+
+def _shape_table(rows: list[dict]) -> Table:
+    t = Table("shape", "dtype", "tag", "best ms", "baseline ms", "speedup", "% of floor", title="best, per shape")
+    fmt = lambda v, f: "-" if v is None else format(v, f)  # noqa: E731
+    for r in rows:
+        t.add_row(r["shape"], r["dtype"], r["tag"], fmt(r["median_ms"], ".4f"), fmt(r["baseline_ms"], ".4f"),
+                  fmt(r["speedup_vs_baseline"], ".3f") + ("x" if r["speedup_vs_baseline"] else ""),
+                  fmt(r["pct_of_floor"], ".1f"))
+    return t

@@ -1,0 +1,62 @@
+"""The loop's measured path (benchmark → gate → new best → stall rule) end to end on the
+CPU with real timings: the CPU-native task is plain PyTorch, so its CPU times count."""
+
+import json
+import shutil
+from pathlib import Path
+
+from kernelloop.agents.scripted import ScriptedAgent
+from kernelloop.history import open_task_memory
+from kernelloop.loop import Options, run_loop
+from kernelloop.runview import RunView
+from kernelloop.task import load_task
+
+ROOT = Path(__file__).resolve().parents[2]
+CPU_TASK = ROOT / "examples" / "cpu_task"
+
+SCRIPT = [
+    ("01_fast.py", "fast.py", "Whole-tensor fp32 instead of float64 row chunks: one reduction, fused multiply-adds."),
+    ("02_slow.py", "slow.py", "Float64 throughout with a second mean-square pass for safety."),
+    ("03_tail.py", "tail_trap.py", "Per-row loop for short rows, whole-tensor for long ones."),
+    ("04_fast_again.py", "fast.py", "Whole-tensor fp32 once more, reworded: one reduction and FMAs."),
+]
+
+
+def test_measured_run_promotes_the_winner_rejects_slower_and_stalls(tmp_path):
+    folder = tmp_path / "task"
+    shutil.copytree(CPU_TASK, folder, ignore=shutil.ignore_patterns(".kernelloop", "__pycache__"))
+    script = tmp_path / "script"
+    script.mkdir()
+    for name, src, hyp in SCRIPT:
+        (script / name).write_text((CPU_TASK / "candidates" / src).read_text())
+        (script / name).with_suffix(".toml").write_text(f"hypothesis = {json.dumps(hyp)}\n")
+    task = load_task(folder)
+
+    summary = run_loop(task, ScriptedAgent(script), Options(device="cpu"), RunView(live_enabled=False))
+
+    store, _ = open_task_memory(task)
+    rows = store._conn.execute(
+        "SELECT p.id, p.hypothesis, p.refused_reason, e.accepted, e.category, e.reasons_json, e.bench_json, "
+        "e.gate_json FROM proposals p LEFT JOIN evaluations e ON e.proposal_id = p.id ORDER BY p.id").fetchall()
+    by_hyp = {r["hypothesis"]: r for r in rows}
+    fast, slow, tail, again = (by_hyp[h[2]] for h in SCRIPT)
+    assert fast["accepted"] == 1, fast["reasons_json"]
+    assert slow["accepted"] == 0 and slow["category"] == "slower", slow["reasons_json"]
+    assert tail["accepted"] == 0 and "long tail" in tail["reasons_json"], tail["reasons_json"]
+    assert again["refused_reason"], "a copy of the accepted best must be refused before evaluation"
+    # Every measured evaluation carries its benchmark record and the gate's verdict.
+    for r in (by_hyp["baseline"], fast, slow, tail):
+        bench, gate = json.loads(r["bench_json"]), json.loads(r["gate_json"])
+        assert bench["timings_count"] and len(bench["shapes"]) == 4
+        assert gate["accepted"] == bool(r["accepted"]) or r is by_hyp["baseline"]
+    # The winner is the run's best, with per-shape numbers in the summary.
+    assert summary["best_proposal_id"] == fast["id"]
+    assert summary["best_objective_vs_baseline"] > 1.5
+    shapes = {s["shape"]: s for s in summary["best_per_shape"]}
+    assert set(shapes) == {"256x1024", "512x512", "2048x16", "8x16384"}
+    for s in shapes.values():
+        assert s["median_ms"] > 0 and s["baseline_ms"] > 0 and s["speedup_vs_baseline"] > 0
+        assert s["pct_of_floor"] is None  # no DRAM ceiling is known for a CPU
+    # Three rounds without a gain after the win: the stall rule ends the run for review.
+    assert summary["status"] == "needs review", summary["reason"]
+    assert "3 consecutive rounds" in summary["reason"] and "roofline floor" in summary["reason"]
