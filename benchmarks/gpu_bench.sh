@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Issue 4 acceptance on the H200 (<= 4 min). Expects PYTHONPATH=$PWD/src:$PWD/.site and
-# KERNELLOOP_BWRAP exported (see benchmarks/gpu_session.sh). Writes under $OUT:
+# KERNELLOOP_BWRAP exported (benchmarks/device_env.sh does it). Writes under $OUT:
 #   acceptance.json         spread, no-op trials, sandboxed bench wall times and verdicts
 #   acceptance.record.json  the full benchmark record of fused_naive vs the baseline
 #   anchors.json            shared/GPU.md's anchors re-measured (do_bench + our timer)
 set -u
+[ -n "${KERNELLOOP_BWRAP:-}" ] || source benchmarks/device_env.sh
 export PYTHONUNBUFFERED=1
 : "${OUT:?set OUT to a results folder}"
 LOG=/tmp/gpu_bench.log

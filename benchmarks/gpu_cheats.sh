@@ -3,8 +3,9 @@
 # CUDA-event timer, sticky CUDA error) via `pytest -m gpu tests/cheats`, then 5 fresh
 # evaluations of the honest fused candidate (each must exit 0). Writes under $OUT:
 # cheats_pytest.txt, honest_evals.txt, summary.txt. Budget: ~4 minutes.
-# Expects (from the lead's setup) PYTHONPATH=$PWD/src:$PWD/.site and KERNELLOOP_BWRAP.
+# Sources benchmarks/device_env.sh unless KERNELLOOP_BWRAP is already set up.
 set -u
+[ -n "${KERNELLOOP_BWRAP:-}" ] || source benchmarks/device_env.sh
 export PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/gpu_cheats_out}; mkdir -p "$OUT"
 T=examples/ln_softmax_dropout

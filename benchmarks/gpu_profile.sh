@@ -7,6 +7,7 @@
 # prints a short table last. Expects PYTHONPATH (src + carried wheels) and KERNELLOOP_BWRAP
 # exported as for the other gpu_*.sh scripts; about 2-3 minutes.
 set -u
+[ -n "${KERNELLOOP_BWRAP:-}" ] || source benchmarks/device_env.sh
 export PYTHONUNBUFFERED=1
 T=examples/ln_softmax_dropout
 F=$T/candidates/fused_naive.py
