@@ -139,10 +139,6 @@ class RunView:
             "model_costs": costs if isinstance(costs, dict | list) else str(costs),
         }
         if best.record is not None:
-            per_shape = {}
-            for t in best.record.timings:
-                per_shape.setdefault(t.shape, {})[t.impl] = {"median_ms": t.median_ms, "pct_of_floor": t.pct_of_floor}
-            summary["best_timings"] = per_shape
             summary["timings_count"] = best.record.timings_count
         if best.shapes:
             summary["best_per_shape"] = best.shapes

@@ -97,9 +97,30 @@ def test_full_verdict_with_a_real_correctness_record(task):
 
 
 def test_inflated_clock_is_caught_by_the_trusted_clock(task):
-    rec = benchmark(task, CHEATS / "inflate_clock.py", device="cpu", shapes="256x1024", max_s_per_shape=0.3)
+    # Behind the screen (which refuses the patch, below), the trusted clock still catches it.
+    rec = benchmark(task, CHEATS / "inflate_clock.py", device="cpu", shapes="256x1024", max_s_per_shape=0.3,
+                    screen=False)
     assert any("not real" in p for p in rec.problems), rec.problems
     assert performance_gate(rec, task.spec.rules).category == "timing"
+
+
+def test_the_static_screen_refuses_before_any_worker_runs(task):
+    rec = benchmark(task, CHEATS / "inflate_clock.py", device="cpu", shapes="256x1024", max_s_per_shape=0.3)
+    assert rec.problems and all(p.startswith("static screen:") for p in rec.problems), rec.problems
+    assert rec.sandbox == "not run" and rec.shapes == []
+    gate = performance_gate(rec, task.spec.rules)
+    assert not gate.accepted and gate.category == "timing"
+
+
+def test_forged_channel_lines_are_a_problem(flagship):
+    """A candidate writing to every descriptor (the channel is one) cannot forge timings:
+    lines without the run's secret key are refused."""
+    from tests.cheats.runner import CANDIDATES
+
+    rec = benchmark(flagship, CANDIDATES / "forge_channel.py", device="cpu", shapes="7x129", dtype="float32",
+                    reps=2, aa=False, screen=False)
+    assert any("forged" in p or "key" in p for p in rec.problems), rec.problems
+    assert not performance_gate(rec, flagship.spec.rules).accepted
 
 
 def test_interpreter_timings_never_count(flagship):

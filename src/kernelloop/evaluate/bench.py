@@ -31,6 +31,7 @@ from typing import Literal
 import torch
 
 from kernelloop.errors import KernelloopError
+from kernelloop.evaluate import channel
 from kernelloop.evaluate.bench_record import (  # noqa: F401  (re-exported: bench.X is the public path)
     BenchmarkRecord,
     GpuState,
@@ -42,6 +43,7 @@ from kernelloop.evaluate.bench_record import (  # noqa: F401  (re-exported: benc
 )
 from kernelloop.evaluate.judge import last_line
 from kernelloop.evaluate.run import dram_ceiling, resolve_device, select_shapes, timings_count
+from kernelloop.evaluate.static import screen_source
 from kernelloop.evaluate.timing import aa_slot, quantiles
 from kernelloop.sandbox import SandboxConfig, SandboxProcess
 from kernelloop.task import Shape, Task
@@ -67,8 +69,13 @@ def benchmark(
     max_s_per_shape: float | None = None,
     timeout_s: float | None = None,
     progress: Callable[[str], None] | None = None,
+    screen: bool = True,
 ) -> BenchmarkRecord:
-    """Time `candidate` against the best (if given) and the baseline on the task's shapes."""
+    """Time `candidate` against the best (if given) and the baseline on the task's shapes.
+
+    The candidate goes through the same static screen as in `evaluate` (`screen=False` is
+    for tests of the runtime defences): a refused source is never run, and its record
+    carries the findings as problems, so the gate refuses it."""
     say = progress or (lambda _m: None)
     device = resolve_device(device)
     dtype = dtype or task.spec.dtypes[0]
@@ -91,6 +98,8 @@ def benchmark(
     t0 = time.monotonic()
     spec = _timing_spec(task, shape_list, dtype, list(impls), device, best_name if aa else None,
                         ["candidate", best_name] if profile else [], reps, max_s_per_shape)
+    findings = screen_source(sources["candidate"].decode(errors="replace"), task.spec.task.language) if screen else []
+    key = channel.new_key()
     gpu_before = read_gpu_state("before") if device == "cuda" else None
     work = Path(tempfile.mkdtemp(prefix="kernelloop-bench-"))
     try:
@@ -106,7 +115,7 @@ def benchmark(
             "device": device, "entry": task.spec.task.entry, "output_like": task.spec.task.output_like,
             "inputs_file": str(inputs_file), "inputs_func": inputs_func, "impls": files,
             "params": dict(task.spec.params), "out_dir": str(work / "out"), "max_outstanding": 3,
-            "calls": [], "timing": spec,
+            "calls": [], "timing": spec, "channel_key": key,
         }
         interp = device == "cpu" and task.spec.task.language == "triton"
         cfg = SandboxConfig(
@@ -115,9 +124,14 @@ def benchmark(
             extra_env={"TRITON_INTERPRET": "1"} if interp else {},
         )
         say(f"timing {len(impls)} implementation(s) on {len(shape_list)} shape(s), sandbox={cfg.mode}")
-        proc = SandboxProcess([sys.executable, "-m", "kernelloop.evaluate.worker"], work, cfg, json.dumps(job).encode())
-        msgs = _consume(proc, say)
-        result = proc.finish()
+        if findings:
+            say(f"static screen refused the candidate: {findings[0].render()}")
+            msgs, result = _consume(iter(()), say, key), None
+        else:
+            proc = SandboxProcess([sys.executable, "-m", "kernelloop.evaluate.worker"], work, cfg,
+                                  json.dumps(job).encode())
+            msgs = _consume(proc.lines(), say, key)
+            result = proc.finish()
     finally:
         shutil.rmtree(work, ignore_errors=True)
     gpu_after = read_gpu_state("after") if device == "cuda" else None
@@ -134,12 +148,16 @@ def benchmark(
         compute_capability=hello.get("compute_capability"),
         driver=(gpu_before.raw.get("driver_version") if gpu_before else None),
         torch=str(hello.get("torch") or torch.__version__), triton=hello.get("triton"), cuda=hello.get("cuda"),
-        python=str(hello.get("python") or platform.python_version()), sandbox=result.mode,
+        python=str(hello.get("python") or platform.python_version()), sandbox=result.mode if result else "not run",
         interpreter=interpreter, gpu_state=[g for g in (gpu_before, gpu_after) if g is not None],
         aa_impl=best_name if aa else None,
         timings_count=timings_count(device, interpreter, task.spec.task.language),
-        worker_log_tail=result.stderr.decode(errors="replace")[-3000:],
+        worker_log_tail=result.stderr.decode(errors="replace")[-3000:] if result else "",
     )
+    if findings:
+        rec.problems.extend(f"static screen: {f.render()}" for f in findings)
+        rec.wall_s = round(time.monotonic() - t0, 3)
+        return rec
     _failures(rec, msgs, result, cfg.timeout_s)
     fill_shapes(rec, task, shape_list, dtype, list(impls), msgs)
     _throttle_warnings(rec)
@@ -174,18 +192,24 @@ def _timing_spec(task, shapes, dtype, impls, device, aa, profile, reps, max_s) -
     }
 
 
-def _consume(proc: SandboxProcess, say) -> dict:
-    """Read the worker's messages, stamping each with this process's own clock."""
+def _consume(lines, say, key: str) -> dict:
+    """Read the worker's messages, stamping each with this process's own clock. Only lines
+    carrying the run's secret key count (kernelloop.evaluate.channel): a candidate that
+    writes to the channel's descriptor cannot forge a timing."""
     msgs: dict = {"hello": {}, "timing": [], "errors": [], "import_error": "", "fatal": "",
-                  "protocol": "", "done": False, "begin_t": None, "kernels": []}
-    for raw in proc.lines():
+                  "protocol": "", "done": False, "begin_t": None, "kernels": [], "facts": []}
+    state = channel.new_state()
+    for raw in lines:
         now = time.monotonic()
-        try:
-            msg = json.loads(raw)
-            kind = msg["type"]
-        except (ValueError, KeyError, TypeError):
-            msgs["protocol"] = msgs["protocol"] or f"unparseable line on the result channel: {raw[:80]!r}"
+        msg = channel.parse(raw, key, state)
+        msgs["protocol"] = state["protocol"]
+        if msg is None:
             continue
+        kind = msg["type"]
+        if kind == "tamper":
+            state["tamper"].append(msg)
+        elif kind in ("processes", "timing_audit"):
+            state[kind] = msg
         if kind == "hello":
             msgs["hello"] = msg.get("env", {})
         elif kind == "timing_begin":
@@ -203,6 +227,7 @@ def _consume(proc: SandboxProcess, say) -> dict:
             msgs["kernels"] = msg.get("kernels", [])
         elif kind == "done":
             msgs["done"] = True
+    msgs["facts"] = [why for _cat, why in channel.worker_facts(state)]
     return msgs
 
 
@@ -218,6 +243,7 @@ def _failures(rec: BenchmarkRecord, msgs: dict, result, timeout_s: float) -> Non
         p.append(f"the benchmark worker died with exit code {result.returncode}")
     if msgs["protocol"]:
         p.append(msgs["protocol"])
+    p.extend(msgs["facts"])
     p.extend(f"timing failed: {e}" for e in msgs["errors"])
     if not msgs["done"] and not p:
         p.append("the benchmark worker ended without finishing its protocol")
