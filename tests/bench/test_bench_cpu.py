@@ -104,6 +104,14 @@ def test_inflated_clock_is_caught_by_the_trusted_clock(task):
     assert performance_gate(rec, task.spec.rules).category == "timing"
 
 
+def test_a_candidate_that_changes_while_timed_is_caught(task):
+    rec = benchmark(task, CHEATS / "cheaper_when_timed.py", device="cpu", shapes="256x1024", max_s_per_shape=0.3,
+                    aa=False)
+    assert any("behaves differently while timed" in p and "candidate" in p for p in rec.problems), rec.problems
+    assert not any("baseline" in p for p in rec.problems)  # honest implementations are not flagged
+    assert performance_gate(rec, task.spec.rules).category == "timing"
+
+
 def test_the_static_screen_refuses_before_any_worker_runs(task):
     rec = benchmark(task, CHEATS / "inflate_clock.py", device="cpu", shapes="256x1024", max_s_per_shape=0.3)
     assert rec.problems and all(p.startswith("static screen:") for p in rec.problems), rec.problems

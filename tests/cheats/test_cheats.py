@@ -29,6 +29,7 @@ RUNTIME = {
     "cache_ignores_seed.py": (9, "stochastic", "a different seed must give an independent mask"),
     "persistent_buffer.py": (9, "aliasing", "returned the storage it returned for an earlier call"),
     "detect_timing.py": (14, "timing", "timed calls launched none of the candidate's kernels"),
+    "cheaper_when_timed.py": (14, "timing", "behaves differently while timed"),
     "crash_on_extreme.py": (16, "crash", "the candidate raised"),
 }
 BEHIND_SCREEN = {
@@ -48,9 +49,12 @@ POISON_MARKER = "kl-poison-marker-9d2e"
 SECRET = "sk-test-SECRET-cheats-must-not-see"
 
 
+TIMED = {"detect_timing.py", "cheaper_when_timed.py"}  # these cheat only in the timed loop
+
+
 @pytest.fixture(scope="module")
 def runtime_records(flagship):
-    jobs = {n: {"path": CANDIDATES / n, "timing": n == "detect_timing.py"} for n in RUNTIME}
+    jobs = {n: {"path": CANDIDATES / n, "timing": n in TIMED} for n in RUNTIME}
     jobs["shadow"] = {"path": CANDIDATES / "shadow" / "candidate.py"}
     return evaluate_all(flagship, jobs)
 

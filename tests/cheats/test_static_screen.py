@@ -39,7 +39,7 @@ SCREENED = {
 RUNTIME_ONLY = [
     "stale_empty.py", "trivial_residual.py", "trivial_zeros.py", "nan_wildcard.py", "alias_residual.py",
     "mutate_input.py", "honest_once.py", "tested_shapes_only.py", "one_pass_variance.py", "no_max_softmax.py",
-    "hidden_state.py", "cache_by_shape.py", "cache_ignores_seed.py", "persistent_buffer.py", "detect_timing.py",
+    "hidden_state.py", "cache_by_shape.py", "cache_ignores_seed.py", "persistent_buffer.py", "detect_timing.py", "cheaper_when_timed.py",
     "crash_on_extreme.py", "illegal_address_gpu.py",
 ]
 

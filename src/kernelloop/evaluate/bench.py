@@ -312,6 +312,9 @@ def _impl_timing(m: dict, floor_ms: float | None, problems: list[str], label: st
         profiler_ms=float(prof) if isinstance(prof, int | float) and prof > 0 else None,
         pct_of_floor=100.0 * floor_ms / med if floor_ms else None, samples_ms=samples,
     )
+    bad = channel.timed_output_problem(m)
+    if bad:
+        problems.append(f"{label}: {bad}")
     if floor_ms and med < FLOOR_MARGIN * floor_ms:
         problems.append(f"{label}: {it.impl} median {med:.4f} ms is below the minimal-traffic floor "
                         f"{floor_ms:.4f} ms: impossible, so the timing is not real")

@@ -74,3 +74,16 @@ def worker_facts(state: dict) -> list[tuple[str, str]]:
         out.append(("timing", f"{audit['without_launch']} of {audit.get('calls')} timed calls launched none of "
                               f"the candidate's kernels (a replayed or skipped result while timed)"))
     return out
+
+
+def timed_output_problem(m: dict) -> str | None:
+    """The reason to refuse when timed calls returned other bytes than the untimed call on
+    the same inputs (the candidate behaves differently while it is timed), else None."""
+    try:
+        n = int(m.get("mismatched_calls") or 0)
+    except (TypeError, ValueError):
+        return f"unusable mismatched_calls for {m.get('impl')!r}"
+    if n <= 0:
+        return None
+    return (f"{n} of {m.get('checked_calls', '?')} timed calls of {m.get('impl')} returned different bytes than "
+            f"its untimed call on the same inputs: it behaves differently while timed")

@@ -174,6 +174,9 @@ def evaluate(
         reject("tamper", "the candidate modified the task folder (restored)")
     for cat, why in channel.worker_facts(state):
         reject(cat, why)
+    for t in state["timings"]:
+        if t.get("impl") == "candidate" and (bad := channel.timed_output_problem(t)):
+            reject("timing", f"{t.get('shape')}: {bad}")
     if result.stray_killed and state["done"] and not result.timed_out:
         # After a clean finish nothing may be left; after a kill, the dying worker itself counts.
         reject("tamper", f"killed {result.stray_killed} process(es) the worker left running")

@@ -49,6 +49,19 @@ _Event = torch.cuda.Event
 _elapsed = torch.cuda.Event.elapsed_time
 _record = torch.cuda.Event.record
 _spin = getattr(torch.cuda, "_sleep", None)
+_equal = torch.equal
+_Tensor = torch.Tensor
+
+
+def same_bytes(out, ref: torch.Tensor) -> bool:
+    """Whether a timed call returned exactly the bytes of the untimed call on the same
+    inputs (NaN == NaN here: bytes, not values). Accepted kernels are deterministic —
+    the determinism suite demands identical bytes for identical inputs and seed — so a
+    difference means the candidate behaves differently while it is timed."""
+    if type(out) is not _Tensor or out.shape != ref.shape or out.dtype != ref.dtype:
+        return False
+    a, b = out.detach().reshape(-1).contiguous(), ref.reshape(-1)
+    return bool(_equal(a.view(torch.uint8), b.view(torch.uint8)))
 
 MIN_FLUSH_BYTES = 256 << 20  # used when the device does not report its L2 size
 SPIN_CYCLES = 200_000  # ~0.1 ms at H200 clocks: longer than the host's launch of a call
@@ -114,16 +127,20 @@ def time_impls(job: dict, fns: dict, make_inputs) -> Iterator[dict]:
                 "samples_ms": [round(x, 6) for x in r["samples"]],
                 "timed_ms_total": r["total_ms"],
                 "hidden_calls": r.get("hidden", 0),
+                "mismatched_calls": r.get("mismatched", 0),
+                "checked_calls": r.get("checked", 0),
                 "profiler_ms": r.get("profiler_ms"),
                 "shape_wall_s": round(_monotonic() - t_shape, 4),
             }
 
 
 def _time_cpu(fns, slots, inputs, kwargs, spec, rng) -> dict:
+    ref = {}
     for impl in dict.fromkeys(slots.values()):
+        ref[impl] = fns[impl](**inputs, **kwargs).detach().clone()  # untimed: what every timed call must equal
         for _ in range(spec.get("cpu_warmup", 0)):
             fns[impl](**inputs, **kwargs)
-    res = {s: {"samples": [], "total_ms": 0.0, "method": _cpu_method()} for s in slots}
+    res = {s: {"samples": [], "total_ms": 0.0, "method": _cpu_method(), "mismatched": 0, "checked": 0} for s in slots}
     budget_s = spec.get("max_s_per_shape", 2.0)
     t_begin = _monotonic()
     reps = 0
@@ -134,10 +151,12 @@ def _time_cpu(fns, slots, inputs, kwargs, spec, rng) -> dict:
         rng.shuffle(order)
         for s in order:
             t0 = _perf()
-            fns[slots[s]](**inputs, **kwargs)
+            out = fns[slots[s]](**inputs, **kwargs)
             ms = (_perf() - t0) * 1e3
             res[s]["samples"].append(ms)
             res[s]["total_ms"] += ms
+            res[s]["checked"] += 1
+            res[s]["mismatched"] += not same_bytes(out, ref[slots[s]])
         reps += 1
     return res
 
@@ -189,21 +208,28 @@ class _CudaTimer:
         if _spin is not None:
             _spin(SPIN_CYCLES)
 
-    def _once(self, call) -> tuple[float, float, float]:
-        """(stream ms, device-synced ms) of one call, flushed and launched behind a spin."""
+    def _once(self, call, ref: torch.Tensor | None = None):
+        """Events (start, stream end, device-synced end) of one call, flushed and launched
+        behind a spin; with `ref`, a fourth item: whether the output equals it (checked
+        after the interval, outside the timing)."""
         s, e, d = _Event(enable_timing=True), _Event(enable_timing=True), _Event(enable_timing=True)
         self._busy()
         _record(s)
-        call()
+        out = call()
         _record(e)
         _sync()  # device-wide: side-stream work finishes before d
         _record(d)
-        return s, e, d
+        if ref is None:
+            return s, e, d
+        return s, e, d, same_bytes(out, ref)
 
     def shape(self, fns, slots, inputs, make, kwargs, rng) -> dict:
         spec = self.spec
         impls = list(dict.fromkeys(slots.values()))
-        rough = {}
+        rough, ref = {}, {}
+        for impl in impls:  # untimed reference output; every timed per-call output must equal it
+            ref[impl] = fns[impl](**inputs, **kwargs).detach().clone()
+        _sync()
         for impl in impls:  # warm-up: compilation and autotuning stay out of the numbers
             t_w, n = _monotonic(), 0
             while n < spec.get("warmup", 3) or (_monotonic() - t_w < spec.get("warmup_s", WARMUP_S) and n < 1000):
@@ -225,7 +251,7 @@ class _CudaTimer:
                 else:
                     res = None
         if res is None:
-            res = self._rounds(calls, 1, rng)
+            res = self._rounds(calls, 1, rng, {s: ref[slots[s]] for s in slots})
         for r in res.values():
             r["method"] = _method_text(method)
         for impl in spec.get("profile", []):
@@ -260,7 +286,9 @@ class _CudaTimer:
         cycles = max(1, int(ms * self.cycles_per_ms))
         return lambda: _spin(cycles)
 
-    def _rounds(self, calls: dict, per_replay: int, rng) -> dict:
+    def _rounds(self, calls: dict, per_replay: int, rng, refs: dict | None = None) -> dict:
+        """Interleaved rounds. `refs` (per-call events only; a graph replay runs no Python,
+        so it cannot change behaviour while timed) checks every timed output."""
         spec = self.spec
         slots = list(calls)
         matched = {}
@@ -278,7 +306,7 @@ class _CudaTimer:
             order = list(slots)
             rng.shuffle(order)
             for s in order:
-                raw[s].append(self._once(calls[s]))
+                raw[s].append(self._once(calls[s], refs[s] if refs else None))
             if reps % every == 0:  # the host's sync-and-record latency after a wait this long
                 c = slots[(reps // every) % len(slots)]
                 cal[c].append(self._once(matched[c]))
@@ -293,12 +321,14 @@ class _CudaTimer:
             med = statistics.median(over)
             jitter = min(JITTER_CAP_MS, max(0.0, over[min(len(over) - 1, math.ceil(0.9 * len(over)) - 1)] - med))
             samples, hidden, total = [], 0, 0.0
-            for st, e, d in evs:
+            mismatched = sum(not ev[3] for ev in evs if len(ev) == 4)
+            for st, e, d, *_ in evs:
                 x, h = _pick(_elapsed(st, e), _elapsed(st, d), med, jitter)
                 samples.append(x / per_replay)
                 hidden += h
                 total += x
-            res[s] = {"samples": samples, "hidden": hidden, "total_ms": total,
+            res[s] = {"samples": samples, "hidden": hidden, "total_ms": total, "mismatched": mismatched,
+                      "checked": sum(len(ev) == 4 for ev in evs),
                       "sync_overhead_ms": round(med, 5), "sync_jitter_ms": round(jitter, 5)}
         return res
 
