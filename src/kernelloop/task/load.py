@@ -77,7 +77,7 @@ class Task:
         """Hash of every file in the task folder: ties a record to the exact task it ran on."""
         h = hashlib.sha256()
         for p in sorted(self.folder.rglob("*")):
-            if p.is_file() and "__pycache__" not in p.parts and ".kernelloop" not in p.parts:
+            if p.is_file() and "__pycache__" not in p.parts and ".kernelloop" not in p.parts and ".git" not in p.parts:
                 h.update(str(p.relative_to(self.folder)).encode())
                 h.update(p.read_bytes())
         return h.hexdigest()[:16]
