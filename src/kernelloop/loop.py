@@ -143,6 +143,26 @@ def run_loop(task: Task, agent: Agent, opts: Options, view: RunView) -> dict:
         _profile(task, store, best, None, device, opts.sandbox, view)
         first_round = state.next_round
     view.start(task, agent.name, device, best)
+    # What the agent proposed before the kill, by source: a replaying agent (scripted, the
+    # tuner) proposes it again from its start and is moved past it, not charged a round.
+    replayed: dict[str, list] = {}
+    if state is not None:
+        for a in (a for a in state.in_flight if a.round > 0):  # the evaluation lost to the kill, redone on its own row
+            prop = Proposal(source=a.source, hypothesis=a.hypothesis, predicted_effect=a.predicted_effect,
+                            direction=a.direction, agent=a.agent, model=a.model, attribution=a.attribution)
+            gain = _one_proposal(task, store, versions, agent, view, run_id, a.round, a.k, prop, best,
+                                 evaluate_source, arch, pid=a.id)
+            if gain is not None:
+                parent, best = best.path, gain[1]
+                _profile(task, store, best, parent, device, opts.sandbox, view)
+        done = store.run_state(run_id)
+        for a in done.attempts:
+            if a.round > 0:
+                replayed.setdefault(a.source, []).append(a)
+        if first_round in {a.round for a in done.attempts}:
+            # The round the kill interrupted has all its recorded proposals decided now.
+            store.finish_round(run_id, first_round, "resumed")
+            first_round += 1
 
     last_round = min(rules.max_rounds, opts.rounds or rules.max_rounds)
     for r in range(first_round, last_round + 1):
@@ -158,7 +178,7 @@ def run_loop(task: Task, agent: Agent, opts: Options, view: RunView) -> dict:
             tunables=tuple(task.spec.task.tunables), device_name=best.record.environment.device_name if best.record else "",
             best_objective=best.objective, profile_metrics=dict(best.profile_metrics),
         )
-        proposals = agent.propose(ctx)
+        proposals = _skip_replayed(agent, ctx, replayed)
         _record_model_calls(store, agent, run_id, r)
         if not proposals:
             status, why = "finished", "the agent has nothing left to propose"
@@ -186,15 +206,37 @@ def run_loop(task: Task, agent: Agent, opts: Options, view: RunView) -> dict:
     return summary
 
 
-def _one_proposal(task, store, versions, agent, view, run_id, r, k, prop: Proposal, best: Best, evaluate_source, arch):
-    """Check, version, evaluate and gate one proposal; returns (gain, new best) if it wins."""
+def _skip_replayed(agent: Agent, ctx: AgentContext, replayed: dict[str, list]) -> list[Proposal]:
+    """The agent's proposals, less those this run recorded before it was killed (each
+    skipped once, its recorded outcome told to the agent); asks again while every one
+    was skipped, so a replaying agent catches up without spending rounds."""
+    while True:
+        proposals, fresh = agent.propose(ctx), []
+        for prop in proposals:
+            if not replayed.get(prop.source):
+                fresh.append(prop)
+                continue
+            a = replayed[prop.source].pop(0)
+            if a.status == "refused":
+                agent.observe(prop, f"refused before evaluation: {a.refused_reason}")
+            else:
+                agent.observe(prop, f"{'accepted' if a.was_best else 'rejected'}: {'; '.join(a.reasons)}")
+        if fresh or not proposals:
+            return fresh
+
+
+def _one_proposal(task, store, versions, agent, view, run_id, r, k, prop: Proposal, best: Best, evaluate_source, arch,
+                  pid: int | None = None):
+    """Check, version, evaluate and gate one proposal; returns (gain, new best) if it wins.
+    `pid`: the proposal is already recorded (in flight when a killed run died)."""
     rules = task.spec.rules
     decisions = check_proposal(rules, best.source, prop.source, task.spec.task.entry)
     try:
         n_edits = len(edit_points(best.source, prop.source))
     except (SyntaxError, ValueError):
         n_edits = None
-    pid = store.add_proposal_from(run_id, r, prop, k=k, parent_id=best.pid, edit_points=n_edits)
+    if pid is None:
+        pid = store.add_proposal_from(run_id, r, prop, k=k, parent_id=best.pid, edit_points=n_edits)
     refused = [d.reason for d in refusals(decisions)]
     # A repeat of an idea already measured is the most useful thing to tell the agent, so
     # it leads even when a policy rule refuses the proposal as well (on the H200 a
