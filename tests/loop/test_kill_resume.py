@@ -17,7 +17,10 @@ import sys
 import time
 from pathlib import Path
 
-from kernelloop.sandbox.isolate import MARKER
+import pytest
+
+from kernelloop.errors import SandboxError
+from kernelloop.sandbox.isolate import MARKER, detect_mode
 from kernelloop.task import load_task
 from kernelloop.versions import Versions
 from tests.loop.test_run import _outcomes, _task_copy
@@ -25,7 +28,8 @@ from tests.loop.test_run import _outcomes, _task_copy
 FAST = ["--device", "cpu", "--shapes", "7x129", "--dtypes", "float32"]
 KILL_WITHIN_S = 200  # the baseline, two rounds and the start of the third (~30 s on 2 cores)
 RESUME_WITHIN_S = 300
-WORKERS_GONE_WITHIN_S = 10
+WORKERS_GONE_WITHIN_S = 3  # --die-with-parent takes milliseconds
+SETTLE_S = 0.5
 
 
 def _marked() -> dict[int, str]:
@@ -62,6 +66,27 @@ def _descendants(root: int) -> set[int]:
                 found.add(child)
                 todo.append(child)
     return found
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def _settled(seen: dict[int, float], pids: set[int], needle: str, after_s: float = SETTLE_S) -> bool:
+    """Whether one of pids (a marked process whose command line holds needle) has been
+    up for after_s: past bubblewrap's start-up, during which it has not yet bound itself
+    (prctl PR_SET_PDEATHSIG) to its parent and a kill of the parent leaks the sandbox."""
+    now = time.monotonic()
+    up = {pid for pid in pids if needle in _cmdline(pid)}
+    for pid in list(seen):
+        if pid not in up:
+            del seen[pid]
+    for pid in up:
+        seen.setdefault(pid, now)
+    return any(now - t >= after_s for t in seen.values())
 
 
 def _db(folder: Path) -> sqlite3.Connection | None:
@@ -127,13 +152,14 @@ def test_sigkill_during_an_evaluation_then_resume_finishes_the_run_once(tmp_path
     #    without one, and a worker of this run alive).
     first = _start(cmd, tmp_path / "killed")
     try:
-        deadline = time.monotonic() + KILL_WITHIN_S
+        deadline, seen = time.monotonic() + KILL_WITHIN_S, {}
         while True:
             assert first.poll() is None, f"the run ended before it could be killed\n{_logs(tmp_path / 'killed')}"
             assert time.monotonic() < deadline, (
                 f"no evaluation in flight after two verdicts within {KILL_WITHIN_S} s "
                 f"(verdicts: {_decided(folder)})\n{_logs(tmp_path / 'killed')}")
-            if _decided(folder) >= 2 and _in_flight(folder) and set(_marked()) & _descendants(first.pid):
+            if (_decided(folder) >= 2 and _in_flight(folder)
+                    and _settled(seen, set(_marked()) & _descendants(first.pid), "kernelloop.evaluate.worker")):
                 break
             time.sleep(0.1)
         pgid = os.getpgid(first.pid)
@@ -144,19 +170,27 @@ def test_sigkill_during_an_evaluation_then_resume_finishes_the_run_once(tmp_path
         tree = _descendants(first.pid)
         ours = {pid: m for pid, m in _marked().items() if pid in tree}
         assert ours, "the evaluation's worker ended before the kill"
+        # Freeze the workers too: a worker that finishes, or dies writing to the dead
+        # loop's pipe, must not pass for one the sandbox killed. Only the kernel can end a
+        # stopped process (bwrap's --die-with-parent, the pid namespace's teardown).
+        for pid in ours:
+            try:
+                os.kill(pid, signal.SIGSTOP)
+            except ProcessLookupError:
+                pass
         os.killpg(pgid, signal.SIGKILL)
         assert first.wait(timeout=30) == -signal.SIGKILL
     finally:
         _killpg(first)
         first.wait(timeout=30)
 
-    # 2. No sandboxed worker outlives the loop that started it (bwrap --die-with-parent;
-    #    `unshare --kill-child` in the fallback mode), not even for a few seconds.
+    # 2. No sandboxed worker outlives the loop that started it by more than a few seconds
+    #    (bwrap --die-with-parent; the unshare and no-sandbox modes do not promise it: see
+    #    test_a_sigkilled_parent_leaves_no_sandboxed_worker below).
     deadline = time.monotonic() + WORKERS_GONE_WITHIN_S
     while left := {pid: m for pid, m in _marked().items() if m in ours.values()}:
         if time.monotonic() > deadline:
-            cmdlines = {pid: Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")[:200]
-                        for pid in left if Path(f"/proc/{pid}/cmdline").exists()}
+            cmdlines = {pid: _cmdline(pid)[:200] for pid in left}
             for pid in left:  # do not leave them behind for the next test
                 try:
                     os.kill(pid, signal.SIGKILL)
@@ -177,10 +211,12 @@ def test_sigkill_during_an_evaluation_then_resume_finishes_the_run_once(tmp_path
     second = _start([*cmd, "--resume"], tmp_path / "resumed")
     try:
         rc = second.wait(timeout=RESUME_WITHIN_S)
+    except subprocess.TimeoutExpired:
+        rc = f"still running after {RESUME_WITHIN_S} s"
     finally:
         _killpg(second)
         second.wait(timeout=30)
-    assert rc == 0, _logs(tmp_path / "resumed")
+    assert rc == 0, f"--resume: {rc}\n{_logs(tmp_path / 'resumed')}"
 
     # 5. One run, finished; every scripted candidate recorded once, in its own round, in order.
     [done] = _rows(folder, "SELECT * FROM runs")
@@ -231,3 +267,60 @@ def test_sigkill_during_an_evaluation_then_resume_finishes_the_run_once(tmp_path
         assert versions.read(p["commit_sha"]).decode() == p["source"], p["branch"]
         assert p["branch"].startswith(f"{prefix}{run['id']}/"), p["branch"]
     assert refs[prefix + "best"] == proposals[0]["commit_sha"]  # nothing promoted on the CPU
+
+
+# A parent that starts one sandboxed worker (sleeping) and reports its pid and marker.
+_PARENT = """
+import sys, time
+from pathlib import Path
+from kernelloop.sandbox.isolate import SandboxConfig, SandboxProcess
+sp = SandboxProcess([sys.executable, "-c", "import time; time.sleep(120)"], Path(sys.argv[2]),
+                    SandboxConfig(mode=sys.argv[1], timeout_s=300))
+print(sp.marker, flush=True)
+time.sleep(300)
+"""
+
+
+@pytest.mark.parametrize("mode", [
+    "bwrap",
+    # `unshare --kill-child` kills the worker when unshare dies, but nothing kills unshare
+    # when the loop dies (no PR_SET_PDEATHSIG on it), so unshare and the worker live on;
+    # with no sandbox the worker is a plain process in its own session. kill_marked()
+    # only runs in a loop that is still alive. (bwrap itself binds to its parent only
+    # after its set-up: a kill in its first milliseconds leaks it too; see _settled.)
+    pytest.param("unshare", marks=pytest.mark.xfail(strict=True, reason="nothing ties unshare to the loop's death")),
+    pytest.param("none", marks=pytest.mark.xfail(strict=True, reason="nothing ties the worker to the loop's death")),
+])
+def test_a_sigkilled_parent_leaves_no_sandboxed_worker(tmp_path, mode):
+    """The same promise as step 2 above, per sandbox mode, without the loop around it."""
+    try:
+        detect_mode(mode)
+    except SandboxError as e:
+        pytest.skip(str(e))
+    parent = subprocess.Popen([sys.executable, "-c", _PARENT, mode, str(tmp_path)], stdout=subprocess.PIPE,
+                              text=True, start_new_session=True)
+    try:
+        marker = parent.stdout.readline().strip()
+        assert marker, "the parent did not start its worker"
+        deadline, seen = time.monotonic() + 30, {}
+        while not _settled(seen, {pid for pid, m in _marked().items() if m == marker}, "time.sleep(120)"):
+            assert time.monotonic() < deadline, "the worker never showed up"
+            time.sleep(0.05)
+        worker = [pid for pid, m in _marked().items() if m == marker]
+        os.killpg(parent.pid, signal.SIGKILL)
+        parent.wait(timeout=30)
+        deadline = time.monotonic() + WORKERS_GONE_WITHIN_S
+        while left := [pid for pid, m in _marked().items() if m == marker]:
+            if time.monotonic() > deadline:
+                for pid in left:
+                    try:
+                        os.kill(pid, signal.SIGKILL)
+                    except ProcessLookupError:
+                        pass
+                raise AssertionError(f"{mode}: {left} of the worker's processes {worker} outlived "
+                                     f"the SIGKILLed parent by {WORKERS_GONE_WITHIN_S} s")
+            time.sleep(0.05)
+    finally:
+        _killpg(parent)
+        parent.wait(timeout=30)
+        parent.stdout.close()
