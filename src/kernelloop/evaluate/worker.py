@@ -39,7 +39,7 @@ def send(kind: str, **payload) -> None:
 
 import torch  # noqa: E402  (after the channel is set up)
 
-from kernelloop.evaluate import guard, inworker, timing  # noqa: E402  (timing binds its clocks before candidates load)
+from kernelloop.evaluate import gpu_timer, guard, inworker, timing  # noqa: E402  (timing binds its clocks before candidates load)
 
 guard.drop_cwd_from_path()
 _MARKER = f"KERNELLOOP_SANDBOX_ID={os.environ.get('KERNELLOOP_SANDBOX_ID', '')}"
@@ -124,7 +124,7 @@ def main() -> int:
     send("hello", env=inworker.environment(job["device"]))
     make_inputs = getattr(_import_file(job["inputs_file"], "kernelloop_task_inputs"), job["inputs_func"])
     # Snapshots taken before any candidate code runs (see guard.py).
-    watch = {"integrity": guard.Integrity([sys.modules[__name__], inworker, timing, guard]),
+    watch = {"integrity": guard.Integrity([sys.modules[__name__], inworker, timing, gpu_timer, guard]),
              "threads": guard.thread_baseline()}
     impls = {}
     counter = inworker.LaunchCounter()
