@@ -283,13 +283,12 @@ time.sleep(300)
 
 @pytest.mark.parametrize("mode", [
     "bwrap",
-    # `unshare --kill-child` kills the worker when unshare dies, but nothing kills unshare
-    # when the loop dies (no PR_SET_PDEATHSIG on it), so unshare and the worker live on;
-    # with no sandbox the worker is a plain process in its own session. kill_marked()
-    # only runs in a loop that is still alive. (bwrap itself binds to its parent only
-    # after its set-up: a kill in its first milliseconds leaks it too; see _settled.)
-    pytest.param("unshare", marks=pytest.mark.xfail(strict=True, reason="nothing ties unshare to the loop's death")),
-    pytest.param("none", marks=pytest.mark.xfail(strict=True, reason="nothing ties the worker to the loop's death")),
+    # The sandbox's first process (bwrap, unshare, or the bare worker) gets
+    # PR_SET_PDEATHSIG=SIGKILL from the launcher; `unshare --kill-child` and bwrap's
+    # --die-with-parent carry the kill inwards. Before that, unshare and the bare worker
+    # outlived a SIGKILLed loop (these two cases were strict xfails).
+    "unshare",
+    "none",
 ])
 def test_a_sigkilled_parent_leaves_no_sandboxed_worker(tmp_path, mode):
     """The same promise as step 2 above, per sandbox mode, without the loop around it."""

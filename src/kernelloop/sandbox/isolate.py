@@ -13,6 +13,7 @@ carrying this evaluation's marker in its environment is hunted down and killed.
 
 from __future__ import annotations
 
+import ctypes
 import os
 import queue
 import resource
@@ -163,12 +164,27 @@ def _bwrap_argv(bw: str, cfg: SandboxConfig, home: Path, tmp: Path) -> list[str]
     return argv
 
 
+# Loaded before any fork: the child only calls through it (no loading between fork and exec).
+_LIBC = ctypes.CDLL(None, use_errno=True) if sys.platform.startswith("linux") else None
+_PR_SET_PDEATHSIG = 1
+
+
 def _limits(cfg: SandboxConfig):
+    parent = os.getpid()
+
     def apply() -> None:
         # No RLIMIT_AS: CUDA reserves huge virtual ranges and fails under it.
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
         resource.setrlimit(resource.RLIMIT_FSIZE, (cfg.max_file_bytes, cfg.max_file_bytes))
         resource.setrlimit(resource.RLIMIT_NOFILE, (cfg.max_open_files, cfg.max_open_files))
+        # Die with the loop: if the process that launched the sandbox is SIGKILLed, the
+        # sandbox's first process (bwrap, unshare or the worker itself) is killed too;
+        # `unshare --kill-child` and bwrap's --die-with-parent carry that inwards. The
+        # parent check covers a loop that died before the prctl took effect.
+        if _LIBC is not None:
+            _LIBC.prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+            if os.getppid() != parent:
+                os._exit(1)
 
     return apply
 
