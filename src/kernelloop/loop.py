@@ -20,6 +20,7 @@ from kernelloop.evaluate.record import EvaluationRecord, Verdict
 from kernelloop.evaluate.run import evaluate, resolve_device, timings_count
 from kernelloop.gate import GateResult, decide
 from kernelloop.history import open_task_memory
+from kernelloop.loop_state import gains_before, stored_best
 from kernelloop.objective import weighted_geomean
 from kernelloop.policy import (
     bound_check,
@@ -138,6 +139,9 @@ def run_loop(task: Task, agent: Agent, opts: Options, view: RunView) -> dict:
     else:
         run_id, arch = state.run_id, state.arch
         best = Best(state.best_proposal_id or 0, state.best_source or "", None, state.best_objective or 1.0)
+        best.record, best.shapes, best.pct_of_floor = stored_best(task, store, best.pid)
+        if measured:
+            gains = gains_before(store, run_id, state.next_round)
         best.path = scratch / "best.py"
         best.path.write_text(best.source)
         _profile(task, store, best, None, device, opts.sandbox, view)
