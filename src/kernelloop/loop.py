@@ -8,6 +8,7 @@ continues with `--resume` and loses at most the evaluation in flight.
 from __future__ import annotations
 
 import json
+import shutil
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -87,12 +88,20 @@ def _profile(task: Task, store, best: Best, parent: Path | None, device: str, sa
 
 
 def run_loop(task: Task, agent: Agent, opts: Options, view: RunView) -> dict:
+    """Run (or with opts.resume, continue) the loop; returns the run summary."""
+    scratch = Path(tempfile.mkdtemp(prefix="kernelloop-run-"))  # candidate files for the sandboxed workers
+    try:
+        return _run_loop(task, agent, opts, view, scratch)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _run_loop(task: Task, agent: Agent, opts: Options, view: RunView, scratch: Path) -> dict:
     store, versions = open_task_memory(task, opts.workspace)
     rules, device = task.spec.rules, resolve_device(opts.device)
     # Speed counts on a GPU, and on the CPU for tasks written in plain PyTorch; never
     # from Triton's interpreter.
     measured = timings_count(device, False, task.spec.task.language)
-    scratch = Path(tempfile.mkdtemp(prefix="kernelloop-run-"))
     t0, gains, status, why = time.monotonic(), [], "finished", "all rounds done"
     state = store.find_resumable_run(task.name) if opts.resume else None
     if opts.resume and state is None:

@@ -3,6 +3,7 @@ CPU with real timings: the CPU-native task is plain PyTorch, so its CPU times co
 
 import json
 import shutil
+import tempfile
 from pathlib import Path
 
 from kernelloop.agents.scripted import ScriptedAgent
@@ -32,7 +33,9 @@ def test_measured_run_promotes_the_winner_rejects_slower_and_stalls(tmp_path):
         (script / name).with_suffix(".toml").write_text(f"hypothesis = {json.dumps(hyp)}\n")
     task = load_task(folder)
 
+    scratch_before = set(Path(tempfile.gettempdir()).glob("kernelloop-run-*"))
     summary = run_loop(task, ScriptedAgent(script), Options(device="cpu"), RunView(live_enabled=False))
+    assert set(Path(tempfile.gettempdir()).glob("kernelloop-run-*")) <= scratch_before  # the run cleaned up
 
     store, _ = open_task_memory(task)
     rows = store._conn.execute(
