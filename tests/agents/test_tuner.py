@@ -87,7 +87,8 @@ def test_without_metrics_it_searches_the_neighbourhood_until_exhausted(task):
     sources = []
     while batch := agent.propose(context(FUSED)):
         assert len(batch) == 1
-        assert "no profile metrics" in batch[0].hypothesis
+        # Each probe either has no metrics to go on or reverses the one just measured slower.
+        assert "no profile metrics" in batch[0].hypothesis or "measured slower" in batch[0].hypothesis
         agent.observe(batch[0], "rejected (slower): 0.97x")
         sources.append(batch[0].source)
     # ROWS_PER_PROGRAM 4 -> 8, 2; NUM_WARPS 8 -> 16, 4; NUM_STAGES 2 -> 3, 1: six neighbours.
@@ -115,6 +116,22 @@ def test_an_accepted_direction_is_continued_and_a_failed_one_tried_last(task):
     # From the same best, ROWS_PER_PROGRAM up has now failed: other tunables come first.
     (nxt,) = agent.propose(context(up.source))
     assert not nxt.direction.endswith("ROWS_PER_PROGRAM up")
+
+
+def test_a_move_measured_slower_is_followed_by_the_opposite_one(task):
+    agent = TunerAgent(task, per_round=1)
+    (first,) = agent.propose(context(FUSED))
+    tunable, step = first.direction.split(": ")[1].split()
+    agent.observe(first, "rejected: weighted geomean speedup 0.9532x over the best does not beat the required 1.0050x")
+    (nxt,) = agent.propose(context(FUSED))
+    assert nxt.direction.endswith(f"{tunable} {'up' if step == 'down' else 'down'}"), nxt.direction
+    assert "measured slower" in nxt.hypothesis
+    # A correctness rejection says nothing about speed: no reversal.
+    agent2 = TunerAgent(task, per_round=1)
+    (first2,) = agent2.propose(context(FUSED))
+    agent2.observe(first2, "rejected: extreme/large_offset 7x129 float32: 3 of 903 elements outside atol")
+    (nxt2,) = agent2.propose(context(FUSED))
+    assert "measured slower" not in nxt2.hypothesis
 
 
 def test_it_never_proposes_a_previous_best(task):

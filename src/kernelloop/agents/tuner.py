@@ -118,6 +118,7 @@ class TunerAgent:
         self._moves: dict[str, Move] = {}  # proposal digest -> the move that made it
         self._failed: dict[tuple[str, Step], int] = {}
         self._momentum: tuple[str, Step] | None = None
+        self._reverse: tuple[str, Step] | None = None  # the opposite of a move just measured slower
         self.outcomes: list[tuple[Proposal, str]] = []
 
     def propose(self, context: AgentContext) -> list[Proposal]:
@@ -145,13 +146,19 @@ class TunerAgent:
         if move is None:
             return
         direction = (move.tunable, move.step)
-        if outcome.strip().lower().startswith("accepted"):
+        self._reverse = None
+        text = outcome.strip().lower()
+        if text.startswith("accepted"):
             self._momentum = direction
             self._failed.pop(direction, None)
         else:
             self._failed[direction] = self._failed.get(direction, 0) + 1
             if self._momentum == direction:
                 self._momentum = None
+            # Measured slower (not wrong, not refused): a launch parameter's time is
+            # usually unimodal in it, so the other way from the same value comes next.
+            if text.startswith("rejected") and ("slower" in text or "speedup" in text):
+                self._reverse = (move.tunable, "up" if move.step == "down" else "down")
 
     def _candidate_moves(
         self, literals: dict[str, TunableLiteral], metrics: dict[str, float | str]
@@ -159,6 +166,8 @@ class TunerAgent:
         moves: list[Move] = []
         if self._momentum and self._momentum[0] in literals:
             moves += self._moves_for(literals, [self._momentum], None)
+        if self._reverse and self._reverse[0] in literals:
+            moves += self._moves_for(literals, [self._reverse], None)
         for rule in self.table.rules:
             if rule.fires(metrics):
                 for m in rule.moves:
@@ -199,12 +208,12 @@ class TunerAgent:
             predicted = move.rule.predicted_effect.format_map(Missing(fields))
             direction = f"{move.rule.name}: {move.tunable} {move.step}"
         else:
-            why = (
-                "it was just accepted, so the tuner keeps going that way"
-                if self._momentum == (move.tunable, move.step)
-                else "no profile rule calls for another move"
-                + ("" if metrics else " (no profile metrics available)")
-            )
+            if self._momentum == (move.tunable, move.step):
+                why = "it was just accepted, so the tuner keeps going that way"
+            elif self._reverse == (move.tunable, move.step):
+                why = f"the opposite move from {move.old} was just measured slower, so this side may be faster"
+            else:
+                why = "no profile rule calls for another move" + ("" if metrics else " (no profile metrics available)")
             hypothesis = (
                 f"Neighbourhood probe: {move.tunable} {move.old} -> {move.new}; {why}. "
                 f"The best value of a launch parameter depends on the shape mix, so a neighbour may be faster."
