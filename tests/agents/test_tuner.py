@@ -132,6 +132,13 @@ def test_a_move_measured_slower_is_followed_by_the_opposite_one(task):
     agent2.observe(first2, "rejected: extreme/large_offset 7x129 float32: 3 of 903 elements outside atol")
     (nxt2,) = agent2.propose(context(FUSED))
     assert "measured slower" not in nxt2.hypothesis
+    # Nor does a correct candidate whose timings do not count (the interpreter on a CPU).
+    agent3 = TunerAgent(task, per_round=1)
+    (first3,) = agent3.propose(context(FUSED))
+    agent3.observe(first3, "rejected: correct, but timings on this device do not count (interpreter): "
+                           "a speedup can only be accepted from GPU measurements")
+    (nxt3,) = agent3.propose(context(FUSED))
+    assert "measured slower" not in nxt3.hypothesis
 
 
 def test_it_never_proposes_a_previous_best(task):

@@ -157,7 +157,7 @@ class TunerAgent:
                 self._momentum = None
             # Measured slower (not wrong, not refused): a launch parameter's time is
             # usually unimodal in it, so the other way from the same value comes next.
-            if text.startswith("rejected") and ("slower" in text or "speedup" in text):
+            if text.startswith("rejected") and ("slower" in text or re.search(r"speedup \d", text)):
                 self._reverse = (move.tunable, "up" if move.step == "down" else "down")
 
     def _candidate_moves(
