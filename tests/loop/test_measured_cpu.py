@@ -23,7 +23,8 @@ SCRIPT = [
 ]
 
 
-def test_measured_run_promotes_the_winner_rejects_slower_and_stalls(tmp_path):
+def _task_and_script(tmp_path: Path) -> tuple[Path, Path]:
+    """A copy of the CPU-native task and a scripted-agent folder replaying SCRIPT."""
     folder = tmp_path / "task"
     shutil.copytree(CPU_TASK, folder, ignore=shutil.ignore_patterns(".kernelloop", "__pycache__"))
     script = tmp_path / "script"
@@ -31,6 +32,11 @@ def test_measured_run_promotes_the_winner_rejects_slower_and_stalls(tmp_path):
     for name, src, hyp in SCRIPT:
         (script / name).write_text((CPU_TASK / "candidates" / src).read_text())
         (script / name).with_suffix(".toml").write_text(f"hypothesis = {json.dumps(hyp)}\n")
+    return folder, script
+
+
+def test_measured_run_promotes_the_winner_rejects_slower_and_stalls(tmp_path):
+    folder, script = _task_and_script(tmp_path)
     task = load_task(folder)
 
     scratch_before = set(Path(tempfile.gettempdir()).glob("kernelloop-run-*"))
@@ -69,13 +75,7 @@ def test_resume_restores_the_best_and_the_stall_memory(tmp_path):
     """A measured run stopped after round 3 (as a kill would leave it) and resumed: the best
     comes back with its records and per-shape numbers, and the stall rule remembers the two
     flat rounds before the stop, so one more flat round ends the run for review."""
-    folder = tmp_path / "task"
-    shutil.copytree(CPU_TASK, folder, ignore=shutil.ignore_patterns(".kernelloop", "__pycache__"))
-    script = tmp_path / "script"
-    script.mkdir()
-    for name, src, hyp in SCRIPT:
-        (script / name).write_text((CPU_TASK / "candidates" / src).read_text())
-        (script / name).with_suffix(".toml").write_text(f"hypothesis = {json.dumps(hyp)}\n")
+    folder, script = _task_and_script(tmp_path)
     task = load_task(folder)
     first = run_loop(task, ScriptedAgent(script), Options(device="cpu", rounds=3), RunView(live_enabled=False))
     assert first["status"] == "finished" and first["reason"] == "all rounds done"
