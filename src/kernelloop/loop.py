@@ -33,7 +33,7 @@ from kernelloop.policy import (
     rules_text,
     stall_check,
 )
-from kernelloop.runview import RunView, context_profile, shape_table
+from kernelloop.runview import RunView, context_profile, floor_pct, shape_table
 from kernelloop.task import Task
 
 
@@ -127,7 +127,7 @@ def _run_loop(task: Task, agent: Agent, opts: Options, view: RunView, scratch: P
     if state is None:  # round 0: the baseline, evaluated, versioned and recorded like any variant
         source = task.baseline_path.read_text()
         ev = evaluate_source(source, "baseline", None)
-        record, base_gate = ev.record, ev.gate
+        record = ev.record
         if not record.verdict.accepted:
             raise KernelloopError(f"the task's baseline fails its own checks ({'; '.join(record.verdict.reasons[:2])}); fix the task first.")
         arch = record.environment.compute_capability or record.environment.device
@@ -137,11 +137,10 @@ def _run_loop(task: Task, agent: Agent, opts: Options, view: RunView, scratch: P
         base_variant = versions.commit_baseline(run_id, source)
         store.set_commit(pid, base_variant.commit, base_variant.branch)
         versions.set_best(base_variant.commit, "baseline")
-        floors = {g.shape: g.pct_of_floor for g in (base_gate.shapes if base_gate else []) if g.pct_of_floor}
         store.add_evaluation(pid, record, objective=1.0, per_shape={s.label: 1.0 for s in task.shapes_for(device)},
                              bench=ev.bench, gate=ev.gate)
         store.set_best(run_id, pid)
-        best = Best(pid, source, record, 1.0, weighted_geomean(task, floors), scratch / "baseline.py",
+        best = Best(pid, source, record, 1.0, floor_pct(task, ev.shapes), scratch / "baseline.py",
                     shapes=ev.shapes)
         _profile(task, store, best, None, device, opts.sandbox, view)
         first_round = 1
@@ -270,12 +269,11 @@ def _one_proposal(task, store, versions, agent, view, run_id, r, k, prop: Propos
         accepted, reasons = False, (record.verdict.reasons[:3] if not record.verdict.accepted else
                                     ["correct, but timings on this device do not count (interpreter): "
                                      "a speedup can only be accepted from GPU measurements"])
-        per_shape, floors, objective = {}, {}, None
+        per_shape, objective = {}, None
         verdict = None
     else:
         accepted, reasons = gate.accepted, gate.reasons or [f"{gate.objective:.3f}x over the best"]
         per_shape = {g.shape: g.speedup_vs_baseline for g in gate.shapes if g.speedup_vs_baseline}
-        floors = {g.shape: g.pct_of_floor for g in gate.shapes if g.pct_of_floor}
         objective = weighted_geomean(task, per_shape)
         verdict = Verdict(accepted=gate.accepted, category=gate.category if gate.category != "no_record" else "timing",
                           reasons=reasons)
@@ -293,7 +291,7 @@ def _one_proposal(task, store, versions, agent, view, run_id, r, k, prop: Propos
     if not pending:
         versions.set_best(variant.commit)
     new = Best(pid, prop.source, record, objective or best.objective,
-               weighted_geomean(task, floors), best.path.with_name(f"best_{pid}.py"), shapes=ev.shapes)
+               floor_pct(task, ev.shapes), best.path.with_name(f"best_{pid}.py"), shapes=ev.shapes)
     new.path.write_text(prop.source)
     return (gate.objective or 1.0) - 1.0, new
 

@@ -10,8 +10,7 @@ from pydantic import ValidationError
 from kernelloop.evaluate.bench_record import BenchmarkRecord
 from kernelloop.evaluate.record import EvaluationRecord
 from kernelloop.gate import GateResult
-from kernelloop.objective import weighted_geomean
-from kernelloop.runview import shape_table
+from kernelloop.runview import floor_pct, shape_table
 from kernelloop.task import Task
 
 
@@ -27,8 +26,7 @@ def stored_best(task: Task, store, pid: int) -> tuple[EvaluationRecord | None, l
             shapes = shape_table(BenchmarkRecord.model_validate_json(bench), GateResult.model_validate_json(gate))
     except ValidationError:
         return record, [], None
-    floors = {r["shape"]: r["pct_of_floor"] for r in shapes if r.get("pct_of_floor")}
-    return record, shapes, weighted_geomean(task, floors)
+    return record, shapes, floor_pct(task, shapes)
 
 
 def gains_before(store, run_id: int, before_round: int) -> list[float]:

@@ -12,6 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from kernelloop.evaluate.record import EvaluationRecord
+from kernelloop.objective import weighted_geomean
 
 if TYPE_CHECKING:
     from kernelloop.loop import Best
@@ -59,13 +60,21 @@ def shape_table(bench, gate) -> list[dict]:
     return rows
 
 
-def _headline_time(best: Best) -> str:
-    """The best's time on the task's most heavily weighted shape."""
-    rows = [r for r in best.shapes if r.get("median_ms")]
-    if not rows:
-        return ""
-    top = max(rows, key=lambda r: r["weight"])
-    return f" · {top['median_ms']:.3f} ms on {top['shape']}"
+def floor_pct(task, rows: list[dict]) -> float | None:
+    """The weighted geometric mean of a shape table's % of floor (None without floors)."""
+    return weighted_geomean(task, {r["shape"]: r["pct_of_floor"] for r in rows if r.get("pct_of_floor")})
+
+
+def _best_text(best: Best) -> str:
+    """The header's part about the best: speedup, time on the most heavily weighted
+    shape, % of floor."""
+    text = f" · best {best.objective:.3f}x over baseline"
+    if rows := [r for r in best.shapes if r.get("median_ms")]:
+        top = max(rows, key=lambda r: r["weight"])
+        text += f" · {top['median_ms']:.3f} ms on {top['shape']}"
+    if best.pct_of_floor:
+        text += f" · {best.pct_of_floor:.1f}% of floor"
+    return text
 
 
 @dataclass
@@ -88,10 +97,7 @@ class RunView:
             self._live.update(self._render())
 
     def start(self, task, agent_name: str, device: str, best: Best) -> None:
-        self.header = f"{task.name} · agent {agent_name} · {device} · best {best.objective:.3f}x over baseline"
-        self.header += _headline_time(best)
-        if best.pct_of_floor:
-            self.header += f" · {best.pct_of_floor:.1f}% of floor"
+        self.header = f"{task.name} · agent {agent_name} · {device}{_best_text(best)}"
         if self.live_enabled and self.console.is_terminal:
             self._live = Live(self._render(), console=self.console, refresh_per_second=4)
             self._live.start()
@@ -114,10 +120,7 @@ class RunView:
         self._refresh()
 
     def round_done(self, r: int, best: Best, gain: float) -> None:
-        self.header = f"{self.header.split(' · best')[0]} · best {best.objective:.3f}x over baseline"
-        self.header += _headline_time(best)
-        if best.pct_of_floor:
-            self.header += f" · {best.pct_of_floor:.1f}% of floor"
+        self.header = f"{self.header.split(' · best')[0]}{_best_text(best)}"
         self.status(f"round {r} done, gain {gain:.2%}")
 
     def summary(self, task, store, run_id: int, best: Best, status: str, why: str, wall_s: float) -> dict:

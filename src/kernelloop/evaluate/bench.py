@@ -206,10 +206,6 @@ def _consume(lines, say, key: str) -> dict:
         if msg is None:
             continue
         kind = msg["type"]
-        if kind == "tamper":
-            state["tamper"].append(msg)
-        elif kind in ("processes", "timing_audit"):
-            state[kind] = msg
         if kind == "hello":
             msgs["hello"] = msg.get("env", {})
         elif kind == "timing_begin":
@@ -365,4 +361,3 @@ def _num(v: str | None) -> float | None:
         return float(v) if v is not None else None
     except ValueError:
         return None
-

@@ -55,6 +55,11 @@ def parse(raw: bytes, key: str, state: dict) -> dict | None:
             return None
         state["timing_keys"].add(tk)
     state["kinds"].add(kind)
+    # Worker facts that can only reject are kept here, for worker_facts(), whoever reads.
+    if kind == "tamper":
+        state["tamper"].append(msg)
+    elif kind in ("processes", "timing_audit"):
+        state[kind] = msg
     return msg
 
 

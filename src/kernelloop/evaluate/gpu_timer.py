@@ -91,8 +91,8 @@ class CudaTimer:
 
     def _once(self, call, ref: torch.Tensor | None = None, spin: bool = True):
         """Events (start, stream end, device-synced end) of one call, flushed and launched
-        behind a spin (or, with `spin=False`, from an idle GPU); with `ref`, a fourth item:
-        whether the output equals it (checked after the interval, outside the timing)."""
+        behind a spin (or, with `spin=False`, from an idle GPU), and whether the output
+        equals `ref` (None without one; checked after the interval, outside the timing)."""
         s, e, d = _Event(enable_timing=True), _Event(enable_timing=True), _Event(enable_timing=True)
         self._busy(spin)
         _record(s)
@@ -100,9 +100,7 @@ class CudaTimer:
         _record(e)
         _sync()  # device-wide: side-stream work finishes before d
         _record(d)
-        if ref is None:
-            return s, e, d
-        return s, e, d, same_bytes(out, ref)
+        return s, e, d, (None if ref is None else same_bytes(out, ref))
 
     def shape(self, fns, slots, inputs, make, kwargs, rng) -> dict:
         spec = self.spec
@@ -112,7 +110,6 @@ class CudaTimer:
             out = fns[impl](**inputs, **kwargs)
             _sync()  # work on any stream has finished: the reference is the call's real result
             ref[impl] = out.detach().clone()
-        _sync()
         for impl in impls:  # warm-up: compilation and autotuning stay out of the numbers
             t_w, n = _monotonic(), 0
             while n < spec.get("warmup", 3) or (_monotonic() - t_w < spec.get("warmup_s", WARMUP_S) and n < 1000):
@@ -167,8 +164,7 @@ class CudaTimer:
             call, matched = (lambda f=fns[impl]: f(**inputs, **kwargs)), self._matched(rough[impl])
             runs = [(self._once(call, spin=False), self._once(matched, spin=False)) for _ in range(5)]
             _sync()
-            over = sorted(_elapsed(c[1], c[2]) for _, c in runs)
-            overhead, jitter = over[2], min(JITTER_CAP_MS, over[-1] - over[2])
+            overhead, jitter = _sync_latency([c for _, c in runs])
             if sum(_pick(_elapsed(r[0], r[1]), _elapsed(r[0], r[2]), overhead, jitter)[1] for r, _ in runs) >= 3:
                 return True
         return False
@@ -213,20 +209,17 @@ class CudaTimer:
         _sync()
         res = {}
         for s, evs in raw.items():
-            over = sorted(_elapsed(e, d) for _, e, d in cal[s])
-            med = statistics.median(over)
-            jitter = min(JITTER_CAP_MS, max(0.0, over[min(len(over) - 1, math.ceil(0.9 * len(over)) - 1)] - med))
+            med, jitter = _sync_latency(cal[s])
             samples, hidden, total = [], 0, 0.0
-            mismatched = sum(not ev[3] for ev in evs if len(ev) == 4)
-            for st, e, d, *_ in evs:
+            for st, e, d, _same in evs:
                 x, h = _pick(_elapsed(st, e), _elapsed(st, d), med, jitter)
                 if device_wide:
                     x = max(_elapsed(st, d) - med, _elapsed(st, e))
                 samples.append(x / per_replay)
                 hidden += h
                 total += x
-            res[s] = {"samples": samples, "hidden": hidden, "total_ms": total, "mismatched": mismatched,
-                      "checked": sum(len(ev) == 4 for ev in evs),
+            res[s] = {"samples": samples, "hidden": hidden, "total_ms": total,
+                      "mismatched": sum(ev[3] is False for ev in evs), "checked": sum(ev[3] is not None for ev in evs),
                       "sync_overhead_ms": round(med, 5), "sync_jitter_ms": round(jitter, 5)}
         return res
 
@@ -280,6 +273,15 @@ class CudaTimer:
         except Exception:  # noqa: BLE001 - the second timer is advisory; absence is recorded
             return None
         return us / n / 1e3 if us > 0 else None
+
+
+def _sync_latency(calibrations: list) -> tuple[float, float]:
+    """(median, jitter) of the host's sync-and-record latency from matched calibration
+    calls: jitter is p90 - median, capped at JITTER_CAP_MS."""
+    over = sorted(_elapsed(e, d) for _, e, d, _ in calibrations)
+    med = statistics.median(over)
+    p90 = over[min(len(over) - 1, math.ceil(0.9 * len(over)) - 1)]
+    return med, min(JITTER_CAP_MS, max(0.0, p90 - med))
 
 
 def _method_text(method: str) -> str:

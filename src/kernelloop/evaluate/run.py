@@ -265,10 +265,6 @@ def _consume(proc: SandboxProcess, plan, judge: Judge, out_dir: Path, say: Progr
             state["import_error"] = msg.get("error", "")
         elif kind == "fatal":
             state["fatal"] = msg.get("error", "fatal error")
-        elif kind == "tamper":
-            state["tamper"].append(msg)
-        elif kind in ("processes", "timing_audit"):
-            state[kind] = msg
         elif kind == "done":
             state["done"] = True
     return state
@@ -366,7 +362,6 @@ def _restore(folder: Path, files: dict[str, bytes]) -> None:
     for rel, data in files.items():
         (folder / rel).parent.mkdir(parents=True, exist_ok=True)
         (folder / rel).write_bytes(data)
-
 
 
 def _signal_name(code: int | None) -> str:
