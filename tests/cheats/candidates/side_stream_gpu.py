@@ -1,5 +1,11 @@
 """Class 11 (GPU), work on a side stream: the kernel runs on its own stream and the call
-returns at once; a timer recording only the calling stream sees nothing."""
+returns at once; a timer recording only the calling stream sees nothing.
+
+The side stream waits for the calling stream first, so the inputs and the output's
+allocation are ready: the result is right once the device is synchronized, and only the
+timer stands between this cheat and a "speedup". (Without that wait, the kernel races the
+harness's poison fill of the output memory and is rejected as `nonfinite`: 5 of 5 on the
+H200, session 3.)"""
 
 import torch
 import triton
@@ -56,6 +62,7 @@ def forward(x, residual, weight, bias, *, p, eps, seed):
     if not _side:
         _side.append(torch.cuda.Stream())
     out = torch.empty_like(x)
+    _side[0].wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(_side[0]):
         _honest(x, residual, weight, bias, p, eps, seed, out=out)
     return out
