@@ -187,7 +187,7 @@ def test_a_task_rule_table_overrides_the_default_and_bad_tables_name_the_field(t
     agent = TunerAgent(task, per_round=9)
     props = agent.propose(context(FUSED, {"alu_pipe_pct": 95.0}))
     # Only NUM_WARPS has a role in this table, and 16 is outside its range.
-    assert [p.hypothesis for p in props] == ["ALU at 95%, ?"]
+    assert [p.hypothesis for p in props] == ["ALU at 95%, not measured"]
     (task.folder / "tuner_rules.toml").write_text('[[roles]]\nname = "w"\nmatch = ["*"]\nmin = 1\nmax = 8\n'
                                                   '[[rules]]\nname = "x"\nwhen = ["occupancy is low"]\n'
                                                   'moves = [{ role = "w", step = "up" }]\nhypothesis = "h"\npredicted_effect = "e"\n')  # fmt: skip
@@ -278,3 +278,11 @@ def test_conditions_compare_numbers_and_words():
         {"a": "high", "b": "registers", "c": 4}
     )  # a word never compares as a number
     assert not rule.fires({"b": "registers", "c": 4})  # a missing metric never fires
+
+
+def test_a_metric_the_profile_lacks_reads_not_measured_in_the_hypothesis(task):
+    # On a CPU the compiler gives registers but no achieved occupancy.
+    first = TunerAgent(task, per_round=1).propose(context(FUSED, {"occupancy_limiter": "registers",
+                                                                  "registers_per_thread": 168}))[0]
+    assert "achieved occupancy not measured)" in first.hypothesis, first.hypothesis
+    assert "?" not in first.hypothesis and "%" not in first.hypothesis

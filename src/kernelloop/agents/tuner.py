@@ -24,12 +24,12 @@ from typing import TYPE_CHECKING, Literal
 from kernelloop.agents.base import AgentContext, Proposal
 from kernelloop.agents.tuner_table import (
     DEFAULT_TABLE,
-    Missing,
     Role,
     Rule,
     RuleTable,
     TunerRulesError,
     load_table,
+    render,
 )
 
 if TYPE_CHECKING:
@@ -204,8 +204,8 @@ class TunerAgent:
             "new": move.new,
         }
         if move.rule is not None:
-            hypothesis = move.rule.hypothesis.format_map(Missing(fields))
-            predicted = move.rule.predicted_effect.format_map(Missing(fields))
+            hypothesis = render(move.rule.hypothesis, fields)
+            predicted = render(move.rule.predicted_effect, fields)
             direction = f"{move.rule.name}: {move.tunable} {move.step}"
         else:
             if self._momentum == (move.tunable, move.step):

@@ -101,11 +101,21 @@ class RuleTable(_Strict):
         return next((r for r in self.roles if r.matches(tunable)), None)
 
 
+NOT_MEASURED = "not measured"
+
+
 class Missing(dict):
-    """format_map helper: a metric the profile lacks renders as '?' instead of raising."""
+    """format_map helper: a metric the profile lacks renders as 'not measured' instead of
+    raising (normal on a machine without a GPU profiler)."""
 
     def __missing__(self, key: str) -> str:
-        return "?"
+        return NOT_MEASURED
+
+
+def render(template: str, fields: dict) -> str:
+    """A rule's text with the metrics filled in; a missing percentage reads 'not measured',
+    not 'not measured%'."""
+    return template.format_map(Missing(fields)).replace(NOT_MEASURED + "%", NOT_MEASURED)
 
 
 def load_table(path: Path) -> RuleTable:
