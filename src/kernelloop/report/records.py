@@ -78,7 +78,7 @@ def read_run(store: HistoryStore, task_name: str, run_id: int | None = None) -> 
     stored = {a.id: Stored(load(store.record_json(a.id)), load(store.bench_json(a.id)), load(store.gate_json(a.id)))
               for a in attempts if a.evaluated}
     pending = store.pending_best(task_name)
-    conn = sqlite3.connect(f"file:{store.path}?mode=ro", uri=True)
+    conn = sqlite3.connect(f"{store.path.resolve().as_uri()}?mode=ro", uri=True)  # as_uri escapes ? and #
     conn.row_factory = sqlite3.Row
     try:
         run = _rows(conn, "SELECT * FROM runs WHERE id = ?", run_id)[0]
