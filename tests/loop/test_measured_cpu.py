@@ -23,13 +23,14 @@ SCRIPT = [
 ]
 
 
-def _task_and_script(tmp_path: Path) -> tuple[Path, Path]:
-    """A copy of the CPU-native task and a scripted-agent folder replaying SCRIPT."""
+def _task_and_script(tmp_path: Path, entries: list[tuple[str, str, str]] = SCRIPT) -> tuple[Path, Path]:
+    """A copy of the CPU-native task and a scripted-agent folder replaying `entries`
+    (file name, candidate in examples/cpu_task/candidates, hypothesis)."""
     folder = tmp_path / "task"
     shutil.copytree(CPU_TASK, folder, ignore=shutil.ignore_patterns(".kernelloop", "__pycache__"))
     script = tmp_path / "script"
     script.mkdir()
-    for name, src, hyp in SCRIPT:
+    for name, src, hyp in entries:
         (script / name).write_text((CPU_TASK / "candidates" / src).read_text())
         (script / name).with_suffix(".toml").write_text(f"hypothesis = {json.dumps(hyp)}\n")
     return folder, script

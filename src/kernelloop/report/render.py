@@ -1,0 +1,76 @@
+"""Builds the report: records → sections → charts → report.md and a self-contained report.html."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
+
+from kernelloop.history import HistoryStore
+from kernelloop.report import sections
+from kernelloop.report.charts import STYLE, progress_chart, roofline_chart
+from kernelloop.report.checklist import checklist
+from kernelloop.report.records import RunRecords, read_run
+from kernelloop.task.spec import Rules
+
+NONE = sections.NONE
+
+
+@dataclass(frozen=True)
+class ReportFiles:
+    markdown: Path
+    html: Path
+    charts: list[Path]
+
+
+def _fmt(value: Any, spec: str = "", suffix: str = "") -> str:
+    return NONE if value is None else f"{value:{spec}}{suffix}"
+
+
+def _cell(text: Any) -> str:
+    """A Markdown table cell: one line, pipes escaped."""
+    return " ".join(str(text).split()).replace("|", "\\|")
+
+
+def _env(autoescape: bool) -> Environment:
+    env = Environment(loader=PackageLoader("kernelloop.report", "templates"), undefined=StrictUndefined,
+                      autoescape=select_autoescape(enabled_extensions=("html.j2",)) if autoescape else False,
+                      trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
+    env.filters.update(fmt=_fmt, cell=_cell)
+    return env
+
+
+def context(rr: RunRecords, rules: Rules, out_dir: Path) -> dict[str, Any]:
+    """Everything the two templates show."""
+    head = sections.header(rr, datetime.now(UTC).isoformat(timespec="seconds"))
+    pts = sections.points(rr)
+    rows = sections.shape_rows(rr)
+    progress = progress_chart(pts, sections.best_so_far(rr), out_dir)
+    roof = roofline_chart(rows, out_dir)
+    best = rr.best
+    best_stored = rr.stored.get(best.id) if best else None
+    return {
+        "h": head, "pending": best is not None and rr.pending_id == best.id, "points": pts, "style": STYLE, "rows": rows, "best": best,
+        "best_bench": best_stored.bench if best_stored else None,
+        "best_gate": best_stored.gate if best_stored else None,
+        "has_floor": any(r["pct_of_floor"] is not None for r in rows),
+        "narrative": sections.narrative(rr), "deltas": sections.metric_deltas(rr),
+        "costs": sections.cost_ledger(rr, head["wall_s"]), "checklist": checklist(rr, rules),
+        "charts": {c.name: c for c in (progress, roof) if c is not None},
+        "counts": {s: sum(p.state == s for p in pts) for s in ("accepted", "rejected", "refused", "pending")},
+    }
+
+
+def write_report(store: HistoryStore, task_name: str, rules: Rules, out_dir: Path,
+                 run_id: int | None = None) -> ReportFiles:
+    """Read one run (the latest by default) and write report.md, report.html and the PNG charts."""
+    rr = read_run(store, task_name, run_id)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    ctx = context(rr, rules, out_dir)
+    md, html = out_dir / "report.md", out_dir / "report.html"
+    md.write_text(_env(False).get_template("report.md.j2").render(ctx), encoding="utf-8")
+    html.write_text(_env(True).get_template("report.html.j2").render(ctx), encoding="utf-8")
+    return ReportFiles(md, html, [c.png for c in ctx["charts"].values()])
