@@ -3,7 +3,8 @@
 # extreme cases still run on the smallest shape), then approve + export of its best, so
 # the exported BENCHMARK.md shows the stored benchmark record.
 #   bash benchmarks/gpu_loop.sh AGENT [ROUNDS] [LIMIT_S]    e.g. scripted  |  tuner 3 500
-# Writes under $OUT: run.log, run_summary.json, history.txt, BENCHMARK.md, summary.txt.
+# Writes under $OUT: run.log, run_summary.json, history.txt, BENCHMARK.md, report/ (the
+# reviewer's report of the run: report.md, report.html, charts), summary.txt.
 set -u
 source benchmarks/device_env.sh
 AGENT=$1; ROUNDS=${2:-}; LIMIT=${3:-520}
@@ -26,5 +27,6 @@ files = subprocess.run(["git", "-C", repo, "show", "--name-only", "--format=", c
 f = next(x for x in files if x.endswith("BENCHMARK.md"))
 print(subprocess.run(["git", "-C", repo, "show", f"{commit}:{f}"], capture_output=True, text=True).stdout)
 PY
+echo "== kernelloop report" >> "$S"; $KL report $W --out "$OUT/report" >> "$S" 2>&1
 tail -45 "$OUT/run.log" >> "$S"
 cat "$S"
