@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
+import kernelloop
 from kernelloop.history.models import Attempt
 from kernelloop.profile.deltas import TRACKED, fmt_value
 from kernelloop.report.records import RunRecords
@@ -26,10 +26,8 @@ def _ts(text: str | None) -> datetime | None:
 
 
 def _kernelloop_version() -> str:
-    try:
-        return version("kernelloop")
-    except PackageNotFoundError:
-        return "unknown"
+    """The running code's version (also right when run from a source tree, not installed)."""
+    return kernelloop.__version__
 
 
 def label(a: Attempt) -> str:
