@@ -9,4 +9,5 @@ COMMAND_MODULES = [
     "kernelloop.commands.history_cmds",
     "kernelloop.commands.bench_cmds",
     "kernelloop.commands.profile_cmds",
+    "kernelloop.commands.mcp_cmds",
 ]
