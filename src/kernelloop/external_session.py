@@ -74,8 +74,8 @@ def attempt_dict(a: Attempt) -> dict:
         "id": a.id, "run": a.run_id, "round": a.round, "agent": a.agent, "claim": a.hypothesis,
         "prediction": a.predicted_effect, "status": a.status, "accepted": a.accepted, "category": a.category,
         "reasons": list(a.reasons), "refused_reason": a.refused_reason, "objective_vs_baseline": a.objective,
-        "gain_vs_parent": a.gain, "per_shape_vs_baseline": a.per_shape, "commit": a.commit_sha,
-        "branch": a.branch, "was_best": a.was_best,
+        "gain_vs_parent": a.gain, "per_shape_vs_baseline": a.per_shape, "commit": a.commit_sha or None,
+        "branch": a.branch or None, "was_best": a.was_best,
     }
 
 

@@ -62,7 +62,7 @@ def build_server(session: ExternalSession) -> MCPServer:
         weights and tags, dtypes and tolerances, tunables, the rules in words, the baseline's
         source, the current best (id, source, speedup over the baseline, % of the roofline
         floor, per-shape numbers) and the run's rounds used and left."""
-        return session.describe()
+        return await _call(session.describe)
 
     @server.tool(name="history")
     async def history_tool(limit: int = 20) -> dict:
