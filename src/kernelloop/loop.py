@@ -11,30 +11,20 @@ import json
 import shutil
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from kernelloop.agents.base import Agent, AgentContext, Proposal
 from kernelloop.errors import KernelloopError
-from kernelloop.evaluate.bench import BenchmarkRecord, benchmark
-from kernelloop.evaluate.record import EvaluationRecord, Verdict
-from kernelloop.evaluate.run import evaluate, resolve_device, timings_count
-from kernelloop.gate import GateResult, decide
+from kernelloop.evaluate.run import resolve_device, timings_count
 from kernelloop.history import open_task_memory
 from kernelloop.loop_state import gains_before, stored_best
-from kernelloop.objective import weighted_geomean
-from kernelloop.policy import (
-    bound_check,
-    budget_check,
-    check_proposal,
-    edit_points,
-    new_arch_guard,
-    refusals,
-    rules_text,
-    stall_check,
-)
-from kernelloop.runview import RunView, context_profile, floor_pct, shape_table
+from kernelloop.policy import bound_check, budget_check, rules_text, stall_check
+from kernelloop.runview import RunView, context_profile
+from kernelloop.step import Best, Evaluated, make_evaluator, one_proposal, profile_best, start_run
 from kernelloop.task import Task
+
+__all__ = ["Best", "Evaluated", "Options", "run_loop"]
 
 
 @dataclass
@@ -46,45 +36,6 @@ class Options:
     resume: bool = False
     workspace: Path | None = None
     sandbox: str = "auto"
-
-
-@dataclass
-class Evaluated:
-    record: EvaluationRecord
-    bench: BenchmarkRecord | None = None  # GPU only
-    gate: GateResult | None = None
-    shapes: list[dict] = field(default_factory=list)
-
-
-@dataclass
-class Best:
-    pid: int
-    source: str
-    record: EvaluationRecord | None
-    objective: float  # speedup over the baseline (1.0 for the baseline, or unmeasured)
-    pct_of_floor: float | None = None
-    path: Path = field(default_factory=Path)
-    profile_text: str = ""
-    profile_metrics: dict = field(default_factory=dict)
-    shapes: list[dict] = field(default_factory=list)  # per shape: time, speedup over baseline, % of floor
-
-
-def _profile(task: Task, store, best: Best, parent: Path | None, device: str, sandbox: str, view) -> None:
-    """Nsight Compute summary of the new best (compile facts where there is no GPU profiler)."""
-    from kernelloop.profile.run import profile_candidate
-
-    view.status("profiling the best")
-    try:
-        outcome = profile_candidate(task, best.path, parent=parent, device=device, sandbox=sandbox,
-                                    progress=view.status)
-    except KernelloopError as e:
-        best.profile_text = context_profile(best.record) + f"\nProfiler unavailable: {e}"
-        return
-    best.profile_text = outcome.report.format_for_prompt()
-    best.profile_metrics = outcome.report.agent_metrics()
-    # The full metrics (every kernel, hints, roofline) are kept with the proposal's record.
-    store.add_profile(best.pid, best.profile_text, {"agent_metrics": best.profile_metrics,
-                                                    "report": outcome.report.to_record()})
 
 
 def run_loop(task: Task, agent: Agent, opts: Options, view: RunView) -> dict:
@@ -109,40 +60,14 @@ def _run_loop(task: Task, agent: Agent, opts: Options, view: RunView, scratch: P
     if state and state.task_digest != task.digest():
         raise KernelloopError("the task folder changed since the run started; start a new run instead of --resume.")
 
-    def evaluate_source(source: str, name: str, best: Best | None) -> Evaluated:
-        """Correctness in the sandbox, then (GPU only) the benchmark against the best and the gate."""
-        path = scratch / f"{name}.py"
-        path.write_text(source)
-        view.status(f"checking {name}")
-        record = evaluate(task, path, device=device, shapes=opts.shapes, dtypes=opts.dtypes,
-                          sandbox=opts.sandbox, progress=view.status, timing=False)
-        if not record.verdict.accepted or not measured:
-            return Evaluated(record)
-        view.status(f"benchmarking {name}")
-        bench = benchmark(task, path, best=best.path if best else None, device=device, shapes=opts.shapes,
-                          dtype=(opts.dtypes or task.spec.dtypes)[0], sandbox=opts.sandbox, progress=view.status)
-        gate = decide(record, bench, task.spec.rules)
-        return Evaluated(record, bench, gate, shape_table(bench, gate))
+    evaluate_source = make_evaluator(task, device, measured, scratch, shapes=opts.shapes, dtypes=opts.dtypes,
+                                     sandbox=opts.sandbox, view=view)
 
     if state is None:  # round 0: the baseline, evaluated, versioned and recorded like any variant
-        source = task.baseline_path.read_text()
-        ev = evaluate_source(source, "baseline", None)
-        record = ev.record
-        if not record.verdict.accepted:
-            raise KernelloopError(f"the task's baseline fails its own checks ({'; '.join(record.verdict.reasons[:2])}); fix the task first.")
-        arch = record.environment.compute_capability or record.environment.device
-        run_id = store.start_run(task.name, task.digest(), agent.name, record.environment.device_name, arch,
-                                 json.dumps({"device": device, "shapes": opts.shapes, "rounds": opts.rounds}))
-        pid = store.add_proposal(run_id, 0, source=source, hypothesis="baseline", agent="baseline")
-        base_variant = versions.commit_baseline(run_id, source)
-        store.set_commit(pid, base_variant.commit, base_variant.branch)
-        versions.set_best(base_variant.commit, "baseline")
-        store.add_evaluation(pid, record, objective=1.0, per_shape={s.label: 1.0 for s in task.shapes_for(device)},
-                             bench=ev.bench, gate=ev.gate)
-        store.set_best(run_id, pid)
-        best = Best(pid, source, record, 1.0, floor_pct(task, ev.shapes), scratch / "baseline.py",
-                    shapes=ev.shapes)
-        _profile(task, store, best, None, device, opts.sandbox, view)
+        run_id, arch, best = start_run(task, store, versions, agent.name, device,
+                                       {"device": device, "shapes": opts.shapes, "rounds": opts.rounds},
+                                       evaluate_source, scratch)
+        profile_best(task, store, best, None, device, opts.sandbox, view)
         first_round = 1
     else:
         run_id, arch = state.run_id, state.arch
@@ -152,7 +77,7 @@ def _run_loop(task: Task, agent: Agent, opts: Options, view: RunView, scratch: P
             gains = gains_before(store, run_id, state.next_round)
         best.path = scratch / "best.py"
         best.path.write_text(best.source)
-        _profile(task, store, best, None, device, opts.sandbox, view)
+        profile_best(task, store, best, None, device, opts.sandbox, view)
         first_round = state.next_round
     view.start(task, agent.name, device, best)
     # What the agent proposed before the kill, by source: a replaying agent (scripted, the
@@ -162,11 +87,11 @@ def _run_loop(task: Task, agent: Agent, opts: Options, view: RunView, scratch: P
         for a in (a for a in state.in_flight if a.round > 0):  # the evaluation lost to the kill, redone on its own row
             prop = Proposal(source=a.source, hypothesis=a.hypothesis, predicted_effect=a.predicted_effect,
                             direction=a.direction, agent=a.agent, model=a.model, attribution=a.attribution)
-            gain = _one_proposal(task, store, versions, agent, view, run_id, a.round, a.k, prop, best,
-                                 evaluate_source, arch, pid=a.id)
-            if gain is not None:
-                parent, best = best.path, gain[1]
-                _profile(task, store, best, parent, device, opts.sandbox, view)
+            won = one_proposal(task, store, versions, agent, view, run_id, a.round, a.k, prop, best,
+                               evaluate_source, arch, pid=a.id)
+            if won.best is not None:
+                parent, best = best.path, won.best
+                profile_best(task, store, best, parent, device, opts.sandbox, view)
         done = store.run_state(run_id)
         for a in done.attempts:
             if a.round > 0:
@@ -198,11 +123,11 @@ def _run_loop(task: Task, agent: Agent, opts: Options, view: RunView, scratch: P
             break
         round_gain = 0.0
         for k, prop in enumerate(proposals, start=1):
-            gain = _one_proposal(task, store, versions, agent, view, run_id, r, k, prop, best, evaluate_source, arch)
-            if gain is not None:
-                round_gain = max(round_gain, gain[0])
-                parent, best = best.path, gain[1]
-                _profile(task, store, best, parent, device, opts.sandbox, view)
+            won = one_proposal(task, store, versions, agent, view, run_id, r, k, prop, best, evaluate_source, arch)
+            if won.best is not None:
+                round_gain = max(round_gain, won.gain)
+                parent, best = best.path, won.best
+                profile_best(task, store, best, parent, device, opts.sandbox, view)
         store.finish_round(run_id, r)
         view.round_done(r, best, round_gain)
         if not measured:
@@ -235,65 +160,6 @@ def _skip_replayed(agent: Agent, ctx: AgentContext, replayed: dict[str, list]) -
                 agent.observe(prop, f"{'accepted' if a.was_best else 'rejected'}: {'; '.join(a.reasons)}")
         if fresh or not proposals:
             return fresh
-
-
-def _one_proposal(task, store, versions, agent, view, run_id, r, k, prop: Proposal, best: Best, evaluate_source, arch,
-                  pid: int | None = None):
-    """Check, version, evaluate and gate one proposal; returns (gain, new best) if it wins.
-    `pid`: the proposal is already recorded (in flight when a killed run died)."""
-    rules = task.spec.rules
-    decisions = check_proposal(rules, best.source, prop.source, task.spec.task.entry)
-    try:
-        n_edits = len(edit_points(best.source, prop.source))
-    except (SyntaxError, ValueError):
-        n_edits = None
-    if pid is None:
-        pid = store.add_proposal_from(run_id, r, prop, k=k, parent_id=best.pid, edit_points=n_edits)
-    refused = [d.reason for d in refusals(decisions)]
-    # A repeat of an idea already measured is the most useful thing to tell the agent, so
-    # it leads even when a policy rule refuses the proposal as well (on the H200 a
-    # rejected idea re-sent against a new best was refused only for its edit count).
-    if dup := store.check_duplicate(task.name, prop.source, prop.hypothesis, best.pid):
-        refused.insert(0, dup.message)
-    if refused:
-        store.refuse_proposal(pid, "; ".join(refused))
-        agent.observe(prop, f"refused before evaluation: {'; '.join(refused)}")
-        view.candidate(r, k, prop, "refused", refused[0])
-        return None
-    variant = versions.commit_variant(run_id, r, k, prop.source, prop.hypothesis, proposal_id=pid)
-    store.set_commit(pid, variant.commit, variant.branch)
-    view.candidate(r, k, prop, "evaluating", "")
-    ev = evaluate_source(prop.source, f"r{r}_{k}", best)
-    record, gate = ev.record, ev.gate
-    if gate is None:  # rejected for correctness, or correct on a device whose timings never count
-        accepted, reasons = False, (record.verdict.reasons[:3] if not record.verdict.accepted else
-                                    ["correct, but timings on this device do not count (interpreter): "
-                                     "a speedup can only be accepted from GPU measurements"])
-        per_shape, objective = {}, None
-        verdict = None
-    else:
-        accepted, reasons = gate.accepted, gate.reasons or [f"{gate.objective:.3f}x over the best"]
-        per_shape = {g.shape: g.speedup_vs_baseline for g in gate.shapes if g.speedup_vs_baseline}
-        objective = weighted_geomean(task, per_shape)
-        verdict = Verdict(accepted=gate.accepted, category=gate.category if gate.category != "no_record" else "timing",
-                          reasons=reasons)
-    store.add_evaluation(pid, record, objective=objective, per_shape=per_shape, verdict=verdict,
-                         bench=ev.bench, gate=gate)
-    word = "accepted" if accepted else "rejected"
-    agent.observe(prop, f"{word}: {'; '.join(reasons)}")
-    shown = "correct, unmeasured" if record.verdict.accepted and gate is None else word
-    view.candidate(r, k, prop, shown, "; ".join(reasons)[:160])
-    if not accepted:
-        return None
-    pending = new_arch_guard(store.arch_experience(arch).get("approvals", 0), rules)
-    store.set_best(run_id, pid, pending_approval=pending,
-                   reason="new architecture: needs `kernelloop approve`" if pending else "new best")
-    if not pending:
-        versions.set_best(variant.commit)
-    new = Best(pid, prop.source, record, objective or best.objective,
-               floor_pct(task, ev.shapes), best.path.with_name(f"best_{pid}.py"), shapes=ev.shapes)
-    new.path.write_text(prop.source)
-    return (gate.objective or 1.0) - 1.0, new
 
 
 def _spent(agent: Agent) -> float:

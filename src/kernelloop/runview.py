@@ -15,7 +15,7 @@ from kernelloop.evaluate.record import EvaluationRecord
 from kernelloop.objective import weighted_geomean
 
 if TYPE_CHECKING:
-    from kernelloop.loop import Best
+    from kernelloop.step import Best
 
 
 def context_profile(record: EvaluationRecord | None) -> str:

@@ -10,4 +10,5 @@ COMMAND_MODULES = [
     "kernelloop.commands.bench_cmds",
     "kernelloop.commands.profile_cmds",
     "kernelloop.commands.report_cmds",
+    "kernelloop.commands.mcp_cmds",
 ]
