@@ -9,7 +9,6 @@ import typer
 
 from kernelloop.commands.history_cmds import TaskArg, WorkspaceOpt, _open
 from kernelloop.errors import KernelloopError
-from kernelloop.report import write_report
 
 
 def report(
@@ -19,6 +18,8 @@ def report(
     out: Annotated[Path | None, typer.Option("--out", help="Output folder (default: the workspace's reports/run-N).")] = None,
 ) -> None:
     """Write report.md (with PNG charts) and a self-contained report.html for a run."""
+    from kernelloop.report import write_report  # matplotlib loads only for this command
+
     task, store = _open(task_dir, workspace)
     with store:
         runs = store.runs(task.name)
