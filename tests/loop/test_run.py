@@ -110,6 +110,12 @@ def test_cli_run_with_tuner_and_resume_refusal(tmp_path):
     assert len(summaries) == 1
     summary = json.loads(summaries[0].read_text())
     assert summary["status"] == "finished" and len(summary["attempts"]) == 1
+    # The run ends by naming the report command; that command, as printed, writes the report.
+    hint = next(line for line in res.stderr.splitlines() if line.startswith("reviewer's report: kernelloop "))
+    report = subprocess.run([sys.executable, "-m", "kernelloop.cli", *hint.split("kernelloop ", 1)[1].split()],
+                            capture_output=True, text=True, timeout=120)
+    assert report.returncode == 0, report.stderr[-2000:]
+    assert (folder / ".kernelloop" / "reports" / "run-1" / "report.md").is_file()
     again = subprocess.run(cmd + ["--resume"], capture_output=True, text=True, timeout=120)
     assert again.returncode == 2
     assert "no unfinished run" in again.stderr

@@ -51,3 +51,5 @@ def run_cmd(
     if summary_json:
         summary_json.write_text(text)
     Console(stderr=True).print(f"run summary: {out}")
+    Console(stderr=True).print(f"reviewer's report: kernelloop report {task}"
+                               + (f" --workspace {workspace}" if workspace else ""), markup=False)
