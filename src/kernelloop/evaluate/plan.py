@@ -139,7 +139,10 @@ def unseen_shape(task: Task, selected: list[Shape]) -> Shape | None:
     drawn: a dimension every shape holds fixed (a head size, say) is part of the
     interface. Each is drawn log-uniformly between the task's smallest and largest
     value, keeping the element count within the largest selected shape's, so the
-    evaluation costs no more than it already does.
+    evaluation costs no more than it already does. No drawn dimension takes a value any
+    listed shape has: a candidate that special-cases the listed widths (a table of block
+    sizes for 129, 1024, 8000, …) would pass on one of them (the range's ends are listed
+    values, so a draw lands there now and then: CI saw it).
     """
     every = [*task.spec.shapes, *task.spec.cpu_shapes]
     names = list(selected[0].dims)
@@ -149,8 +152,10 @@ def unseen_shape(task: Task, selected: list[Shape]) -> Shape | None:
     hi = {n: max(s.dims[n] for s in every) for n in names}
     varying = [n for n in names if lo[n] < hi[n]]
     budget = max(_numel(s) for s in selected)
+    listed = {n: {s.dims[n] for s in every} for n in names}
     known = {s.label for s in every}
-    for _ in range(20):
+    fallback = None  # where every value in range is listed: at least a combination no file names
+    for _ in range(50):
         dims = {n: lo[n] for n in names}
         for n in _RNG.sample(varying, len(varying)):
             rest = _numel_of({k: v for k, v in dims.items() if k != n})
@@ -160,9 +165,11 @@ def unseen_shape(task: Task, selected: list[Shape]) -> Shape | None:
             v = round(math.exp(_RNG.uniform(math.log(lo[n]), math.log(top))))
             dims[n] = min(v | 1, top) if v | 1 <= top else v
         shape = Shape(dims=dims, weight=1.0, tag="unseen")
-        if shape.label not in known:
+        if all(dims[n] not in listed[n] for n in varying):
             return shape
-    return None
+        if fallback is None and shape.label not in known:
+            fallback = shape
+    return fallback
 
 
 _RNG = secrets.SystemRandom()
