@@ -1,6 +1,7 @@
 """`kernelloop run` end to end on the CPU: real sandboxed evaluations, real SQLite, real git."""
 
 import json
+import shlex
 import shutil
 import subprocess
 import sys
@@ -112,7 +113,7 @@ def test_cli_run_with_tuner_and_resume_refusal(tmp_path):
     assert summary["status"] == "finished" and len(summary["attempts"]) == 1
     # The run ends by naming the report command; that command, as printed, writes the report.
     hint = next(line for line in res.stderr.splitlines() if line.startswith("reviewer's report: kernelloop "))
-    report = subprocess.run([sys.executable, "-m", "kernelloop.cli", *hint.split("kernelloop ", 1)[1].split()],
+    report = subprocess.run([sys.executable, "-m", "kernelloop.cli", *shlex.split(hint.split(": ", 1)[1])[1:]],
                             capture_output=True, text=True, timeout=120)
     assert report.returncode == 0, report.stderr[-2000:]
     assert (folder / ".kernelloop" / "reports" / "run-1" / "report.md").is_file()

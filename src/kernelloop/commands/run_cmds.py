@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 from pathlib import Path
 from typing import Annotated
 
@@ -50,6 +51,7 @@ def run_cmd(
     out.write_text(text)
     if summary_json:
         summary_json.write_text(text)
-    Console(stderr=True).print(f"run summary: {out}")
-    Console(stderr=True).print(f"reviewer's report: kernelloop report {task}"
-                               + (f" --workspace {workspace}" if workspace else ""), markup=False)
+    err = Console(stderr=True, soft_wrap=True)  # paths stay on one line, to be copied
+    err.print(f"run summary: {out}", markup=False)
+    hint = ["kernelloop", "report", str(task)] + (["--workspace", str(workspace)] if workspace else [])
+    err.print(f"reviewer's report: {shlex.join(hint)}", markup=False)
