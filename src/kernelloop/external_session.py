@@ -32,7 +32,15 @@ from kernelloop.history.models import Attempt
 from kernelloop.loop import Options
 from kernelloop.policy import bound_check, budget_check, rules_text, stall_check
 from kernelloop.runview import RunView, context_profile
-from kernelloop.step import Best, make_evaluator, one_proposal, profile_best, start_run
+from kernelloop.step import (
+    UNMEASURED,
+    Best,
+    adopt,
+    make_evaluator,
+    one_proposal,
+    profile_best,
+    start_run,
+)
 from kernelloop.task import Task
 
 AGENT_NAME = "external"
@@ -137,7 +145,7 @@ class ExternalSession:
 
     def _stop(self, store, status: str, why: str) -> None:
         if not self.measured:
-            why += "; speed was not measured (interpreter timings never count), so nothing was promoted"
+            why += UNMEASURED
         self.status, self.why = status, why
         summary = self.view.summary(self.task, store, self.run_id, self.best, status, why, time.monotonic() - self.t0)
         store.finish_run(self.run_id, status, json.dumps(summary, default=str))
@@ -175,9 +183,7 @@ class ExternalSession:
                             agent=AGENT_NAME)
             won = one_proposal(self.task, store, versions, self.agent, self.view, self.run_id, r, 1, prop, best,
                                self._evaluator(), self.arch)
-            if won.best is not None:
-                parent, self.best = best.path, won.best
-                profile_best(self.task, store, self.best, parent, self.device, self.opts.sandbox, self.view)
+            self.best = adopt(self.task, store, best, won, self.device, self.opts.sandbox, self.view)
             store.finish_round(self.run_id, r)
             self.round = r
             self.view.round_done(r, self.best, won.gain or 0.0)

@@ -21,7 +21,16 @@ from kernelloop.history import open_task_memory
 from kernelloop.loop_state import gains_before, stored_best
 from kernelloop.policy import bound_check, budget_check, rules_text, stall_check
 from kernelloop.runview import RunView, context_profile
-from kernelloop.step import Best, Evaluated, make_evaluator, one_proposal, profile_best, start_run
+from kernelloop.step import (
+    UNMEASURED,
+    Best,
+    Evaluated,
+    adopt,
+    make_evaluator,
+    one_proposal,
+    profile_best,
+    start_run,
+)
 from kernelloop.task import Task
 
 __all__ = ["Best", "Evaluated", "Options", "run_loop"]
@@ -89,9 +98,7 @@ def _run_loop(task: Task, agent: Agent, opts: Options, view: RunView, scratch: P
                             direction=a.direction, agent=a.agent, model=a.model, attribution=a.attribution)
             won = one_proposal(task, store, versions, agent, view, run_id, a.round, a.k, prop, best,
                                evaluate_source, arch, pid=a.id)
-            if won.best is not None:
-                parent, best = best.path, won.best
-                profile_best(task, store, best, parent, device, opts.sandbox, view)
+            best = adopt(task, store, best, won, device, opts.sandbox, view)
         done = store.run_state(run_id)
         for a in done.attempts:
             if a.round > 0:
@@ -126,8 +133,7 @@ def _run_loop(task: Task, agent: Agent, opts: Options, view: RunView, scratch: P
             won = one_proposal(task, store, versions, agent, view, run_id, r, k, prop, best, evaluate_source, arch)
             if won.best is not None:
                 round_gain = max(round_gain, won.gain)
-                parent, best = best.path, won.best
-                profile_best(task, store, best, parent, device, opts.sandbox, view)
+            best = adopt(task, store, best, won, device, opts.sandbox, view)
         store.finish_round(run_id, r)
         view.round_done(r, best, round_gain)
         if not measured:
@@ -137,7 +143,7 @@ def _run_loop(task: Task, agent: Agent, opts: Options, view: RunView, scratch: P
             status, why = stop.status, stop.reason
             break
     if not measured:
-        why += "; speed was not measured (interpreter timings never count), so nothing was promoted"
+        why += UNMEASURED
     summary = view.summary(task, store, run_id, best, status, why, time.monotonic() - t0)
     store.finish_run(run_id, status, json.dumps(summary))
     return summary

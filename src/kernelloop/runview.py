@@ -47,15 +47,22 @@ def context_profile(record: EvaluationRecord | None) -> str:
 def shape_table(bench, gate) -> list[dict]:
     """Per shape of a benchmark: the candidate's median, the baseline's, the speedup over
     the baseline and the % of the minimal-traffic floor (what the run summary reports)."""
-    by_gate = {g.shape: g for g in (gate.shapes if gate is not None else [])}
+    return shape_rows(bench.model_dump(mode="json"), gate.model_dump(mode="json") if gate is not None else None)
+
+
+def shape_rows(bench: dict, gate: dict | None) -> list[dict]:
+    """`shape_table` over stored JSON (a benchmark record and gate verdict as plain dicts);
+    a field an older record lacks reads None."""
+    by_gate = {g.get("shape"): g for g in (gate or {}).get("shapes") or [] if isinstance(g, dict)}
     rows = []
-    for sb in bench.shapes:
-        cand, base, g = sb.impls.get("candidate"), sb.impls.get("baseline"), by_gate.get(sb.shape)
+    for sb in bench.get("shapes") or []:
+        impls = sb.get("impls") or {}
+        cand, base, g = impls.get("candidate") or {}, impls.get("baseline") or {}, by_gate.get(sb.get("shape")) or {}
         rows.append({
-            "shape": sb.shape, "dtype": sb.dtype, "tag": sb.tag, "weight": sb.weight,
-            "median_ms": cand.median_ms if cand else None, "baseline_ms": base.median_ms if base else None,
-            "floor_ms": sb.floor_ms, "speedup_vs_baseline": g.speedup_vs_baseline if g else None,
-            "pct_of_floor": cand.pct_of_floor if cand else None, "noise_rel": sb.noise_rel,
+            "shape": sb.get("shape"), "dtype": sb.get("dtype"), "tag": sb.get("tag"), "weight": sb.get("weight"),
+            "median_ms": cand.get("median_ms"), "baseline_ms": base.get("median_ms"),
+            "floor_ms": sb.get("floor_ms"), "speedup_vs_baseline": g.get("speedup_vs_baseline"),
+            "pct_of_floor": cand.get("pct_of_floor"), "noise_rel": sb.get("noise_rel"),
         })
     return rows
 

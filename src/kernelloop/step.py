@@ -96,6 +96,18 @@ def profile_best(task: Task, store, best: Best, parent: Path | None, device: str
                                                     "report": outcome.report.to_record()})
 
 
+def adopt(task: Task, store, best: Best, won, device: str, sandbox: str, view) -> Best:
+    """The best after one proposal: a winner replaces it, profiled against the best it beat."""
+    if won.best is None:
+        return best
+    profile_best(task, store, won.best, best.path, device, sandbox, view)
+    return won.best
+
+
+# Appended to the stop reason of a run whose timings never count.
+UNMEASURED = "; speed was not measured (interpreter timings never count), so nothing was promoted"
+
+
 def start_run(task: Task, store, versions, agent_name: str, device: str, config: dict,
               evaluate_source: Evaluator, scratch: Path) -> tuple[int, str, Best]:
     """Round 0: the baseline, evaluated, versioned and recorded like any variant; it must

@@ -11,6 +11,7 @@ from datetime import datetime
 from typing import Any
 
 import kernelloop
+from kernelloop import runview
 from kernelloop.history.models import Attempt
 from kernelloop.profile.deltas import TRACKED, fmt_value
 from kernelloop.report.records import RunRecords
@@ -108,19 +109,9 @@ def shape_rows(rr: RunRecords) -> list[dict[str, Any]]:
     s = rr.stored.get(best.id) if best else None
     if s is None or s.bench is None:
         return []
-    gate = {g.get("shape"): g for g in (s.gate or {}).get("shapes") or [] if isinstance(g, dict)}
-    rows = []
-    for sb in s.bench.get("shapes") or []:
-        impls = sb.get("impls") or {}
-        cand, base = impls.get("candidate") or {}, impls.get("baseline") or {}
-        g = gate.get(sb.get("shape")) or {}
-        rows.append({
-            "shape": sb.get("shape"), "dtype": sb.get("dtype"), "tag": sb.get("tag"), "weight": sb.get("weight"),
-            "median_ms": cand.get("median_ms"), "baseline_ms": base.get("median_ms"),
-            "speedup_vs_baseline": g.get("speedup_vs_baseline"), "floor_ms": sb.get("floor_ms"),
-            "pct_of_floor": cand.get("pct_of_floor"), "baseline_pct_of_floor": base.get("pct_of_floor"),
-            "noise_rel": sb.get("noise_rel"),
-        })
+    rows = runview.shape_rows(s.bench, s.gate)
+    for row, sb in zip(rows, s.bench.get("shapes") or [], strict=True):
+        row["baseline_pct_of_floor"] = ((sb.get("impls") or {}).get("baseline") or {}).get("pct_of_floor")
     return rows
 
 
