@@ -53,7 +53,7 @@ def make_inputs(dims, dtype, device, g, case="random"):
 def main() -> None:
     import triton.testing
 
-    from kernelloop.evaluate.timing import time_impls
+    from kernelloop.evaluate.worker.timing import time_impls
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)

@@ -28,8 +28,8 @@ from pathlib import Path
 
 import torch
 
-from kernelloop.evaluate.bench import BenchmarkRecord, _timing_spec, benchmark, fill_shapes
-from kernelloop.evaluate.timing import time_impls
+from kernelloop.evaluate.trusted.bench import BenchmarkRecord, _timing_spec, benchmark, fill_shapes
+from kernelloop.evaluate.worker.timing import time_impls
 from kernelloop.gate import performance_gate
 from kernelloop.task import load_task
 

@@ -8,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-from kernelloop.evaluate.run import evaluate
+from kernelloop.evaluate.trusted.run import evaluate
 from kernelloop.task import load_task
 
 ROOT = Path(__file__).resolve().parents[1]

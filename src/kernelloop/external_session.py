@@ -26,7 +26,7 @@ from rich.console import Console
 
 from kernelloop.agents.base import Proposal
 from kernelloop.errors import KernelloopError
-from kernelloop.evaluate.run import resolve_device, select_shapes, timings_count
+from kernelloop.evaluate.trusted.run import resolve_device, select_shapes, timings_count
 from kernelloop.history import open_task_memory
 from kernelloop.history.models import Attempt
 from kernelloop.loop import Options

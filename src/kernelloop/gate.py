@@ -6,7 +6,7 @@ benchmark record for the same bytes is rejected. The performance part:
   (each the median over rounds of the paired best/candidate time ratio), weighted by
   the task's shape distribution;
 - the gain must beat max(min_gain, noise_k × noise), where noise comes from the A/A
-  slot and the samples' spread (kernelloop.evaluate.bench.noise);
+  slot and the samples' spread (kernelloop.evaluate.trusted.bench.noise);
 - no shape may be slower than the best by more than max_shape_regression;
 - long-tail shapes may not fall below long_tail_floor × the baseline's speed ("rather
   5% slower on common shapes than 3× slower on the tail");
@@ -22,8 +22,8 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel, Field
 
-from kernelloop.evaluate.bench import BenchmarkRecord, speedup
-from kernelloop.evaluate.record import EvaluationRecord
+from kernelloop.evaluate.trusted.bench import BenchmarkRecord, speedup
+from kernelloop.evaluate.trusted.record import EvaluationRecord
 from kernelloop.policy.decisions import PolicyDecision
 from kernelloop.task.spec import Rules
 

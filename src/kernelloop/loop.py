@@ -16,7 +16,7 @@ from pathlib import Path
 
 from kernelloop.agents.base import Agent, AgentContext, Proposal
 from kernelloop.errors import KernelloopError
-from kernelloop.evaluate.run import resolve_device, timings_count
+from kernelloop.evaluate.trusted.run import resolve_device, timings_count
 from kernelloop.history import open_task_memory
 from kernelloop.loop_state import gains_before, stored_best
 from kernelloop.policy import bound_check, budget_check, rules_text, stall_check

@@ -7,8 +7,8 @@ import json
 
 from pydantic import ValidationError
 
-from kernelloop.evaluate.bench_record import BenchmarkRecord
-from kernelloop.evaluate.record import EvaluationRecord
+from kernelloop.evaluate.trusted.bench_record import BenchmarkRecord
+from kernelloop.evaluate.trusted.record import EvaluationRecord
 from kernelloop.gate import GateResult
 from kernelloop.runview import floor_pct, shape_table
 from kernelloop.task import Task

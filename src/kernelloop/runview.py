@@ -11,7 +11,7 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from kernelloop.evaluate.record import EvaluationRecord
+from kernelloop.evaluate.trusted.record import EvaluationRecord
 from kernelloop.objective import weighted_geomean
 
 if TYPE_CHECKING:

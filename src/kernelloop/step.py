@@ -12,9 +12,9 @@ from pathlib import Path
 
 from kernelloop.agents.base import Agent, Proposal
 from kernelloop.errors import KernelloopError
-from kernelloop.evaluate.bench import BenchmarkRecord, benchmark
-from kernelloop.evaluate.record import EvaluationRecord, Verdict
-from kernelloop.evaluate.run import evaluate
+from kernelloop.evaluate.trusted.bench import BenchmarkRecord, benchmark
+from kernelloop.evaluate.trusted.record import EvaluationRecord, Verdict
+from kernelloop.evaluate.trusted.run import evaluate
 from kernelloop.gate import GateResult, decide
 from kernelloop.objective import weighted_geomean
 from kernelloop.policy import check_proposal, edit_points, new_arch_guard, refusals

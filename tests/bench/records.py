@@ -1,6 +1,6 @@
 """Synthetic benchmark records for gate logic tests (the real-timing tests live in test_bench_cpu.py)."""
 
-from kernelloop.evaluate.bench import BenchmarkRecord, ImplTiming, ShapeBench, noise
+from kernelloop.evaluate.trusted.bench import BenchmarkRecord, ImplTiming, ShapeBench, noise
 
 SHAPES = [("256x1024", 0.5, "common"), ("512x512", 0.3, "common"), ("2048x16", 0.1, "long_tail"),
           ("8x16384", 0.1, "long_tail")]

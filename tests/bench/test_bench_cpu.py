@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from kernelloop.evaluate.bench import BenchmarkRecord, benchmark, noise
-from kernelloop.evaluate.run import evaluate
+from kernelloop.evaluate.trusted.bench import BenchmarkRecord, benchmark, noise
+from kernelloop.evaluate.trusted.run import evaluate
 from kernelloop.gate import decide, performance_gate
 from kernelloop.task import load_task
 

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from kernelloop.evaluate.bench import HIDDEN_WARN_FRACTION, benchmark
+from kernelloop.evaluate.trusted.bench import HIDDEN_WARN_FRACTION, benchmark
 from kernelloop.gate import performance_gate
 from tests.conftest import FUSED
 

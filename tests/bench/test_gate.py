@@ -2,7 +2,7 @@
 
 import pytest
 
-from kernelloop.evaluate.record import Environment, EvaluationRecord, Verdict
+from kernelloop.evaluate.trusted.record import Environment, EvaluationRecord, Verdict
 from kernelloop.gate import decide, performance_gate
 from kernelloop.policy.decisions import PolicyDecision
 from kernelloop.task.spec import Rules

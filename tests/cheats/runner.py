@@ -4,7 +4,7 @@ its own imports, so two at a time roughly halve the wall time on a 2-core runner
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from kernelloop.evaluate.run import evaluate
+from kernelloop.evaluate.trusted.run import evaluate
 
 CANDIDATES = Path(__file__).parent / "candidates"
 SMALL = {"device": "cpu", "shapes": "7x129", "dtypes": ["float32"], "timing": False, "timeout_s": 180}

@@ -4,7 +4,7 @@ memory, side streams, timers around CUDA events, sticky CUDA errors."""
 import pytest
 import torch
 
-from kernelloop.evaluate.run import evaluate
+from kernelloop.evaluate.trusted.run import evaluate
 from tests.cheats.runner import CANDIDATES
 from tests.conftest import FUSED
 

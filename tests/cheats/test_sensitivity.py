@@ -5,9 +5,9 @@ import shutil
 
 import torch
 
-from kernelloop.evaluate.judge import Judge
-from kernelloop.evaluate.plan import plan_calls
-from kernelloop.evaluate.sensitivity import trivial_outputs
+from kernelloop.evaluate.trusted.judge import Judge
+from kernelloop.evaluate.trusted.plan import plan_calls
+from kernelloop.evaluate.trusted.sensitivity import trivial_outputs
 from kernelloop.task import load_task
 from tests.conftest import FLAGSHIP
 

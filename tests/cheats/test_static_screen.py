@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from kernelloop.evaluate.run import evaluate
-from kernelloop.evaluate.static import screen_source
+from kernelloop.evaluate.trusted.run import evaluate
+from kernelloop.evaluate.trusted.static import screen_source
 from tests.conftest import FLAGSHIP, FUSED, ROOT
 
 CANDIDATES = Path(__file__).parent / "candidates"

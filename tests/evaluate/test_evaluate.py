@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from kernelloop.evaluate.run import evaluate
+from kernelloop.evaluate.trusted.run import evaluate
 from tests.conftest import FLAGSHIP, FUSED
 
 CHEATS = Path(__file__).parent / "cheats"

@@ -3,8 +3,8 @@ value that a listed shape has, or a candidate that special-cases the listed widt
 on it. Before this rule, half the draws on the flagship's CPU shapes reused a listed rows
 or cols value, and CI saw `tested_shapes_only.py` accepted."""
 
-from kernelloop.evaluate.plan import unseen_shape
-from kernelloop.evaluate.run import select_shapes
+from kernelloop.evaluate.trusted.plan import unseen_shape
+from kernelloop.evaluate.trusted.run import select_shapes
 from kernelloop.task.load import Task
 from kernelloop.task.spec import Shape
 

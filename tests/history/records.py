@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kernelloop.evaluate.record import (
+from kernelloop.evaluate.trusted.record import (
     CheckResult,
     Environment,
     EvaluationRecord,

@@ -2,7 +2,7 @@
 it: correctness records, no benchmark record) and that has not finished: the report says
 so instead of showing numbers, and its checklist fails what cannot be shown."""
 
-from kernelloop.evaluate.record import CheckResult, Environment, EvaluationRecord, Verdict
+from kernelloop.evaluate.trusted.record import CheckResult, Environment, EvaluationRecord, Verdict
 from kernelloop.history import HistoryStore
 from kernelloop.report import write_report
 from kernelloop.task import load_task

@@ -34,7 +34,7 @@ def bench_cmd(
 ) -> None:
     """Time CANDIDATE, the best and the baseline interleaved in one sandboxed worker; print per-shape
     medians, speedups, noise and roofline position. Exit 0 if the performance gate would accept it, 1 if not."""
-    from kernelloop.evaluate.bench import benchmark
+    from kernelloop.evaluate.trusted.bench import benchmark
     from kernelloop.gate import performance_gate
 
     t = load_task(task)

@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from kernelloop.errors import KernelloopError
-from kernelloop.evaluate.record import EvaluationRecord
+from kernelloop.evaluate.trusted.record import EvaluationRecord
 from kernelloop.task import load_task
 
 TEMPLATE = Path(__file__).resolve().parent.parent / "task" / "template"
@@ -50,7 +50,7 @@ def evaluate_cmd(
     no_timing: Annotated[bool, typer.Option("--no-timing", help="correctness only")] = False,
 ) -> None:
     """Check a candidate for correctness (and time it on a GPU) in a sandboxed worker. Exit 0 accepted, 1 rejected."""
-    from kernelloop.evaluate.run import evaluate
+    from kernelloop.evaluate.trusted.run import evaluate
 
     t = load_task(task)
     err = Console(stderr=True)

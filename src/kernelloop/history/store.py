@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kernelloop.errors import KernelloopError
-from kernelloop.evaluate.record import EvaluationRecord, Verdict
+from kernelloop.evaluate.trusted.record import EvaluationRecord, Verdict
 from kernelloop.history import queries
 from kernelloop.history.diffs import summarize_diff
 from kernelloop.history.duplicates import DuplicateFinding, find_duplicate
@@ -26,7 +26,7 @@ from kernelloop.history.models import Approval, Attempt, RunInfo, RunState
 from kernelloop.history.schema import migrate
 
 if TYPE_CHECKING:  # both modules import torch; the history (and `kernelloop export`) does not need it
-    from kernelloop.evaluate.bench_record import BenchmarkRecord
+    from kernelloop.evaluate.trusted.bench_record import BenchmarkRecord
     from kernelloop.gate import GateResult
 
 

@@ -1,6 +1,6 @@
 """Build the Nsight Compute command that profiles one candidate call, and read its failures.
 
-The worker (evaluate/worker.py, profile mode) warms the candidate up and then runs ONE
+The worker (evaluate/worker/main.py, profile mode) warms the candidate up and then runs ONE
 call inside the NVTX push/pop range `kernelloop_profile`; ncu profiles only the kernels
 launched inside that range, so compilation, warm-up and the reference are never counted.
 Push/pop ranges are matched with a trailing slash (`--nvtx-include "NAME/"`); a name

@@ -30,7 +30,7 @@ from kernelloop.profile.summary import ProfileReport, summarize
 from kernelloop.sandbox import SandboxConfig, run_sandboxed
 from kernelloop.task import Shape, Task
 
-WORKER = ["-m", "kernelloop.evaluate.profile_worker"]
+WORKER = ["-m", "kernelloop.profile.worker"]
 
 
 @dataclass
@@ -71,7 +71,7 @@ def profile_candidate(
     timeout_s: float = 300.0,
     progress: Callable[[str], None] | None = None,
 ) -> ProfileOutcome:
-    from kernelloop.evaluate.run import resolve_device
+    from kernelloop.evaluate.trusted.run import resolve_device
 
     say = progress or (lambda _m: None)
     t0 = time.monotonic()

@@ -11,7 +11,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from kernelloop.evaluate.record import KernelInfo
+from kernelloop.evaluate.trusted.record import KernelInfo
 from kernelloop.profile.deltas import MetricDelta, fact_deltas, fmt_bytes, profile_deltas
 from kernelloop.profile.fallback import CompileFact, KernelTiming
 from kernelloop.profile.metrics import KernelProfile

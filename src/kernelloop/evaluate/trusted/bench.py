@@ -31,8 +31,9 @@ from typing import Literal
 import torch
 
 from kernelloop.errors import KernelloopError
-from kernelloop.evaluate import channel
-from kernelloop.evaluate.bench_record import (  # noqa: F401  (re-exported: bench.X is the public path)
+from kernelloop.evaluate.protocol import aa_slot, quantiles
+from kernelloop.evaluate.trusted import channel
+from kernelloop.evaluate.trusted.bench_record import (  # noqa: F401  (re-exported: bench.X is the public path)
     BenchmarkRecord,
     GpuState,
     ImplTiming,
@@ -41,10 +42,14 @@ from kernelloop.evaluate.bench_record import (  # noqa: F401  (re-exported: benc
     paired_log_ratio,
     speedup,
 )
-from kernelloop.evaluate.judge import last_line
-from kernelloop.evaluate.run import dram_ceiling, resolve_device, select_shapes, timings_count
-from kernelloop.evaluate.static import screen_source
-from kernelloop.evaluate.timing import aa_slot, quantiles
+from kernelloop.evaluate.trusted.judge import last_line
+from kernelloop.evaluate.trusted.run import (
+    dram_ceiling,
+    resolve_device,
+    select_shapes,
+    timings_count,
+)
+from kernelloop.evaluate.trusted.static import screen_source
 from kernelloop.sandbox import SandboxConfig, SandboxProcess
 from kernelloop.task import Shape, Task
 
@@ -194,7 +199,7 @@ def _timing_spec(task, shapes, dtype, impls, device, aa, profile, reps, max_s) -
 
 def _consume(lines, say, key: str) -> dict:
     """Read the worker's messages, stamping each with this process's own clock. Only lines
-    carrying the run's secret key count (kernelloop.evaluate.channel): a candidate that
+    carrying the run's secret key count (kernelloop.evaluate.trusted.channel): a candidate that
     writes to the channel's descriptor cannot forge a timing."""
     msgs: dict = {"hello": {}, "timing": [], "errors": [], "import_error": "", "fatal": "",
                   "protocol": "", "done": False, "begin_t": None, "kernels": [], "facts": []}

@@ -13,11 +13,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from kernelloop.evaluate.compare import binomial_ok, infer_mask, within_tolerance
-from kernelloop.evaluate.inworker import ALLOC_VIEW_OPS
-from kernelloop.evaluate.plan import Call
-from kernelloop.evaluate.record import CheckResult
-from kernelloop.evaluate.sensitivity import Sensitivity, matching_trivial, trivial_outputs
+from kernelloop.evaluate.protocol import ALLOC_VIEW_OPS
+from kernelloop.evaluate.trusted.compare import binomial_ok, infer_mask, within_tolerance
+from kernelloop.evaluate.trusted.plan import Call
+from kernelloop.evaluate.trusted.record import CheckResult
+from kernelloop.evaluate.trusted.sensitivity import Sensitivity, matching_trivial, trivial_outputs
 from kernelloop.task import Task
 
 

@@ -1,4 +1,4 @@
-"""The GPU side of the timer (kernelloop.evaluate.timing explains the method): flush,
+"""The GPU side of the timer (kernelloop.evaluate.worker.timing explains the method): flush,
 spin, events with a device-wide end, matched calibration of the host's sync latency,
 graph replay for tiny kernels, device-wide timing when work escapes the calling stream,
 byte-for-byte re-checks of timed outputs, and the profiler as a second timer.

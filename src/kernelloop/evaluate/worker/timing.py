@@ -32,31 +32,18 @@ samples, checks their sum against its own clock and rejects times below the roof
 from __future__ import annotations
 
 import random
-import statistics
 import time
 from collections.abc import Iterator
 
 import torch
 
-from kernelloop.evaluate.gpu_timer import CudaTimer, same_bytes
+from kernelloop.evaluate.protocol import aa_slot, quantiles  # noqa: F401  (shared definitions)
+from kernelloop.evaluate.worker.gpu_timer import CudaTimer, same_bytes
 
 # Bound at import, before any candidate module runs (the worker imports this module
 # first): a candidate that patches these later cannot change what the timer calls.
 _perf = time.perf_counter
 _monotonic = time.monotonic
-
-
-def quantiles(xs: list[float]) -> tuple[float, float, float]:
-    """Median, p20 and p80 (used by both sides, so they agree on the definition)."""
-    xs = sorted(xs)
-    if len(xs) == 1:
-        return xs[0], xs[0], xs[0]
-    q = statistics.quantiles(xs, n=10, method="inclusive")
-    return statistics.median(xs), q[1], q[7]
-
-
-def aa_slot(impl: str) -> str:
-    return f"{impl}#aa"
 
 
 def time_impls(job: dict, fns: dict, make_inputs) -> Iterator[dict]:

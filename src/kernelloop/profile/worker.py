@@ -1,6 +1,6 @@
 """The profile worker: runs inside the sandbox (under Nsight Compute when there is one).
 
-    python -m kernelloop.evaluate.profile_worker --job JOB.json
+    python -m kernelloop.profile.worker --job JOB.json
 
 Modes (job["mode"]):
 - "ncu": draw the task's inputs on the GPU, warm the candidate up (compilation and
@@ -23,8 +23,8 @@ import json
 import os
 from pathlib import Path
 
-from kernelloop.evaluate import worker  # sets up the channel: import before any candidate code
-from kernelloop.evaluate.worker import _import_file, _tail, send
+from kernelloop.evaluate.worker import main as worker  # noqa: F401  sets up the channel: import before any candidate code
+from kernelloop.evaluate.worker.main import _import_file, _tail, send
 from kernelloop.profile.ncu_driver import NVTX_RANGE
 
 torch = worker.torch
@@ -72,7 +72,7 @@ def run_facts(job: dict, fn, module) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m kernelloop.evaluate.profile_worker")
+    ap = argparse.ArgumentParser(prog="python -m kernelloop.profile.worker")
     ap.add_argument("--job", required=True, type=Path)
     job = json.loads(ap.parse_args(argv).job.read_text())
     send("hello", env=worker.inworker.environment(job.get("device", "cpu")))

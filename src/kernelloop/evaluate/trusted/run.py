@@ -23,17 +23,17 @@ from pathlib import Path
 import torch
 
 from kernelloop.errors import KernelloopError
-from kernelloop.evaluate import channel
-from kernelloop.evaluate.judge import Judge, last_line
-from kernelloop.evaluate.plan import plan_calls
-from kernelloop.evaluate.record import (
+from kernelloop.evaluate.trusted import channel
+from kernelloop.evaluate.trusted.judge import Judge, last_line
+from kernelloop.evaluate.trusted.plan import plan_calls
+from kernelloop.evaluate.trusted.record import (
     Environment,
     EvaluationRecord,
     KernelInfo,
     TimingStats,
     Verdict,
 )
-from kernelloop.evaluate.static import screen_source
+from kernelloop.evaluate.trusted.static import screen_source
 from kernelloop.sandbox import SandboxConfig, SandboxProcess, detect_mode
 from kernelloop.task import Shape, Task
 
