@@ -37,7 +37,7 @@ BEHIND_SCREEN = {
     "lazy_subclass.py": (10, "interface", "not exactly a torch.Tensor"),
     "lazy_thread.py": (10, "deferred", "Python thread(s) running after it returned"),
     "patch_timers.py": (12, "tamper", "torch.cuda.synchronize, time.perf_counter"),
-    "patch_checker.py": (12, "tamper", "inworker.aliased_inputs"),
+    "patch_checker.py": (12, "tamper", "calls.aliased_inputs"),
     "read_harness.py": (13, "no_kernel", "calls PyTorch compute ops"),
     "read_secrets.py": (13, "crash", "found:"),
     "forge_channel.py": (15, "protocol", "without the evaluation's key"),
