@@ -17,20 +17,60 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
 from kernelloop.agents.scripted import ScriptedAgent
 from kernelloop.errors import SandboxError
+from kernelloop.gate import GateResult
 from kernelloop.history import open_task_memory
 from kernelloop.history.models import history_row
 from kernelloop.loop import Options, run_loop
 from kernelloop.loop import evaluation as loop_evaluation
 from kernelloop.loop.session import ExternalSession
+from kernelloop.loop.state import Evaluated
 from kernelloop.loop.view import RunView
 from kernelloop.task import load_task
+from tests.bench.records import record as bench_record
+from tests.bench.records import uniform
 from tests.conftest import FUSED
+from tests.history.records import make_record
 from tests.loop.test_kill_resume import _descendants, _marked
 from tests.loop.test_run import FAST, _task_copy, _write_candidates
 
 FEWER_WARPS = FUSED.read_text().replace("NUM_WARPS = 8", "NUM_WARPS = 4")
+KILLED = "the worker died with exit code -9 (killed by SIGKILL)"
+
+
+@pytest.mark.parametrize(
+    ("category", "reasons", "infrastructure"),
+    [
+        ("crash", [KILLED, "12 planned call(s) produced no result, e.g. c0"], True),
+        ("crash", ["the worker died with exit code 137 (non-zero exit)"], True),  # bwrap's report
+        ("crash", ["the worker died with exit code 1 (non-zero exit)"], False),
+        ("crash", ["the worker died with exit code -11 (killed by SIGSEGV)"], False),
+        ("timeout", ["the worker exceeded its 600 s wall-clock limit and was killed"], False),
+        # The verdict's category is the candidate's first failure: wrong, then killed.
+        ("wrong", ["7x129 float32 normal: max rel err 0.9", KILLED], False),
+    ],
+)
+def test_the_rule_for_a_correctness_worker(category, reasons, infrastructure):
+    ev = Evaluated(make_record(False, category, tuple(reasons)))
+    fault = loop_evaluation.infrastructure_fault(ev)
+    assert bool(fault) is infrastructure, fault
+    assert not fault or "killed from outside" in fault
+
+
+def test_the_rule_for_a_benchmark_worker():
+    killed = bench_record(uniform(0.5), problems=["the benchmark worker died with exit code -9"])
+    ended = bench_record(uniform(0.5), problems=["the benchmark worker died with exit code 1"])
+    gate = GateResult(accepted=False, category="timing", reasons=["killed"])
+    assert "benchmark" in loop_evaluation.infrastructure_fault(
+        Evaluated(make_record(), killed, gate)
+    )
+    assert loop_evaluation.infrastructure_fault(Evaluated(make_record(), ended, gate)) == ""
+    fine = bench_record(uniform(0.5))
+    slower = GateResult(accepted=False, category="slower")
+    assert loop_evaluation.infrastructure_fault(Evaluated(make_record(), fine, slower)) == ""
 
 
 def _kill_our_workers(stop: threading.Event, killed: list[int]) -> None:
