@@ -24,6 +24,7 @@ from pydantic import BaseModel, Field
 
 from kernelloop.evaluate.trusted.bench import BenchmarkRecord, speedup
 from kernelloop.evaluate.trusted.record import EvaluationRecord
+from kernelloop.objective import geomean
 from kernelloop.policy.decisions import PolicyDecision
 from kernelloop.task.spec import Rules
 
@@ -93,7 +94,7 @@ def performance_gate(bench: BenchmarkRecord, rules: Rules) -> GateResult:
         return _no("timing", *missing)
     res = GateResult(accepted=False, category="slower", shapes=shapes)
     wsum = sum(s.weight for s in shapes)
-    res.objective = math.exp(sum(s.weight * math.log(s.speedup_vs_best) for s in shapes) / wsum)
+    res.objective = geomean((s.weight, s.speedup_vs_best) for s in shapes)
     # Independent log-errors average down with the weights.
     res.noise_rel = math.sqrt(sum((s.weight * s.noise_rel) ** 2 for s in shapes)) / wsum
     res.required_gain = max(rules.min_gain, rules.noise_k * res.noise_rel)
@@ -150,9 +151,8 @@ def _second_timer(bench: BenchmarkRecord, res: GateResult, rules: Rules) -> None
                 f"{s.shape}: events say {s.speedup_vs_best:.3f}x, profiler kernel durations "
                 f"{s.profiler_speedup_vs_best:.3f}x: the timers disagree beyond the noise"
             )
-    wsum = sum(s.weight for s in res.shapes)
-    prof_obj = math.exp(sum(s.weight * math.log(s.profiler_speedup_vs_best) for s in res.shapes) / wsum)
-    if prof_obj <= 1.0 and res.objective is not None and res.objective > 1.0:
+    prof_obj = geomean((s.weight, s.profiler_speedup_vs_best) for s in res.shapes)
+    if prof_obj is not None and prof_obj <= 1.0 and res.objective is not None and res.objective > 1.0:
         res.reasons.append(f"the second timer does not confirm the gain: profiler kernel durations give "
                            f"{prof_obj:.4f}x over the best")
 

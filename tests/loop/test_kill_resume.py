@@ -1,6 +1,6 @@
 """SIGKILL a real `kernelloop run` in the middle of an evaluation, then `--resume` it.
 
-The promise under test (src/kernelloop/loop.py): state is written after every step, so a
+The promise under test (src/kernelloop/loop/driver.py): state is written after every step, so a
 killed run continues with `kernelloop run TASK --resume` and loses at most the evaluation
 in flight. tests/history/test_crash.py checks the history layer alone; this checks the
 loop and the CLI: the history, the git variants, the sandbox's workers and the summary.

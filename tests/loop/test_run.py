@@ -13,7 +13,7 @@ import pytest
 from kernelloop.agents.scripted import ScriptedAgent
 from kernelloop.history import open_task_memory
 from kernelloop.loop import Options, run_loop
-from kernelloop.runview import RunView
+from kernelloop.loop.view import RunView
 from kernelloop.task import load_task
 from tests.conftest import FLAGSHIP
 

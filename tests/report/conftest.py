@@ -14,7 +14,7 @@ import pytest
 from kernelloop.agents.scripted import ScriptedAgent
 from kernelloop.history import HistoryStore
 from kernelloop.loop import Options, run_loop
-from kernelloop.runview import RunView
+from kernelloop.loop.view import RunView
 from kernelloop.task import load_task
 from tests.loop.test_measured_cpu import SCRIPT, _task_and_script
 

@@ -11,30 +11,12 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from kernelloop.commands.common import TaskArg, WorkspaceOpt, open_history
 from kernelloop.errors import KernelloopError
 from kernelloop.history import HistoryStore
 from kernelloop.history.export_text import benchmark_markdown, export_message
-from kernelloop.history.models import Attempt
-from kernelloop.history.workspace import DB_NAME
-from kernelloop.task import Task, load_task
+from kernelloop.history.models import Attempt, history_row
 from kernelloop.versions import Versions
-
-TaskArg = Annotated[Path, typer.Argument(help="The task folder (holding task.toml).")]
-WorkspaceOpt = Annotated[
-    Path | None, typer.Option("--workspace", help="Where the history lives (default: TASK/.kernelloop).")
-]
-
-
-def _open(task_dir: Path, workspace: Path | None) -> tuple[Task, HistoryStore]:
-    task = load_task(task_dir)
-    ws = workspace.expanduser().resolve() if workspace else task.folder / ".kernelloop"
-    db = ws / DB_NAME
-    if not db.is_file():
-        raise KernelloopError(
-            f"no history for task {task.name} in {ws}; run `kernelloop run {task_dir}` first "
-            "or pass --workspace where the run wrote it."
-        )
-    return task, HistoryStore.open(db)
 
 
 def _shape_text(a: Attempt) -> str:
@@ -45,19 +27,11 @@ def _shape_text(a: Attempt) -> str:
 def _verdict_cell(a: Attempt) -> str:
     if a.status == "refused":
         return "[yellow]refused[/]"
+    if a.status == "infrastructure":
+        return "[magenta]infrastructure[/] (not the candidate's fault)"
     if a.accepted is None:
         return "[dim]not evaluated[/]"
     return ("[green]accepted[/]" if a.accepted else f"[red]rejected[/] {a.category}") + (" ★" if a.was_best else "")
-
-
-def _as_dict(a: Attempt) -> dict[str, object]:
-    return {
-        "id": a.id, "run": a.run_id, "round": a.round, "k": a.k, "parent": a.parent_id, "agent": a.agent,
-        "model": a.model, "hypothesis": a.hypothesis, "status": a.status, "accepted": a.accepted,
-        "category": a.category, "reasons": list(a.reasons), "objective": a.objective, "gain": a.gain,
-        "per_shape": a.per_shape, "refused_reason": a.refused_reason, "commit": a.commit_sha,
-        "branch": a.branch, "cost_usd": a.cost_usd, "was_best": a.was_best,
-    }
 
 
 def history(
@@ -67,11 +41,11 @@ def history(
     as_json: Annotated[bool, typer.Option("--json", help="Print the attempts as JSON.")] = False,
 ) -> None:
     """Table of attempts: round, hypothesis, verdict, objective, per-shape change, cost."""
-    task, store = _open(task_dir, workspace)
+    task, store = open_history(task_dir, workspace)
     with store:
         attempts = store.attempts(task.name, run_id=run)
         if as_json:
-            typer.echo(json.dumps([_as_dict(a) for a in attempts], indent=1))
+            typer.echo(json.dumps([history_row(a) for a in attempts], indent=1))
             return
         if not attempts:
             raise KernelloopError(f"no attempts recorded for task {task.name}{f' in run {run}' if run else ''}; "
@@ -84,6 +58,8 @@ def history(
             if a.gain is not None:
                 obj += f" ({(a.gain - 1) * 100:+.1f}%)"
             hyp = a.hypothesis[:160] + (f"\n[yellow]{a.refused_reason}[/]" if a.status == "refused" else "")
+            if a.status == "infrastructure":
+                hyp += f"\n[magenta]{a.infra_reason}[/]"
             table.add_row(str(a.id), str(a.run_id), "base" if a.round == 0 else f"r{a.round}-{a.k}",
                           "/".join(x for x in (a.agent, a.model) if x), hyp, _verdict_cell(a), obj,
                           _shape_text(a), f"${a.cost_usd:.4f}")
@@ -115,7 +91,7 @@ def rollback(
     output: Annotated[Path | None, typer.Option("--output", help="Write here instead of the task's kernel file.")] = None,
 ) -> None:
     """Restore a generation's kernel byte for byte and make it the best."""
-    task, store = _open(task_dir, workspace)
+    task, store = open_history(task_dir, workspace)
     with store:
         versions = Versions.open(task.folder, task.name, task.spec.task.baseline)
         commit, attempt = _target(store, versions, to)
@@ -138,7 +114,7 @@ def export(
     proposal: Annotated[int | None, typer.Option("--id", help="Export this proposal instead of the best.")] = None,
 ) -> None:
     """Make a reviewable branch: the best kernel, BENCHMARK.md beside it, the record in the message."""
-    task, store = _open(task_dir, workspace)
+    task, store = open_history(task_dir, workspace)
     with store:
         pending = None if proposal else store.pending_best(task.name)
         if pending:
@@ -173,7 +149,7 @@ def approve(
     note: Annotated[str, typer.Option("--note", help="Why, for the record.")] = "",
 ) -> None:
     """Sign off a best found on an architecture the tool has little history on."""
-    task, store = _open(task_dir, workspace)
+    task, store = open_history(task_dir, workspace)
     with store:
         attempt = store.attempt(proposal) if proposal else store.pending_best(task.name)
         if attempt is None:

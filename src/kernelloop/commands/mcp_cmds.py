@@ -31,9 +31,9 @@ def mcp_cmd(
         from kernelloop.errors import KernelloopError
 
         raise KernelloopError("the MCP SDK is not installed; install it with `pip install 'mcp>=2.3,<3'`.") from None
-    from kernelloop.external_session import ExternalSession
-    from kernelloop.loop import Options
-    from kernelloop.mcp_server import serve
+    from kernelloop.loop.mcp_server import serve
+    from kernelloop.loop.session import ExternalSession
+    from kernelloop.loop.state import Options
 
     opts = Options(device=device, shapes=shapes, rounds=rounds, workspace=workspace, sandbox=sandbox,
                    dtypes=[d.strip() for d in dtypes.split(",")] if dtypes else None)

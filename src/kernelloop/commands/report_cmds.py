@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from kernelloop.commands.history_cmds import TaskArg, WorkspaceOpt, _open
+from kernelloop.commands.common import TaskArg, WorkspaceOpt, open_history
 from kernelloop.errors import KernelloopError
 
 
@@ -20,7 +20,7 @@ def report(
     """Write report.md (with PNG charts) and a self-contained report.html for a run."""
     from kernelloop.report import write_report  # matplotlib loads only for this command
 
-    task, store = _open(task_dir, workspace)
+    task, store = open_history(task_dir, workspace)
     with store:
         runs = store.runs(task.name)
         if not runs:

@@ -35,7 +35,7 @@ def run_cmd(
     """Run the optimization loop: propose, check, evaluate, gate, record, repeat."""
     from kernelloop.agents.registry import make_agent
     from kernelloop.loop import Options, run_loop
-    from kernelloop.runview import RunView
+    from kernelloop.loop.view import RunView
 
     t = load_task(task)
     the_agent = make_agent(agent, task=t, screen_model=screen_model, final_model=final_model, base_url=base_url)
@@ -45,7 +45,7 @@ def run_cmd(
     cost = getattr(the_agent, "cost_summary", None)
     if callable(cost):
         summary["model_cost"] = cost()
-    out = (workspace or t.folder / ".kernelloop") / f"run-{summary['run_id']}-summary.json"
+    out = t.workspace(workspace) / f"run-{summary['run_id']}-summary.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     text = json.dumps(summary, indent=2, default=str)
     out.write_text(text)

@@ -30,7 +30,7 @@ def approx_tokens(text: str) -> int:
 
 
 def _group(a: Attempt) -> int:
-    if a.status == "refused":
+    if a.status in ("refused", "infrastructure"):
         return 3
     if a.accepted:
         return 0  # what worked
@@ -39,7 +39,8 @@ def _group(a: Attempt) -> int:
 
 def _ordered(attempts: Sequence[Attempt]) -> list[Attempt]:
     """Most informative first: the largest win, the worst measured failure, the latest
-    breakage, then the next of each, round-robin; refused duplicates last."""
+    breakage, then the next of each, round-robin; refused duplicates and proposals lost
+    to infrastructure failures last."""
 
     def effect(a: Attempt) -> float:
         return abs(math.log(a.gain)) if a.gain and a.gain > 0 else 0.0
@@ -58,7 +59,8 @@ def _ordered(attempts: Sequence[Attempt]) -> list[Attempt]:
 def render_digest(attempts: Sequence[Attempt], *, budget_tokens: int = 1500) -> str:
     """Every attempt gets one line; the most informative get the full form while the
     budget lasts; if even the one-liners do not fit, the least informative are named."""
-    shown = [a for a in attempts if a.status in ("evaluated", "refused") and a.round > 0]
+    decided = ("evaluated", "refused", "infrastructure")
+    shown = [a for a in attempts if a.status in decided and a.round > 0]
     if not shown:
         return "No earlier attempts on this task."
     best = [a for a in attempts if a.was_best and a.objective is not None]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass, field
 
@@ -48,7 +49,7 @@ class Attempt:
     attribution: str
     diff_summary: str
     edit_points: int | None
-    status: str  # proposed | refused | evaluated
+    status: str  # proposed | refused | evaluated | infrastructure
     refused_reason: str
     commit_sha: str
     branch: str
@@ -65,6 +66,8 @@ class Attempt:
     parent_per_shape: dict[str, float] = field(default_factory=dict)
     was_best: bool = False
     cost_usd: float = 0.0
+    # Why no verdict could be had through no fault of the candidate (status infrastructure).
+    infra_reason: str = ""
 
     @property
     def evaluated(self) -> bool:
@@ -72,8 +75,8 @@ class Attempt:
 
     @property
     def verdict_label(self) -> str:
-        if self.status == "refused":
-            return "refused"
+        if self.status in ("refused", "infrastructure"):
+            return self.status
         if self.accepted is None:
             return "pending"
         return "accepted" if self.accepted else f"rejected [{self.category}]"
@@ -122,13 +125,16 @@ class Attempt:
         head = f"#{self.id} r{self.round} {self.verdict_label}"
         if self.status == "refused":
             return f"{head}: {_clip(self.refused_reason, 110)} — idea: {_clip(self.hypothesis, 70)}"
+        if self.status == "infrastructure":
+            return (f"{head} (not the candidate's fault, may be sent again): "
+                    f"{_clip(self.infra_reason, 90)} — idea: {_clip(self.hypothesis, 70)}")
         head += f" {self.effect_text()}"
         return head + (f" by {who}" if who else "")
 
     def format_for_prompt(self, compact: bool = False) -> str:
         """What changed, the measured effect, the agent's attribution and the verdict."""
-        if compact or self.status == "refused":
-            if self.status == "refused":
+        if compact or self.status in ("refused", "infrastructure"):
+            if self.status in ("refused", "infrastructure"):
                 return self.headline()
             gain = f" {_pct(self.gain)}" if self.gain is not None else ""
             why = f" ({_clip(self.reasons[0], 60)})" if self.reasons and not self.accepted else ""
@@ -150,6 +156,48 @@ class Attempt:
         if self.reasons:
             lines.append(f"  verdict reasons: {_clip('; '.join(self.reasons), 180)}")
         return "\n".join(lines)
+
+
+def history_row(a: Attempt) -> dict[str, object]:
+    """One history row as `kernelloop history --json` prints it and the MCP server's
+    `history`, `submit_candidate` and `variant` tools return it: one shape for both.
+    objective_vs_baseline and per_shape_vs_baseline are speedups over the baseline;
+    gain_vs_parent is the objective relative to the parent's (1.05 = 5% faster)."""
+    return {
+        "id": a.id,
+        "run": a.run_id,
+        "round": a.round,
+        "k": a.k,
+        "parent": a.parent_id,
+        "agent": a.agent,
+        "model": a.model,
+        "direction": a.direction,
+        "claim": a.hypothesis,
+        "prediction": a.predicted_effect,
+        "status": a.status,
+        "accepted": a.accepted,
+        "category": a.category,
+        "reasons": list(a.reasons),
+        "refused_reason": a.refused_reason,
+        "infra_reason": a.infra_reason,
+        "objective_vs_baseline": a.objective,
+        "gain_vs_parent": a.gain,
+        "per_shape_vs_baseline": a.per_shape,
+        "commit": a.commit_sha or None,
+        "branch": a.branch or None,
+        "cost_usd": a.cost_usd,
+        "was_best": a.was_best,
+    }
+
+
+@dataclass(frozen=True)
+class RunOwner:
+    """The process running a run, as its row says: pid, host, and the last heartbeat
+    (see `kernelloop.history.liveness` for how a live run is told from a crashed one)."""
+
+    pid: int
+    host: str
+    heartbeat_at: str
 
 
 @dataclass(frozen=True)
@@ -174,6 +222,17 @@ class RunState:
     # Proposals recorded but never evaluated: the evaluation in flight when the run died.
     in_flight: tuple[Attempt, ...]
     cost_usd: float
+    # The process that holds the run (None once it let go, or for runs from before).
+    owner: RunOwner | None = None
+
+    @property
+    def driver(self) -> str:
+        """Who drove the run: "loop" (`kernelloop run`) or "mcp" (an external agent)."""
+        try:
+            config = json.loads(self.config_json or "{}")
+        except ValueError:
+            return "loop"
+        return str(config.get("driver", "loop")) if isinstance(config, dict) else "loop"
 
     @property
     def evaluated_ids(self) -> tuple[int, ...]:
@@ -203,3 +262,4 @@ class RunInfo:
     best_proposal_id: int | None
     started_at: str
     finished_at: str | None
+    owner: RunOwner | None = None

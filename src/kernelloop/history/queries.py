@@ -8,7 +8,7 @@ from collections import defaultdict
 
 from kernelloop.history.duplicates import PriorProposal
 from kernelloop.history.fingerprint import changed_lines
-from kernelloop.history.models import Attempt, RunState
+from kernelloop.history.models import Attempt, RunInfo, RunOwner, RunState
 
 _ATTEMPTS_SQL = """
 SELECT p.*, e.accepted, e.category, e.reasons_json, e.objective, e.per_shape_json,
@@ -71,6 +71,7 @@ def _attempt(r: sqlite3.Row, cost: float) -> Attempt:
         parent_per_shape=json.loads(r["parent_per_shape_json"] or "{}"),
         was_best=bool(r["was_best"]),
         cost_usd=cost,
+        infra_reason=r["infra_reason"],
     )
 
 
@@ -114,6 +115,22 @@ def run_state(conn: sqlite3.Connection, run_id: int) -> RunState:
         attempts=tuple(a for a in all_attempts if a.status != "proposed"),
         in_flight=tuple(a for a in all_attempts if a.status == "proposed"),
         cost_usd=float(cost),
+        owner=owner(run),
+    )
+
+
+def owner(run: sqlite3.Row) -> RunOwner | None:
+    """The process holding a run: None once the run finished or its owner let go of it,
+    and for runs written before owners were recorded."""
+    if run["finished_at"] or run["owner_pid"] is None or not run["heartbeat_at"]:
+        return None
+    return RunOwner(int(run["owner_pid"]), run["owner_host"], run["heartbeat_at"])
+
+
+def run_info(r: sqlite3.Row) -> RunInfo:
+    return RunInfo(
+        r["id"], r["task"], r["task_digest"], r["agent"], r["device_name"], r["arch"], r["status"],
+        r["best_proposal_id"], r["started_at"], r["finished_at"], owner(r),
     )
 
 

@@ -146,6 +146,16 @@ MIGRATIONS: list[str] = [
     ALTER TABLE evaluations ADD COLUMN bench_json TEXT;
     ALTER TABLE evaluations ADD COLUMN gate_json TEXT;
     """,
+    # 3: who is running a run, and whether it is alive: the owner's pid and host and a
+    # heartbeat the owner refreshes while it runs (NULL for runs from before, and once the
+    # owner let go of the run); and, per proposal, why its evaluation could not be done
+    # through no fault of the candidate (status 'infrastructure').
+    """
+    ALTER TABLE runs ADD COLUMN owner_pid INTEGER;
+    ALTER TABLE runs ADD COLUMN owner_host TEXT NOT NULL DEFAULT '';
+    ALTER TABLE runs ADD COLUMN heartbeat_at TEXT;
+    ALTER TABLE proposals ADD COLUMN infra_reason TEXT NOT NULL DEFAULT '';
+    """,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

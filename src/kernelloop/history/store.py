@@ -143,14 +143,37 @@ class HistoryStore:
 
     def runs(self, task_name: str) -> list[RunInfo]:
         rows = self._conn.execute("SELECT * FROM runs WHERE task = ? ORDER BY id", (task_name,))
-        return [
-            RunInfo(r["id"], r["task"], r["task_digest"], r["agent"], r["device_name"], r["arch"],
-                    r["status"], r["best_proposal_id"], r["started_at"], r["finished_at"])
-            for r in rows
-        ]
+        return [queries.run_info(r) for r in rows]
+
+    def claim_run(self, run_id: int, pid: int, host: str) -> None:
+        """Record the process that runs the run from now on, with a first heartbeat."""
+        with self._tx() as c:
+            c.execute("UPDATE runs SET owner_pid = ?, owner_host = ?, heartbeat_at = ? WHERE id = ?",
+                      (pid, host, _now(), run_id))
+
+    def heartbeat(self, run_id: int, pid: int) -> bool:
+        """Refresh the run's heartbeat if `pid` still holds it; False if it does not."""
+        with self._tx() as c:
+            cur = c.execute("UPDATE runs SET heartbeat_at = ? WHERE id = ? AND owner_pid = ?",
+                            (_now(), run_id, pid))
+            return cur.rowcount == 1
+
+    def release_run(self, run_id: int, pid: int) -> None:
+        """The owner lets go of the run (finished, stopped, or left by an error it could
+        see): with no owner the run reads as not live, and `--resume` may take it."""
+        with self._tx() as c:
+            c.execute("UPDATE runs SET owner_pid = NULL, heartbeat_at = NULL WHERE id = ? AND owner_pid = ?",
+                      (run_id, pid))
+
+    def unfinished_runs(self, task_name: str) -> list[RunInfo]:
+        """The task's runs still marked running (live, or crashed: see history.liveness)."""
+        rows = self._conn.execute(
+            "SELECT * FROM runs WHERE task = ? AND status = 'running' ORDER BY id", (task_name,))
+        return [queries.run_info(r) for r in rows]
 
     def find_resumable_run(self, task_name: str) -> RunState | None:
-        """The latest run of the task that never finished (killed, crashed), if any."""
+        """The latest run of the task that never finished (killed, crashed, or still live:
+        the caller asks `history.liveness` which), if any."""
         row = self._conn.execute(
             "SELECT id FROM runs WHERE task = ? AND status = 'running' ORDER BY id DESC LIMIT 1",
             (task_name,),
@@ -218,6 +241,14 @@ class HistoryStore:
     def refuse_proposal(self, proposal_id: int, reason: str) -> None:
         with self._tx() as c:
             c.execute("UPDATE proposals SET status = 'refused', refused_reason = ? WHERE id = ?",
+                      (reason, proposal_id))
+
+    def mark_infrastructure(self, proposal_id: int, reason: str) -> None:
+        """No verdict could be had through no fault of the candidate (a sandbox that did not
+        start, a worker killed from outside). Such a row has no evaluation: it never
+        promotes, and the duplicate detector never counts it as a tried idea."""
+        with self._tx() as c:
+            c.execute("UPDATE proposals SET status = 'infrastructure', infra_reason = ? WHERE id = ?",
                       (reason, proposal_id))
 
     def add_evaluation(

@@ -1,4 +1,5 @@
-"""Where a task's loop state lives: `<task folder>/.kernelloop/` unless the user says."""
+"""The task's workspace (`kernelloop.task.workspace_path`) made ready: the folder with its
+own `.gitignore`, the history database in it, and the task's git versions."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kernelloop.history.store import HistoryStore
+from kernelloop.task.workspace import workspace_path
 from kernelloop.versions import Versions
 
 if TYPE_CHECKING:
@@ -20,7 +22,7 @@ def workspace_dir(task_folder: str | Path, override: str | Path | None = None) -
     The folder carries its own `.gitignore` of `*`, so it stays out of the user's commits
     without touching their `.gitignore`.
     """
-    ws = Path(override).expanduser().resolve() if override else Path(task_folder).resolve() / ".kernelloop"
+    ws = workspace_path(task_folder, override)
     ws.mkdir(parents=True, exist_ok=True)
     ignore = ws / ".gitignore"
     if not ignore.exists():

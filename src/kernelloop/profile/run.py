@@ -129,7 +129,7 @@ def collect(task: Task, impl: Path, shape: Shape, dtype: str, *, device: str, sa
             got.missing.append("Nsight Compute: ncu not found; install it or set KERNELLOOP_NCU to its path")
         cfg = SandboxConfig(mode=sandbox, timeout_s=timeout_s, gpu=device == "cuda", rw_paths=[work],
                             ro_paths=[task.folder],
-                            hidden_paths=[task.folder / ".kernelloop"])
+                            hidden_paths=[task.workspace()])
         if ncu is not None:
             _run_ncu(got, job, work, cfg, ncu)
         if not got.kernels:

@@ -24,6 +24,7 @@ STYLE = {
     "accepted": ("o", "#1a9850", "accepted"),
     "rejected": ("X", "#d73027", "rejected"),
     "refused": ("^", "#f59e0b", "refused (not evaluated)"),
+    "infrastructure": ("P", "#7b3294", "infrastructure failure (not evaluated)"),
     "pending": ("d", "#888888", "in flight (not evaluated)"),
 }
 _RC = {"svg.fonttype": "none", "svg.hashsalt": "kernelloop-report", "font.size": 9}

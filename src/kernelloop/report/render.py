@@ -60,7 +60,7 @@ def context(rr: RunRecords, rules: Rules, out_dir: Path) -> dict[str, Any]:
         "narrative": sections.narrative(rr), "deltas": sections.metric_deltas(rr),
         "costs": sections.cost_ledger(rr, head["wall_s"]), "checklist": checklist(rr, rules),
         "charts": {c.name: c for c in (progress, roof) if c is not None},
-        "counts": {s: sum(p.state == s for p in pts) for s in ("accepted", "rejected", "refused", "pending")},
+        "counts": {s: sum(p.state == s for p in pts) for s in ("accepted", "rejected", "refused", "infrastructure", "pending")},
     }
 
 

@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import Any
 
 import kernelloop
-from kernelloop import runview
+from kernelloop import objective
 from kernelloop.history.models import Attempt
 from kernelloop.profile.deltas import TRACKED, fmt_value
 from kernelloop.report.records import RunRecords
@@ -36,9 +36,10 @@ def label(a: Attempt) -> str:
 
 
 def state(a: Attempt) -> str:
-    """accepted | rejected | refused | pending: the chart's marker and the table's verdict word."""
-    if a.status == "refused":
-        return "refused"
+    """accepted | rejected | refused | infrastructure | pending: the chart's marker and the
+    table's verdict word."""
+    if a.status in ("refused", "infrastructure"):
+        return a.status
     if a.accepted is None:
         return "pending"
     if a.round == 0:
@@ -109,7 +110,7 @@ def shape_rows(rr: RunRecords) -> list[dict[str, Any]]:
     s = rr.stored.get(best.id) if best else None
     if s is None or s.bench is None:
         return []
-    rows = runview.shape_rows(s.bench, s.gate)
+    rows = objective.shape_rows(s.bench, s.gate)
     for row, sb in zip(rows, s.bench.get("shapes") or [], strict=True):
         row["baseline_pct_of_floor"] = ((sb.get("impls") or {}).get("baseline") or {}).get("pct_of_floor")
     return rows
@@ -119,6 +120,8 @@ def measured_text(rr: RunRecords, a: Attempt) -> str:
     """What was measured for a proposal, in one line."""
     if a.status == "refused":
         return "not evaluated (refused before it cost a benchmark)"
+    if a.status == "infrastructure":
+        return f"not evaluated: infrastructure failure, not the candidate's fault ({a.infra_reason})"
     if a.accepted is None:
         return "not evaluated (in flight when the run stopped)"
     gate = rr.stored[a.id].gate if a.id in rr.stored else None
@@ -141,7 +144,7 @@ def narrative(rr: RunRecords) -> list[dict[str, Any]]:
     for a in rr.attempts:
         if a.round == 0:
             continue
-        reasons = [a.refused_reason] if a.status == "refused" else list(a.reasons)
+        reasons = {"refused": [a.refused_reason], "infrastructure": [a.infra_reason]}.get(a.status, list(a.reasons))
         rows.append({
             "id": a.id, "label": label(a), "agent": "/".join(x for x in (a.agent, a.model) if x) or NONE,
             "claim": a.hypothesis or NONE, "predicted": a.predicted_effect or "none given",

@@ -17,6 +17,7 @@ from pydantic import ValidationError
 
 from kernelloop.errors import TaskError
 from kernelloop.task.spec import Shape, TaskSpec
+from kernelloop.task.workspace import WORKSPACE_NAME, workspace_path
 
 ELEM_SIZES = {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2}
 
@@ -73,11 +74,16 @@ class Task:
     def min_flops(self, shape: Shape, dtype: str) -> float:
         return eval_expr(self.spec.roofline.flops, {**shape.dims, "elem_size": ELEM_SIZES[dtype]})
 
+    def workspace(self, override: str | Path | None = None) -> Path:
+        """Where this task's history, versions' state and run summaries live."""
+        return workspace_path(self.folder, override)
+
     def digest(self) -> str:
         """Hash of every file in the task folder: ties a record to the exact task it ran on."""
         h = hashlib.sha256()
+        skipped = {"__pycache__", WORKSPACE_NAME, ".git"}
         for p in sorted(self.folder.rglob("*")):
-            if p.is_file() and "__pycache__" not in p.parts and ".kernelloop" not in p.parts and ".git" not in p.parts:
+            if p.is_file() and not skipped.intersection(p.parts):
                 h.update(str(p.relative_to(self.folder)).encode())
                 h.update(p.read_bytes())
         return h.hexdigest()[:16]

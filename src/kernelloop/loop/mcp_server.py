@@ -1,7 +1,7 @@
 """`kernelloop mcp TASK`: the loop's gate, history and versioning for external coding
 agents (Claude Code, Codex, …) over MCP on stdio, built on the official `mcp` SDK.
 
-Every tool is a thin layer over `ExternalSession`, which drives the same step as
+Every tool is a thin layer over `ExternalSession`, which drives the same round function as
 `kernelloop run`. Long operations run in a worker thread and report each status line as
 an MCP progress notification. stdout is the protocol channel: the SDK's stdio transport
 serves it from a private descriptor and points fd 1 at stderr (and fd 0 at /dev/null), so
@@ -20,7 +20,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
 from kernelloop.errors import KernelloopError
-from kernelloop.external_session import ExternalSession
+from kernelloop.loop.session import ExternalSession
 
 INSTRUCTIONS = """kernelloop: optimize one GPU kernel under a verification gate.
 Read `task` first (spec, shapes, rules, entry signature, baseline and current best), then
@@ -81,7 +81,9 @@ def build_server(session: ExternalSession) -> MCPServer:
         return await _call(session.profile, source, _progress(ctx))
 
     @server.tool(name="submit_candidate")
-    async def submit_tool(source: str, claim: str, prediction: str, ctx: Context, direction: str = "") -> dict:
+    async def submit_tool(
+        source: str, claim: str, prediction: str, ctx: Context, direction: str = ""
+    ) -> dict:
         """Submit one candidate (the full Python source defining the task's entry function
         with the baseline's signature) as one round of the loop. `claim`: what you changed
         and why it should help; `prediction`: the effect you expect (e.g. "1.3x on

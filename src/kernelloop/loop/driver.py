@@ -1,0 +1,109 @@
+"""The closed loop: profile → hypothesis → edit → test → benchmark → gate → record → repeat.
+
+Reads like the seed's loop; every detail lives in a part (the round, evaluate, policy,
+history, versions, agents, objective). State is written after every step, so a killed
+run continues with `--resume` and loses at most the evaluation in flight; while it runs,
+its row carries this process's pid and a heartbeat, so a live run is never resumed twice.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+from kernelloop.agents.base import Agent
+from kernelloop.evaluate.trusted.run import resolve_device, timings_count
+from kernelloop.history import HistoryStore, open_task_memory
+from kernelloop.history.heartbeat import Heartbeat
+from kernelloop.loop.context import agent_context
+from kernelloop.loop.resume import catch_up, refuse_if_live, restore, resumable_run, skip_replayed
+from kernelloop.loop.round import UNMEASURED, play_round, start_run
+from kernelloop.loop.state import Options, Run, View
+from kernelloop.loop.summary import run_summary
+from kernelloop.policy import budget_check
+from kernelloop.task import Task
+
+
+def run_loop(task: Task, agent: Agent, opts: Options, view: View) -> dict:
+    """Run (or with opts.resume, continue) the loop; returns the run summary."""
+    scratch = Path(tempfile.mkdtemp(prefix="kernelloop-run-"))
+    store, versions = open_task_memory(task, opts.workspace)
+    device = resolve_device(opts.device)
+    # Speed counts on a GPU, and on the CPU for tasks written in plain PyTorch; never
+    # from Triton's interpreter.
+    measured = timings_count(device, False, task.spec.task.language)
+    run = Run(task, store, versions, agent, view, scratch, device, measured)
+    run.sandbox, run.shapes, run.dtypes = opts.sandbox, opts.shapes, opts.dtypes
+    try:
+        return _run(run, opts)
+    finally:
+        store.close()
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _run(run: Run, opts: Options) -> dict:
+    task, store, agent, view = run.task, run.store, run.agent, run.view
+    t0 = time.monotonic()
+    state = resumable_run(task, store) if opts.resume else None
+    if state is None:  # round 0: the baseline, evaluated, versioned and recorded like any variant
+        refuse_if_live(task, store)
+        best = start_run(run, {"device": run.device, "shapes": opts.shapes, "rounds": opts.rounds})
+    else:
+        best = restore(run, state)
+    with Heartbeat(store.path, run.id):
+        view.start(task, agent.name, run.device, best)
+        first_round, replayed = (state.next_round if state else 1), {}
+        if state is not None:
+            best, first_round, replayed = catch_up(run, state, best)
+        last_round = min(task.spec.rules.max_rounds, opts.rounds or task.spec.rules.max_rounds)
+        status, why = "finished", "all rounds done"
+        for r in range(first_round, last_round + 1):
+            if stop := budget_check(r - 1, _spent(agent), time.monotonic() - t0, task.spec.rules):
+                status, why = stop.status, stop.reason
+                break
+            store.start_round(run.id, r)
+            ctx = agent_context(task, store.digest(task.name), best, r, last_round)
+            proposals = skip_replayed(agent, ctx, replayed)
+            _record_model_calls(store, agent, run.id, r)
+            if not proposals:
+                status, why = "finished", "the agent has nothing left to propose"
+                store.finish_round(run.id, r, why)
+                break
+            played = play_round(run, r, proposals, best)
+            best = played.best
+            if played.stop:
+                status, why = played.stop.status, played.stop.reason
+                break
+        if not run.measured:
+            why += UNMEASURED
+        summary = run_summary(task, store, run.id, best, status, why, time.monotonic() - t0)
+        view.finish(summary)
+        store.finish_run(run.id, status, json.dumps(summary))
+    return summary
+
+
+def _spent(agent: Agent) -> float:
+    """Model spend so far (0 for agents without a cost ledger: tuner, scripted)."""
+    ledger = getattr(agent, "ledger", None)
+    total = getattr(ledger, "total_usd", 0.0)
+    return float(total() if callable(total) else total)
+
+
+def _record_model_calls(store: HistoryStore, agent: Agent, run_id: int, r: int) -> None:
+    """Copy this round's model calls from the agent's cost ledger into the history."""
+    ledger = getattr(agent, "ledger", None)
+    for e in getattr(ledger, "entries", []):
+        if e.round == r:
+            store.add_model_call(
+                run_id,
+                r,
+                e.model,
+                e.provider,
+                e.input_tokens,
+                e.output_tokens,
+                e.cost_usd,
+                e.latency_s,
+            )

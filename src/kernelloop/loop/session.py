@@ -1,0 +1,363 @@
+"""The run an external coding agent (Claude Code, Codex, …) drives through `kernelloop mcp`.
+
+Each `submit` is one round of the loop with one proposal, through the same round function
+as `kernelloop run` (`loop/round.py`): policy pre-checks and duplicate refusal, a
+git-versioned variant, the sandboxed evaluation, the benchmark and gate where timings
+count, the history record and the best's promotion rules. The round budget, the time cap
+and the stall rule apply as they do in the loop. Candidate source is only ever written to
+a file for the sandboxed worker: this process never imports it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import shutil
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rich.console import Console
+
+from kernelloop.agents.base import Proposal
+from kernelloop.errors import KernelloopError
+from kernelloop.evaluate.trusted.run import resolve_device, select_shapes, timings_count
+from kernelloop.history import open_task_memory
+from kernelloop.history.heartbeat import Heartbeat
+from kernelloop.history.models import Attempt, history_row
+from kernelloop.loop.context import context_profile
+from kernelloop.loop.resume import refuse_if_live
+from kernelloop.loop.round import UNMEASURED, play_round, start_run
+from kernelloop.loop.state import Best, Options, Run
+from kernelloop.loop.summary import run_summary
+from kernelloop.loop.view import RunView
+from kernelloop.policy import budget_check, rules_text
+from kernelloop.task import Task
+
+AGENT_NAME = "external"
+
+
+@dataclass
+class ExternalAgent:
+    """The external agent as the round sees it: it proposes through `submit`, and the
+    round tells it each outcome (kept for the reply)."""
+
+    name: str = AGENT_NAME
+    last_outcome: str = ""
+
+    def propose(self, context) -> list[Proposal]:  # the external agent proposes through submit
+        return []
+
+    def observe(self, proposal: Proposal, outcome: str) -> None:
+        self.last_outcome = outcome
+
+
+@dataclass
+class ProgressView(RunView):
+    """The loop's view, printing to stderr (stdout carries the MCP protocol), with each
+    status line also handed to the caller of the operation in progress."""
+
+    console: Console = field(default_factory=lambda: Console(file=sys.stderr, soft_wrap=True))
+    live_enabled: bool = False
+    on_status: Callable[[str], None] | None = None
+
+    def status(self, message: str) -> None:
+        super().status(message)
+        if self.on_status is not None:
+            self.on_status(message)
+
+
+class ExternalSession:
+    """One run of one task, driven call by call. Operations are serialized (one evaluation
+    at a time); each opens the history in its own thread, as SQLite connections are
+    per-thread."""
+
+    def __init__(self, task: Task, opts: Options) -> None:
+        self.task, self.opts = task, opts
+        self.device = resolve_device(opts.device)
+        # As in the loop: speed counts on a GPU and for plain-PyTorch tasks, never in
+        # Triton's interpreter.
+        self.measured = timings_count(self.device, False, task.spec.task.language)
+        rules = task.spec.rules
+        self.last_round = min(rules.max_rounds, opts.rounds or rules.max_rounds)
+        self.agent = ExternalAgent()
+        self.view = ProgressView()
+        self.scratch = Path(tempfile.mkdtemp(prefix="kernelloop-mcp-"))
+        self.run_id: int | None = None
+        self.arch = ""
+        self.best: Best | None = None
+        self.round = 0
+        self.gains: list[float] = []
+        self.status: str | None = None  # set when the run has stopped
+        self.why = ""
+        self.t0 = time.monotonic()
+        self._lock = threading.Lock()
+        self._heartbeat: Heartbeat | None = None
+
+    # ---- plumbing ------------------------------------------------------------------
+    @contextmanager
+    def _memory(
+        self, progress: Callable[[str], None] | None = None, *, write: bool = True
+    ) -> Iterator[Run]:
+        """The run with this thread's history and versions for one operation; writers take
+        turns, readers (history, variant) do not wait for an evaluation in progress."""
+        with self._lock if write else contextlib.nullcontext():
+            if write:
+                self.view.on_status = progress
+            store, versions = open_task_memory(self.task, self.opts.workspace)
+            run = Run(
+                self.task,
+                store,
+                versions,
+                self.agent,
+                self.view,
+                self.scratch,
+                self.device,
+                self.measured,
+                self.opts.sandbox,
+                self.opts.shapes,
+            )
+            run.dtypes = self.opts.dtypes
+            run.id, run.arch, run.gains = self.run_id or 0, self.arch, self.gains
+            try:
+                yield run
+            finally:
+                store.close()
+                if write:
+                    self.view.on_status = None
+
+    def _ensure_run(self, run: Run) -> Best:
+        """Round 0 on first need: the baseline evaluated, versioned, recorded and profiled,
+        and the run held by this process (pid and heartbeat in its row)."""
+        if self.best is None:
+            refuse_if_live(self.task, run.store)
+            config = {
+                "device": self.device,
+                "shapes": self.opts.shapes,
+                "rounds": self.opts.rounds,
+                "driver": "mcp",
+            }
+            self.best = start_run(run, config)
+            self.run_id, self.arch = run.id, run.arch
+            self._heartbeat = Heartbeat(run.store.path, run.id).start()
+            self.view.start(self.task, AGENT_NAME, self.device, self.best)
+        return self.best
+
+    def _stop(self, run: Run, status: str, why: str) -> None:
+        if not self.measured:
+            why += UNMEASURED
+        self.status, self.why = status, why
+        wall_s = time.monotonic() - self.t0
+        summary = run_summary(self.task, run.store, run.id, self.best, status, why, wall_s)
+        self.view.finish(summary)
+        run.store.finish_run(run.id, status, json.dumps(summary, default=str))
+        if self._heartbeat is not None:
+            self._heartbeat.stop()
+
+    def close(self) -> None:
+        """The client went away: an unfinished run is closed as stopped, so that
+        `kernelloop run --resume` never picks it up with another agent."""
+        try:
+            if self.run_id is not None and self.status is None:
+                with self._memory() as run:
+                    why = f"the external agent disconnected after {self.round} round(s)"
+                    self._stop(run, "stopped", why)
+        finally:
+            if self._heartbeat is not None:
+                self._heartbeat.stop()
+            shutil.rmtree(self.scratch, ignore_errors=True)
+
+    # ---- operations --------------------------------------------------------------------
+    def submit(
+        self,
+        source: str,
+        claim: str,
+        prediction: str,
+        direction: str = "",
+        progress: Callable[[str], None] | None = None,
+    ) -> dict:
+        """One round with one proposal; the verdict with its reasons and numbers."""
+        if not claim.strip():
+            raise KernelloopError(
+                "submit_candidate needs a claim: say what you changed and why it should be faster."
+            )
+        with self._memory(progress) as run:
+            self._check_budget(run)
+            r = self.round + 1
+            prop = Proposal(
+                source=source,
+                hypothesis=claim,
+                predicted_effect=prediction,
+                direction=direction,
+                agent=AGENT_NAME,
+            )
+            played = play_round(run, r, [prop], self.best)
+            self.best, self.round, [won] = played.best, r, played.outcomes
+            if played.stop:
+                self._stop(run, played.stop.status, played.stop.reason)
+            if self.status is None and r >= self.last_round:
+                self._stop(run, "finished", "all rounds done")
+            attempt = run.store.attempt(won.pid)
+            pending_best = run.store.pending_best(self.task.name)
+            pending = won.best is not None and getattr(pending_best, "id", None) == won.pid
+        return {
+            "verdict": _verdict_word(attempt, won.best is not None, self.measured),
+            "outcome": self.agent.last_outcome,
+            **history_row(attempt),
+            "new_best": won.best is not None,
+            "pending_approval": pending,
+            "best": self._best_dict(),
+            "run": self._run_dict(),
+        }
+
+    def _check_budget(self, run: Run) -> None:
+        """Before a submission: the run has not ended, round 0 is done, and a round is left."""
+        if self.status is not None:
+            raise KernelloopError(
+                f"this run has ended ({self.status}: {self.why}); restart the "
+                "`kernelloop mcp` server to start a new run."
+            )
+        self._ensure_run(run)
+        rules, r = self.task.spec.rules, self.round + 1
+        stop = budget_check(r - 1, 0.0, time.monotonic() - self.t0, rules)
+        if stop is None and r > self.last_round:
+            stop = budget_check(rules.max_rounds, 0.0, 0.0, rules)
+        if stop is not None:
+            self._stop(run, stop.status, stop.reason)
+            raise KernelloopError(
+                f"the run's budget is spent ({stop.reason}); nothing was evaluated."
+            )
+
+    def describe(self) -> dict:
+        """The task as an agent needs it to write a candidate, and where the run stands."""
+        t, rules = self.task, self.task.spec.rules
+        shapes = select_shapes(t, self.device, self.opts.shapes)
+        baseline = t.baseline_path.read_text()
+        return {
+            "task": t.name,
+            "description": t.spec.task.description,
+            "language": t.spec.task.language,
+            "entry": t.spec.task.entry,
+            "entry_signature": _signature(baseline, t.spec.task.entry),
+            "params": dict(t.spec.params),
+            "device": self.device,
+            "timings_count": self.measured,
+            "shapes": [{"shape": s.label, "weight": s.weight, "tag": s.tag} for s in shapes],
+            "dtypes": self.opts.dtypes or list(t.spec.dtypes),
+            "tolerances": {k: v.model_dump() for k, v in t.spec.tolerances.items()},
+            "tunables": list(t.spec.task.tunables),
+            "rules": rules_text(rules, t.spec.task.entry),
+            "baseline_source": baseline,
+            "best": self._best_dict(source=True),
+            "run": self._run_dict(),
+        }
+
+    def history(self, limit: int = 20) -> dict:
+        """The digest the loop's agents get each round, and the latest history rows."""
+        with self._memory(write=False) as run:
+            attempts = run.store.attempts(self.task.name)
+            return {
+                "digest": run.store.digest(self.task.name),
+                "attempts": [history_row(a) for a in attempts[-limit:]],
+            }
+
+    def profile(self, source: str | None, progress: Callable[[str], None] | None = None) -> dict:
+        """The profile summary of the best (source None) or of a candidate, with deltas
+        against the best."""
+        from kernelloop.profile.run import profile_candidate
+
+        with self._memory(progress) as run:
+            best = self._ensure_run(run)
+            if source is None:
+                summary = best.profile_text or context_profile(best.record)
+                return {"of": f"best #{best.pid}", "summary": summary}
+            path = self.scratch / f"profile_{int(time.time() * 1000)}.py"
+            path.write_text(source)
+            out = profile_candidate(
+                self.task,
+                path,
+                parent=best.path,
+                device=self.device,
+                sandbox=self.opts.sandbox,
+                progress=self.view.status,
+            )
+            return {
+                "of": "candidate",
+                "parent": f"best #{best.pid}",
+                "shape": out.shape,
+                "dtype": out.dtype,
+                "summary": out.report.format_for_prompt(),
+                "metrics": out.report.agent_metrics(),
+            }
+
+    def variant(self, ref: str) -> dict:
+        """The source of any recorded generation: a proposal id, 'best', or a git revision."""
+        with self._memory(write=False) as run:
+            attempt = None
+            if ref.isdigit():
+                attempt = run.store.attempt(int(ref))
+                if not attempt.commit_sha:
+                    raise KernelloopError(
+                        f"proposal #{ref} was never committed (refused or in "
+                        "flight); pick an id with a commit from the history tool."
+                    )
+                commit = run.versions.resolve(attempt.commit_sha)
+            else:
+                commit = run.versions.resolve(ref)
+            out = {"ref": ref, "commit": commit, "source": run.versions.read(commit).decode()}
+            if attempt is not None:
+                out["attempt"] = history_row(attempt)
+            return out
+
+    # ---- views -----------------------------------------------------------------------
+    def _best_dict(self, source: bool = False) -> dict:
+        b = self.best
+        if b is None:
+            return {
+                "id": None,
+                "what": "the baseline (the run starts, and the baseline is "
+                "evaluated as round 0, on the first submit_candidate or profile call)",
+            }
+        out = {
+            "id": b.pid,
+            "objective_vs_baseline": b.objective,
+            "pct_of_floor": b.pct_of_floor,
+            "per_shape": b.shapes,
+        }
+        if source:
+            out["source"] = b.source
+        return out
+
+    def _run_dict(self) -> dict:
+        status = self.status or ("running" if self.run_id else "not started")
+        return {
+            "run_id": self.run_id,
+            "rounds_used": self.round,
+            "rounds_left": max(0, self.last_round - self.round),
+            "status": status,
+            "reason": self.why,
+        }
+
+
+def _verdict_word(a: Attempt, promoted: bool, measured: bool) -> str:
+    if a.status in ("refused", "infrastructure"):
+        return a.status
+    if promoted:
+        return "accepted"
+    if a.category == "accepted" and not measured:
+        return "correct, unmeasured"
+    return "rejected"
+
+
+def _signature(source: str, entry: str) -> str:
+    import ast
+
+    from kernelloop.policy.static import find_function
+
+    fn = find_function(ast.parse(source), entry)
+    return f"def {entry}({ast.unparse(fn.args)})" if fn is not None else ""

@@ -1,0 +1,97 @@
+"""What a run carries from round to round: the user's options, the run itself (`Run`),
+the best so far, and what one evaluation and one proposal came to. Records, no behaviour."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from kernelloop.agents.base import Agent, Proposal
+from kernelloop.evaluate.trusted.bench_record import BenchmarkRecord
+from kernelloop.evaluate.trusted.record import EvaluationRecord
+from kernelloop.gate import GateResult
+from kernelloop.history import HistoryStore
+from kernelloop.task import Task
+from kernelloop.versions import Versions
+
+
+@dataclass
+class Options:
+    device: str = "auto"
+    shapes: str | None = None
+    dtypes: list[str] | None = None
+    rounds: int | None = None
+    resume: bool = False
+    workspace: Path | None = None
+    sandbox: str = "auto"
+
+
+@dataclass
+class Evaluated:
+    """One candidate's evaluation: the correctness record, and where timings count the
+    benchmark record, the gate's verdict and the per-shape table. `infrastructure` says
+    why no verdict could be had through no fault of the candidate ("" when the verdict
+    stands); `record` is None when the sandbox never started."""
+
+    record: EvaluationRecord | None
+    bench: BenchmarkRecord | None = None  # where timings count
+    gate: GateResult | None = None
+    shapes: list[dict] = field(default_factory=list)
+    infrastructure: str = ""
+
+
+@dataclass
+class Best:
+    pid: int
+    source: str
+    record: EvaluationRecord | None
+    objective: float  # speedup over the baseline (1.0 for the baseline, or unmeasured)
+    pct_of_floor: float | None = None
+    path: Path = field(default_factory=Path)
+    profile_text: str = ""
+    profile_metrics: dict = field(default_factory=dict)
+    shapes: list[dict] = field(default_factory=list)  # per shape: time, speedup, % of floor
+
+
+@dataclass
+class Outcome:
+    """What one proposal came to: its history row, and the gain and new best if it won;
+    `infrastructure` when it could not be evaluated through no fault of its own."""
+
+    pid: int
+    gain: float | None = None
+    best: Best | None = None
+    infrastructure: bool = False
+
+
+class View(Protocol):
+    """Where a run shows itself (`loop.view.RunView`, or the MCP server's stderr view)."""
+
+    def start(self, task: Task, agent_name: str, device: str, best: Best) -> None: ...
+    def status(self, message: str) -> None: ...
+    def candidate(self, r: int, k: int, prop: Proposal, state: str, note: str) -> None: ...
+    def round_done(self, r: int, best: Best, gain: float) -> None: ...
+    def finish(self, summary: dict) -> None: ...
+
+
+@dataclass
+class Run:
+    """One run as its rounds need it: the task, its two memories (history, git versions),
+    who proposes, where it shows, and how candidates are evaluated. `id` and `arch` are set
+    when round 0 records the run; `gains` is the stall rule's memory, one per measured round."""
+
+    task: Task
+    store: HistoryStore
+    versions: Versions
+    agent: Agent
+    view: View
+    scratch: Path  # candidate files for the sandboxed workers
+    device: str
+    measured: bool  # whether timings count here (a GPU, or a plain-PyTorch task on a CPU)
+    sandbox: str = "auto"
+    shapes: str | None = None
+    dtypes: list[str] | None = None
+    id: int = 0
+    arch: str = ""
+    gains: list[float] = field(default_factory=list)

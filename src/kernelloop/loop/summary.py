@@ -1,0 +1,39 @@
+"""The run summary: what a finished (or stopped) run leaves behind, as JSON, in the
+history and in `TASK/.kernelloop/run-N-summary.json`. Built from the history and the
+best, never from what a screen happened to show."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from kernelloop.history import HistoryStore
+from kernelloop.history.models import history_row
+from kernelloop.loop.state import Best
+from kernelloop.task import Task
+
+
+def run_summary(
+    task: Task, store: HistoryStore, run_id: int, best: Best, status: str, why: str, wall_s: float
+) -> dict:
+    """Status and reason, the best's objective and % of floor, its per-shape table, every
+    proposal of the run (history rows) and the model cost ledger."""
+    summary = {
+        "task": task.name,
+        "run_id": run_id,
+        "finished_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "status": status,
+        "reason": why,
+        "best_proposal_id": best.pid,
+        "best_objective_vs_baseline": best.objective,
+        "best_pct_of_floor": best.pct_of_floor,
+        "wall_s": round(wall_s, 1),
+        "attempts": [
+            history_row(a) for a in store.attempts(task.name, run_id=run_id) if a.round > 0
+        ],
+        "model_costs": store.cost_by_model(run_id),
+    }
+    if best.record is not None:
+        summary["timings_count"] = best.record.timings_count
+    if best.shapes:
+        summary["best_per_shape"] = best.shapes
+    return summary

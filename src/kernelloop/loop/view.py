@@ -1,0 +1,127 @@
+"""What a person sees while a run works: a live table of the round's candidates under a
+header with the best's numbers, and the closing tables. A screen only: every number it
+shows comes computed (from `objective`, the gate, or the run summary)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from rich.console import Console, Group
+from rich.live import Live
+from rich.table import Table
+from rich.text import Text
+
+from kernelloop.loop.state import Best
+
+COLUMNS = ("round", "k", "agent", "hypothesis", "state", "note")
+COLOURS = {"accepted": "green", "rejected": "red", "refused": "yellow", "infrastructure": "magenta"}
+
+
+def _best_text(best: Best) -> str:
+    """The header's part about the best: speedup, time on the most heavily weighted
+    shape, % of floor."""
+    text = f" · best {best.objective:.3f}x over baseline"
+    if rows := [r for r in best.shapes if r.get("median_ms")]:
+        top = max(rows, key=lambda r: r["weight"])
+        text += f" · {top['median_ms']:.3f} ms on {top['shape']}"
+    if best.pct_of_floor:
+        text += f" · {best.pct_of_floor:.1f}% of floor"
+    return text
+
+
+@dataclass
+class RunView:
+    console: Console = field(default_factory=Console)
+    live_enabled: bool = True
+    rows: list[tuple] = field(default_factory=list)
+    header: str = ""
+    _status: str = ""
+    _live: Live | None = None
+
+    def _render(self) -> Group:
+        table = Table(*COLUMNS, expand=True)
+        for r in self.rows[-14:]:
+            table.add_row(*r)
+        return Group(Text(self.header, style="bold"), table, Text(self._status, style="dim"))
+
+    def _refresh(self) -> None:
+        if self._live is not None:
+            self._live.update(self._render())
+
+    def start(self, task, agent_name: str, device: str, best: Best) -> None:
+        self.header = f"{task.name} · agent {agent_name} · {device}{_best_text(best)}"
+        if self.live_enabled and self.console.is_terminal:
+            self._live = Live(self._render(), console=self.console, refresh_per_second=4)
+            self._live.start()
+        else:
+            self.console.print(self.header)
+
+    def status(self, message: str) -> None:
+        self._status = message
+        self._refresh()
+
+    def candidate(self, r: int, k: int, prop, state: str, note: str) -> None:
+        colour = COLOURS.get(state, "cyan")
+        hyp, state_cell = prop.hypothesis[:70], f"[{colour}]{state}[/]"
+        row = (str(r), str(k), prop.agent or "-", hyp, state_cell, note[:90])
+        if self.rows and self.rows[-1][:2] == row[:2]:
+            self.rows[-1] = row
+        else:
+            self.rows.append(row)
+        if self._live is None and state != "evaluating":
+            self.console.print(f"round {r}.{k} {state}: {prop.hypothesis[:80]} — {note[:120]}")
+        self._refresh()
+
+    def round_done(self, r: int, best: Best, gain: float) -> None:
+        self.header = f"{self.header.split(' · best')[0]}{_best_text(best)}"
+        self.status(f"round {r} done, gain {gain:.2%}")
+
+    def finish(self, summary: dict) -> None:
+        """The closing lines: every candidate this view saw, the best per shape, how the
+        run ended (all from the run summary)."""
+        if self._live is not None:
+            self._live.stop()
+            self._live = None
+        table = Table(*COLUMNS, title=f"{summary['task']}: {summary['status']}")
+        for r in self.rows:
+            table.add_row(*r)
+        self.console.print(table)
+        if summary.get("best_per_shape"):
+            self.console.print(_shape_table(summary["best_per_shape"]))
+        self.console.print(f"[bold]{summary['status']}[/]: {summary['reason']}")
+        pct = summary.get("best_pct_of_floor")
+        floor = f", {pct:.1f}% of floor" if pct else ""
+        self.console.print(
+            f"best: proposal {summary['best_proposal_id']}, "
+            f"{summary['best_objective_vs_baseline']:.3f}x over the baseline{floor} · "
+            f"{summary['wall_s']:.0f} s"
+        )
+
+
+def _fmt(v, spec: str) -> str:
+    return "-" if v is None else format(v, spec)
+
+
+def _shape_table(rows: list[dict]) -> Table:
+    t = Table(
+        "shape",
+        "dtype",
+        "tag",
+        "best ms",
+        "baseline ms",
+        "speedup",
+        "% of floor",
+        title="best, per shape",
+    )
+    for r in rows:
+        speedup = r["speedup_vs_baseline"]
+        t.add_row(
+            r["shape"],
+            r["dtype"],
+            r["tag"],
+            _fmt(r["median_ms"], ".4f"),
+            _fmt(r["baseline_ms"], ".4f"),
+            _fmt(speedup, ".3f") + ("x" if speedup else ""),
+            _fmt(r["pct_of_floor"], ".1f"),
+        )
+    return t

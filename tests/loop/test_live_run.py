@@ -1,0 +1,60 @@
+"""A run's row names its owner (pid, host) and carries a heartbeat, so a live run is told
+from a crashed one: while a real `kernelloop run` works, `--resume`, a second run of the
+same task and the MCP server's session all refuse; once it is SIGKILLed, the history
+reads it as crashed at once (tests/loop/test_kill_resume.py then resumes such a run)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import pytest
+
+from kernelloop.errors import KernelloopError
+from kernelloop.history import HistoryStore
+from kernelloop.history.liveness import liveness
+from kernelloop.loop.session import ExternalSession
+from kernelloop.loop.state import Options
+from kernelloop.task import load_task
+from tests.conftest import FUSED
+from tests.loop.test_kill_resume import FAST, _killpg, _logs, _rows, _start
+from tests.loop.test_run import FAST as FAST_OPTS
+from tests.loop.test_run import _task_copy
+
+CLAIMED_WITHIN_S = 200  # the baseline's evaluation and profile come first
+
+
+def test_a_live_run_is_not_resumed_or_joined_and_its_crash_is_seen(tmp_path):
+    folder = _task_copy(tmp_path)
+    cmd = [sys.executable, "-m", "kernelloop.cli", "run", str(folder),
+           "--agent", f"scripted:{folder / 'scripted'}", *FAST]  # fmt: skip
+    first = _start(cmd, tmp_path / "live")
+    try:
+        deadline = time.monotonic() + CLAIMED_WITHIN_S
+        while not _rows(folder, "SELECT id FROM runs WHERE owner_pid = ? AND heartbeat_at IS NOT "
+                                "NULL AND status = 'running'", (first.pid,)):  # fmt: skip
+            assert first.poll() is None, f"the run ended early\n{_logs(tmp_path / 'live')}"
+            assert time.monotonic() < deadline, f"no owned run row\n{_logs(tmp_path / 'live')}"
+            time.sleep(0.2)
+        resume = subprocess.run([*cmd, "--resume"], capture_output=True, text=True, timeout=120)
+        assert resume.returncode == 2, resume.stderr[-2000:]
+        assert "still live" in resume.stderr and f"pid {first.pid}" in resume.stderr
+        second = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        assert second.returncode == 2 and "still live" in second.stderr, second.stderr[-2000:]
+        session = ExternalSession(load_task(folder), Options(device="cpu", **FAST_OPTS))
+        try:
+            with pytest.raises(KernelloopError, match="still live"):
+                session.submit(FUSED.read_text(), "Fuse the three kernels.", "")
+        finally:
+            session.close()
+        assert first.poll() is None  # none of them disturbed the live run
+    finally:
+        _killpg(first)
+        first.wait(timeout=30)
+    task = load_task(folder)
+    with HistoryStore.open(folder / ".kernelloop" / "history.sqlite") as store:
+        [run] = store.unfinished_runs(task.name)
+        crashed = liveness(run)
+        assert not crashed.live and f"pid {first.pid}" in crashed.why and "gone" in crashed.why
+        assert len(store.runs(task.name)) == 1  # the refused second run never started one
