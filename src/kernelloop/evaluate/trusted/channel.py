@@ -39,9 +39,9 @@ def new_key() -> str:
     return secrets.token_hex(16)
 
 
-def new_state(calls: Iterable[str] = (), max_messages: int | None = None) -> dict:
+def new_state(calls: Iterable[str] = (), max_messages: int | None = None, max_bytes: int = MAX_BYTES) -> dict:
     """Per-evaluation bookkeeping. `calls`: the planned call ids (a `call` line for any
-    other id is a violation). `max_messages`: lines allowed in all."""
+    other id is a violation). `max_messages`, `max_bytes`: lines and bytes allowed in all."""
     planned = set(calls)
     bad = sorted(c for c in planned if not messages.CALL_ID.fullmatch(c))
     if bad:
@@ -49,12 +49,14 @@ def new_state(calls: Iterable[str] = (), max_messages: int | None = None) -> dic
     return {"hello": {}, "seen": set(), "timings": [], "kernels": [], "done": False, "fatal": "",
             "import_error": "", "protocol": "", "warnings": [], "tamper": [], "processes": None,
             "timing_audit": None, "kinds": set(), "timing_keys": set(), "planned": planned,
-            "lines": 0, "bytes": 0, "max_messages": max_messages or MAX_MESSAGES + len(planned)}
+            "lines": 0, "bytes": 0, "max_messages": max_messages or MAX_MESSAGES + len(planned),
+            "max_bytes": max_bytes, "violation_line": None}
 
 
 def violation(state: dict, why: str) -> None:
-    """Record a protocol violation (the first one is the reason shown)."""
-    state["protocol"] = state["protocol"] or why
+    """Record a protocol violation (the first one is the reason shown, with its line number)."""
+    if not state["protocol"]:
+        state["protocol"], state["violation_line"] = why, state["lines"]
 
 
 def parse(raw: bytes, key: str, state: dict) -> dict | None:
@@ -90,8 +92,8 @@ def _parse(raw: bytes, key: str, state: dict) -> dict | None:
     if state["lines"] > state["max_messages"]:
         violation(state, f"more than {state['max_messages']} lines on the result channel")
         return None
-    if state["bytes"] > MAX_BYTES:
-        violation(state, f"more than {MAX_BYTES >> 20} MiB on the result channel")
+    if state["bytes"] > state["max_bytes"]:
+        violation(state, f"more than {state['max_bytes']} bytes on the result channel")
         return None
     if not isinstance(raw, bytes | bytearray):
         violation(state, "a result-channel line that is not bytes")

@@ -42,6 +42,18 @@ def _call_id(s: str) -> str:
     return s
 
 
+def _only(value: bool):
+    def check(v: bool) -> bool:
+        if v is not value:
+            raise ValueError(f"must be {str(value).lower()}")
+        return v
+
+    return AfterValidator(check)
+
+
+# `Literal[False]` takes 0 even in strict mode (0 == False): a strict bool, then its value.
+IsTrue = Annotated[bool, _only(True)]
+IsFalse = Annotated[bool, _only(False)]
 Name = Annotated[str, Field(max_length=200), AfterValidator(_printable)]
 Line = Annotated[str, Field(max_length=4096), AfterValidator(_printable)]
 Text = Annotated[str, Field(max_length=20_000)]  # cleaned where shown
@@ -85,7 +97,7 @@ class CallFailed(_Msg):
 
     type: Literal["call"]
     id: CallId
-    ok: Literal[False]
+    ok: IsFalse
     error: Text
 
 
@@ -98,7 +110,7 @@ class CallDone(_Msg):
 
     type: Literal["call"]
     id: CallId
-    ok: Literal[True]
+    ok: IsTrue
     elapsed_s: Seconds
     launches: Tally
     ops: Tally
