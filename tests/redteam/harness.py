@@ -55,8 +55,10 @@ def processes_with(token: str) -> list[int]:
 
 
 def candidate_source(name: str, **subst: str) -> str:
-    """A candidate's text with `{{KEY}}` placeholders filled (paths known only at test time)."""
+    """A candidate's text with `{{KEY}}` placeholders filled (paths known only at test time).
+    `{{THIEF}}` is the shared channel thief (candidates/thief.part) unless given."""
     text = (CANDIDATES / name).read_text()
+    subst = {"THIEF": (CANDIDATES / "thief.part").read_text(), **subst}
     for key, value in subst.items():
         text = text.replace("{{" + key + "}}", value)
     return text

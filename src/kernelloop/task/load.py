@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import ast
-import hashlib
-import importlib.util
 import operator
 import tomllib
 from collections.abc import Callable
@@ -16,8 +14,9 @@ from typing import Any
 from pydantic import ValidationError
 
 from kernelloop.errors import TaskError
+from kernelloop.task import files
 from kernelloop.task.spec import Shape, TaskSpec
-from kernelloop.task.workspace import WORKSPACE_NAME, workspace_path
+from kernelloop.task.workspace import workspace_path
 
 ELEM_SIZES = {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2}
 
@@ -79,14 +78,9 @@ class Task:
         return workspace_path(self.folder, override)
 
     def digest(self) -> str:
-        """Hash of every file in the task folder: ties a record to the exact task it ran on."""
-        h = hashlib.sha256()
-        skipped = {"__pycache__", WORKSPACE_NAME, ".git"}
-        for p in sorted(self.folder.rglob("*")):
-            if p.is_file() and not skipped.intersection(p.parts):
-                h.update(str(p.relative_to(self.folder)).encode())
-                h.update(p.read_bytes())
-        return h.hexdigest()[:16]
+        """Hash of every entry of the task folder, `__pycache__` included (task/files.py
+        says what is left out and why): ties a record to the exact task it ran on."""
+        return files.digest(self.folder)
 
 
 def load_task(folder: str | Path) -> Task:
@@ -138,11 +132,20 @@ def _check_files(task: Task) -> None:
 
 
 def _import_file(path: Path, name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, path)
-    if spec is None or spec.loader is None:
-        raise TaskError(f"{path}: cannot be imported as a Python module; check the file.")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    """Run a trusted task file as a fresh module, from its source text only.
+
+    Never through the import system: `spec_from_file_location` would run a matching
+    `__pycache__/*.pyc` instead of the source (anyone who could write there would run
+    code in the trusted process, which holds the API keys), and would write one.
+    """
+    try:
+        source = path.read_bytes()
+        code = compile(source, str(path), "exec", dont_inherit=True)
+    except (OSError, SyntaxError, ValueError) as e:
+        raise TaskError(f"{path}: cannot be loaded as Python source ({e}); fix the file.") from None
+    module = ModuleType(name)
+    module.__file__ = str(path)
+    exec(code, module.__dict__)  # noqa: S102 - the task's own trusted file
     return module
 
 

@@ -8,16 +8,16 @@ correctness is used; its facts (type, aliasing, mutation, launches) can only rej
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 
-import numpy as np
 import torch
 
 from kernelloop.evaluate.protocol import ALLOC_VIEW_OPS
 from kernelloop.evaluate.trusted.compare import binomial_ok, infer_mask, within_tolerance
+from kernelloop.evaluate.trusted.outputs import OutputDir
 from kernelloop.evaluate.trusted.plan import Call
 from kernelloop.evaluate.trusted.record import CheckResult
 from kernelloop.evaluate.trusted.sensitivity import Sensitivity, matching_trivial, trivial_outputs
+from kernelloop.evaluate.trusted.text import candidate_text, last_line  # noqa: F401  (last_line: re-exported)
 from kernelloop.task import Task
 
 
@@ -73,18 +73,25 @@ class Judge:
         )
 
     # ---- one reported call ---------------------------------------------------
-    def judge(self, call: Call, msg: dict, out_dir: Path) -> None:
+    def judge(self, call: Call, msg: dict, outputs: OutputDir) -> None:
+        """Judge one validated `call` message (channel.parse); its output file is read from
+        `outputs` by the call's own id, and gone afterwards whatever happens. Raises
+        OutputError when that file breaks the protocol."""
+        try:
+            self._judge(call, msg, outputs)
+        finally:
+            outputs.discard(call.id)
+
+    def _judge(self, call: Call, msg: dict, outputs: OutputDir) -> None:
         if not msg.get("ok"):
-            self._fail(call, call.suite, "crash", f"the candidate raised: {last_line(msg.get('error', ''))}")
+            self._fail(call, call.suite, "crash", f"the candidate raised {last_line(msg.get('error', ''))}")
             return
         inputs = self._inputs(call)
         like = inputs[self.task.spec.task.output_like]
         if not self._interface(call, msg, like):
-            _consume(out_dir, msg)
             return
         self._audit(call, msg)
-        out = _read_output(out_dir / msg["file"], like)
-        out = out.to(self.device)
+        out = read_output(outputs, call.id, like).to(self.device)
         tol = self.task.spec.tolerances[call.dtype]
         stochastic = call.suite == "stochastic" and call.rate > 0
         if stochastic:
@@ -152,7 +159,7 @@ class Judge:
         problems = []
         # Facts about harness state come first: they decide the category when present.
         if msg.get("tampered"):
-            problems.append(("tamper", f"replaced harness functions during the call: {', '.join(map(str, msg['tampered'][:5]))}"))
+            problems.append(("tamper", f"replaced harness functions during the call: {', '.join(msg['tampered'][:5])}"))
         if msg.get("threads"):
             problems.append(("deferred", f"left {msg['threads']} Python thread(s) running after it returned (work deferred past the call)"))
         if msg.get("changed_after_return"):
@@ -160,7 +167,7 @@ class Judge:
         if msg.get("reuses_output"):
             problems.append(("aliasing", "returned the storage it returned for an earlier call (a persistent buffer or a replayed result)"))
         if msg.get("out_type") != "torch.Tensor":
-            problems.append(("interface", f"returned {msg.get('out_type')}, not exactly a torch.Tensor"))
+            problems.append(("interface", f"returned {candidate_text(msg.get('out_type'), 120)}, not exactly a torch.Tensor"))
         else:
             if msg.get("out_shape") != list(like.shape):
                 problems.append(("interface", f"output shape {msg.get('out_shape')}, expected {list(like.shape)}"))
@@ -172,9 +179,9 @@ class Judge:
             if not msg.get("out_contiguous", False):
                 problems.append(("interface", "output is not contiguous"))
             if msg.get("aliases"):
-                problems.append(("aliasing", f"output shares memory with input(s) {msg['aliases']}"))
+                problems.append(("aliasing", f"output shares memory with input(s) {_few(msg['aliases'])}"))
             if msg.get("mutated"):
-                problems.append(("mutation", f"input(s) {msg['mutated']} were modified in place"))
+                problems.append(("mutation", f"input(s) {_few(msg['mutated'])} were modified in place"))
         for category, reason in problems:
             self._fail(call, "interface", category, reason)
         key = f"{call.shape.label}-{call.dtype}"
@@ -188,7 +195,7 @@ class Judge:
         compute = sorted(op for op in msg.get("ops", {}) if op not in ALLOC_VIEW_OPS)
         if self.task.spec.task.language != "torch" and compute:
             self._fail(call, "interface", "no_kernel",
-                       f"calls PyTorch compute ops {compute} instead of its own {self.task.spec.task.language} kernels")
+                       f"calls PyTorch compute ops {_few(compute)} instead of its own {self.task.spec.task.language} kernels")
         if self.task.spec.task.language == "triton" and launches == 0:
             self._fail(call, "interface", "no_kernel", "launched none of its own Triton kernels")
 
@@ -252,23 +259,16 @@ def _same_bytes(a: torch.Tensor | None, b: torch.Tensor) -> bool:
     return bool(torch.equal(a.contiguous().view(torch.uint8), b.contiguous().view(torch.uint8)))
 
 
-def _read_output(path: Path, like: torch.Tensor) -> torch.Tensor:
-    expected = like.numel() * like.element_size()
-    size = path.stat().st_size
-    if size != expected:
-        path.unlink(missing_ok=True)
-        raise ValueError(f"output file has {size} bytes, expected {expected}")
-    raw = np.fromfile(path, dtype=np.uint8)
-    path.unlink()
-    return torch.from_numpy(raw).view(like.dtype).reshape(like.shape)
+def read_output(outputs: OutputDir, call_id: str, like: torch.Tensor) -> torch.Tensor:
+    """The call's output bytes (outputs.read checks the file) as a tensor shaped like `like`."""
+    nbytes = like.numel() * like.element_size()
+    raw = outputs.read(call_id, nbytes)
+    if nbytes == 0:
+        return torch.empty_like(like, device="cpu")
+    return torch.frombuffer(raw, dtype=torch.uint8).view(like.dtype).reshape(like.shape)
 
 
-def _consume(out_dir: Path, msg: dict) -> None:
-    if msg.get("file"):
-        (out_dir / msg["file"]).unlink(missing_ok=True)
-
-
-def last_line(text: str) -> str:
-    """The last non-empty line of a worker message, cut to 300 characters."""
-    lines = [ln for ln in text.strip().splitlines() if ln.strip()]
-    return lines[-1][:300] if lines else "(no message)"
+def _few(names: list[str], n: int = 8) -> str:
+    """A list of worker-reported names for a reason: at most `n`, then how many more."""
+    shown = repr(list(names[:n]))
+    return shown if len(names) <= n else f"{shown} and {len(names) - n} more"

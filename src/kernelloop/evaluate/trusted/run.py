@@ -24,8 +24,9 @@ import torch
 
 from kernelloop.errors import KernelloopError
 from kernelloop.evaluate.trusted import channel
-from kernelloop.evaluate.trusted.judge import Judge, last_line
-from kernelloop.evaluate.trusted.plan import plan_calls
+from kernelloop.evaluate.trusted.judge import Judge
+from kernelloop.evaluate.trusted.outputs import OutputDir, OutputError
+from kernelloop.evaluate.trusted.plan import Plan, plan_calls
 from kernelloop.evaluate.trusted.record import (
     Environment,
     EvaluationRecord,
@@ -34,8 +35,9 @@ from kernelloop.evaluate.trusted.record import (
     Verdict,
 )
 from kernelloop.evaluate.trusted.static import screen_source
+from kernelloop.evaluate.trusted.text import LOG_CHARS, candidate_text, last_line
 from kernelloop.sandbox import SandboxConfig, SandboxProcess, detect_mode
-from kernelloop.task import Shape, Task
+from kernelloop.task import Shape, Task, files
 
 Progress = Callable[[str], None]
 
@@ -100,7 +102,7 @@ def evaluate(
     findings = screen_source(source.decode(errors="replace"), task.spec.task.language) if screen else []
     if findings:
         return _screened_out(task, candidate, source, started, t0, device, findings)
-    task_files = _snapshot(task.folder)
+    task_files = files.entries(task.folder)
     key = channel.new_key()
     mode = detect_mode(sandbox)
 
@@ -150,58 +152,41 @@ def evaluate(
             extra_env=env,
         )
         say(f"worker starting ({len(plan.calls)} correctness calls, sandbox={cfg.mode})")
-        proc = SandboxProcess([sys.executable, "-m", "kernelloop.evaluate.worker"], work, cfg, json.dumps(job).encode())
-        judge = Judge(task, device)
-        state = _consume(proc, plan, judge, out_dir, say, key)
-        result = proc.finish()
+        judge = Judge(task, device)  # loads the task's reference before any worker runs
+        # Opened before the worker starts: every output is read relative to this descriptor.
+        outputs = OutputDir(out_dir)
+        try:
+            proc = SandboxProcess([sys.executable, "-m", "kernelloop.evaluate.worker"], work, cfg,
+                                  json.dumps(job).encode())
+            try:
+                limit = len(plan.calls) + len(shape_list) * (len(impls) + 1) + 16
+                state = _consume(proc, plan, judge, outputs, say, key, limit)
+            finally:
+                result = proc.finish()  # always: a worker is never left running
+        finally:
+            outputs.close()
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
-    reasons: list[str] = [f.reason for f in judge.failures]
-    category = judge.failures[0].category if judge.failures else "accepted"
-    warnings: list[str] = []
+    verdict = _Verdict()
     if result.mode == "none":
-        warnings.append("NO SANDBOX: neither bubblewrap nor `unshare -n` works here; the candidate ran as a plain process.")
-
-    def reject(cat: str, why: str) -> None:
-        nonlocal category
-        if category == "accepted":
-            category = cat
-        reasons.append(why)
-
-    if _snapshot(task.folder) != task_files:
-        _restore(task.folder, task_files)
-        reject("tamper", "the candidate modified the task folder (restored)")
-    for cat, why in channel.worker_facts(state):
-        reject(cat, why)
-    for t in state["timings"]:
-        if t.get("impl") == "candidate" and (bad := channel.timed_output_problem(t)):
-            reject("timing", f"{t.get('shape')}: {bad}")
-    if result.stray_killed and state["done"] and not result.timed_out:
-        # After a clean finish nothing may be left; after a kill, the dying worker itself counts.
-        reject("tamper", f"killed {result.stray_killed} process(es) the worker left running")
-    elif result.stray_killed:
-        warnings.append(f"killed {result.stray_killed} process(es) the worker left running")
-    if state["import_error"]:
-        reject("compile", f"the candidate failed to import: {last_line(state['import_error'])}")
-    if result.timed_out:
-        reject("timeout", f"the worker exceeded its {cfg.timeout_s:g} s wall-clock limit and was killed")
-    elif state["fatal"]:
-        reject("crash", state["fatal"])
-    elif result.returncode != 0:
-        reject("crash", f"the worker died with exit code {result.returncode} ({_signal_name(result.returncode)})")
-    elif state["protocol"]:
-        reject("protocol", state["protocol"])
-    elif not state["done"] and not state["import_error"]:
-        reject("crash", "the worker ended without finishing its protocol")
-    missing = [c.id for c in plan.calls if c.id not in state["seen"]]
-    if missing and not state["import_error"]:
-        reject(category if category != "accepted" else "crash", f"{len(missing)} planned call(s) produced no result, e.g. {missing[0]}")
+        verdict.warnings.append("NO SANDBOX: neither bubblewrap nor `unshare -n` works here; the candidate ran as a plain process.")
+    if files.entries(task.folder) != task_files:
+        files.restore(task.folder, task_files)
+        verdict.reject("tamper", "the candidate modified the task folder (restored)")
+    # A violated channel makes everything else the worker said worthless: it decides the
+    # category (unless the worker was killed mid-line on its deadline).
+    if state["protocol"] and not result.timed_out:
+        verdict.reject("protocol", state["protocol"])
+    for f in judge.failures:
+        verdict.reject(f.category, f.reason)
+    _process_verdict(verdict, state, result, plan, cfg.timeout_s)
+    judged = len(judge.failures)
     judge.finish_interface(sorted({(c.shape.label, c.dtype) for c in plan.calls}))
-    judge.finish_sensitivity(prove=category == "accepted")
-    if category == "accepted" and judge.failures:
-        category = judge.failures[0].category
-        reasons.extend(f.reason for f in judge.failures)
+    judge.finish_sensitivity(prove=verdict.category == "accepted")
+    for f in judge.failures[judged:]:
+        verdict.reject(f.category, f.reason)
+    category, reasons, warnings = verdict.category, verdict.reasons, verdict.warnings
 
     env = _environment(state["hello"], device, result.mode)
     timings = [_timing(task, t, shape_list, env.device_name) for t in state["timings"]]
@@ -219,8 +204,8 @@ def evaluate(
         checks=judge.checks,
         timings=timings,
         timings_count=timings_count(device, env.interpreter, task.spec.task.language),
-        worker_log_tail=result.stderr.decode(errors="replace")[-3000:],
-        warnings=warnings + state["warnings"],
+        worker_log_tail=candidate_text(result.stderr.decode(errors="replace"), LOG_CHARS, multiline=True),
+        warnings=warnings,
         verdict=Verdict(accepted=category == "accepted", category=category, reasons=reasons[:20]),
     )
 
@@ -233,41 +218,86 @@ def timings_count(device: str, interpreter: bool, language: str) -> bool:
     return device == "cuda" or language == "torch"
 
 
-def _consume(proc: SandboxProcess, plan, judge: Judge, out_dir: Path, say: Progress, key: str) -> dict:
+class _Verdict:
+    """Reasons in the order found; the first rejection's category is the verdict's."""
+
+    def __init__(self) -> None:
+        self.category = "accepted"
+        self.reasons: list[str] = []
+        self.warnings: list[str] = []
+
+    def reject(self, category: str, why: str) -> None:
+        if self.category == "accepted":
+            self.category = category
+        self.reasons.append(why)
+
+
+def _process_verdict(verdict: _Verdict, state: dict, result, plan: Plan, timeout_s: float) -> None:
+    """What the worker's facts, its process and its messages' completeness add."""
+    for cat, why in channel.worker_facts(state):
+        verdict.reject(cat, why)
+    for t in state["timings"]:
+        if t.get("impl") == "candidate" and (bad := channel.timed_output_problem(t)):
+            verdict.reject("timing", f"{t.get('shape')}: {bad}")
+    if result.stray_killed and state["done"] and not result.timed_out:
+        # After a clean finish nothing may be left; after a kill, the dying worker itself counts.
+        verdict.reject("tamper", f"killed {result.stray_killed} process(es) the worker left running")
+    elif result.stray_killed:
+        verdict.warnings.append(f"killed {result.stray_killed} process(es) the worker left running")
+    if state["import_error"]:
+        who = state["import_impl"] if state.get("import_impl") not in (None, "candidate") else "the candidate"
+        verdict.reject("compile", f"{who} failed to import: {last_line(state['import_error'])}")
+    if result.timed_out:
+        verdict.reject("timeout", f"the worker exceeded its {timeout_s:g} s wall-clock limit and was killed")
+    elif state["protocol"]:
+        pass  # already the first reason
+    elif state["fatal"]:
+        verdict.reject("crash", f"the worker stopped: {last_line(state['fatal'])}")
+    elif result.returncode != 0:
+        verdict.reject("crash", f"the worker died with exit code {result.returncode} ({_signal_name(result.returncode)})")
+    elif not state["done"] and not state["import_error"]:
+        verdict.reject("crash", "the worker ended without finishing its protocol")
+    missing = [c.id for c in plan.calls if c.id not in state["seen"]]
+    if missing and not state["import_error"]:
+        verdict.reject("crash", f"{len(missing)} planned call(s) produced no result, e.g. {missing[0]}")
+    verdict.warnings.extend(state["warnings"])
+
+
+def _consume(proc: SandboxProcess, plan: Plan, judge: Judge, outputs: OutputDir, say: Progress, key: str,
+             max_messages: int) -> dict:
+    """Read the worker's channel to its end (channel.Reader: every line validated, nothing
+    raises) and judge each call's output as it arrives."""
     calls = plan.by_id()
-    state = channel.new_state()
-    for raw in proc.lines():
-        msg = channel.parse(raw, key, state)
-        if msg is None:
-            continue
+    reader = channel.Reader(key, calls=calls, max_messages=max_messages)
+    state = reader.state
+
+    def handle(msg: dict) -> None:
         kind = msg["type"]
         if kind == "hello":
-            state["hello"] = msg.get("env", {})
+            state["hello"] = msg["env"]
         elif kind == "call":
-            call = calls.get(msg.get("id"))
-            if call is None or call.id in state["seen"]:
-                state["protocol"] = f"result for an unknown or repeated call id {msg.get('id')!r}"
-                continue
-            state["seen"].add(call.id)
+            call = calls[msg["id"]]  # parse() checked: planned, and not seen before
             try:
-                judge.judge(call, msg, out_dir)
-            except (ValueError, OSError, KeyError, RuntimeError) as e:
+                judge.judge(call, msg, outputs)
+            except OutputError as e:
                 judge._fail(call, call.suite, "protocol", f"its output could not be read: {e}")
+                channel.violation(state, f"{call.id}: {e}")
             if len(state["seen"]) % 10 == 0:
                 say(f"checked {len(state['seen'])}/{len(calls)} calls")
         elif kind == "timing":
             state["timings"].append(msg)
         elif kind == "timing_error":
-            state["warnings"].append(f"timing failed: {last_line(msg.get('error', ''))}")
+            state["warnings"].append(f"timing failed: {last_line(msg['error'])}")
         elif kind == "compile":
-            state["kernels"] = msg.get("kernels", [])
+            state["kernels"] = msg["kernels"]
         elif kind == "import_error":
-            state["import_error"] = msg.get("error", "")
+            state["import_error"], state["import_impl"] = msg["error"], msg["impl"]
         elif kind == "fatal":
-            state["fatal"] = msg.get("error", "fatal error")
-        elif kind == "done":
-            state["done"] = True
-    return state
+            state["fatal"] = msg["error"]
+
+    # Once the channel is violated, the out dir is cleared after every line: the worker
+    # must not wait for room (up to its deadline) when nothing it sends counts any more.
+    return reader.read(proc.lines(), handle, on_violation=outputs.purge)
 
 
 def _screened_out(task: Task, candidate: Path, source: bytes, started: str, t0: float, device: str,
@@ -344,24 +374,6 @@ def _environment(hello: dict, device: str, mode: str) -> Environment:
         interpreter=bool(hello.get("interpreter", device == "cpu")),
         clocks=clocks,
     )
-
-
-def _snapshot(folder: Path) -> dict[str, bytes]:
-    return {
-        str(p.relative_to(folder)): p.read_bytes()
-        for p in sorted(folder.rglob("*"))
-        if p.is_file() and "__pycache__" not in p.parts and ".kernelloop" not in p.parts
-    }
-
-
-def _restore(folder: Path, files: dict[str, bytes]) -> None:
-    for p in list(folder.rglob("*")):
-        rel = str(p.relative_to(folder))
-        if p.is_file() and "__pycache__" not in p.parts and ".kernelloop" not in p.parts and rel not in files:
-            p.unlink()
-    for rel, data in files.items():
-        (folder / rel).parent.mkdir(parents=True, exist_ok=True)
-        (folder / rel).write_bytes(data)
 
 
 def _signal_name(code: int | None) -> str:

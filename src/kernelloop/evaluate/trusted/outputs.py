@@ -1,0 +1,125 @@
+"""The out dir, where the worker writes each call's output bytes, as the trusted side reads it.
+
+The worker (the candidate's process) can write anything into this directory: symlinks
+to files the trusted side may read or delete, fifos that block a reader, directories,
+files of the wrong size, hard links. So:
+- the directory is opened once, before the worker starts, and every access after that
+  is by a plain name relative to that descriptor (`dir_fd=`): renaming or replacing the
+  directory cannot redirect the trusted side elsewhere;
+- a call's file name is derived here from its trusted call id (`<id>.bin`); no name the
+  worker sends is used;
+- a file is looked at without following links, opened with O_NOFOLLOW | O_NONBLOCK
+  (a swapped-in fifo cannot block), and read only if the opened file is the regular,
+  single-link file of exactly the expected size that was looked at;
+- removal is by name inside the directory, which removes a link, never its target.
+Anything else is an `OutputError`, which the evaluation turns into a protocol rejection.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+from kernelloop.evaluate.trusted.messages import CALL_ID
+
+PURGE_LIMIT = 10_000  # entries removed per purge (a worker creating more is already rejected)
+
+
+class OutputError(Exception):
+    """An output file that breaks the protocol (a protocol rejection, never a crash)."""
+
+
+def _kind(mode: int) -> str:
+    for test, word in ((stat.S_ISLNK, "a symbolic link"), (stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a fifo"),
+                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                       (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return word
+    return "not a regular file"
+
+
+class OutputDir:
+    """The out dir of one evaluation, held open by descriptor for as long as it runs."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self.fd = os.open(self.path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+    def __enter__(self) -> OutputDir:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    @staticmethod
+    def name(call_id: str) -> str:
+        if not isinstance(call_id, str) or not CALL_ID.fullmatch(call_id):
+            raise OutputError(f"{call_id!r} is not a call id")
+        return f"{call_id}.bin"
+
+    def read(self, call_id: str, nbytes: int) -> bytearray:
+        """The `nbytes` bytes of the call's output file; the file is removed either way."""
+        name = self.name(call_id)
+        try:
+            return self._read(name, nbytes)
+        finally:
+            self.discard(call_id)
+
+    def _read(self, name: str, nbytes: int) -> bytearray:
+        try:
+            seen = os.stat(name, dir_fd=self.fd, follow_symlinks=False)
+        except FileNotFoundError:
+            raise OutputError(f"no output file {name}") from None
+        if not stat.S_ISREG(seen.st_mode):
+            raise OutputError(f"its output file {name} is {_kind(seen.st_mode)}, not a regular file")
+        try:
+            fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=self.fd)
+        except OSError as e:
+            raise OutputError(f"its output file {name} could not be opened ({e.strerror})") from None
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode) or (st.st_dev, st.st_ino) != (seen.st_dev, seen.st_ino):
+                raise OutputError(f"its output file {name} was replaced while it was opened")
+            if st.st_nlink != 1:
+                raise OutputError(f"its output file {name} has {st.st_nlink} links (a hard link to another file)")
+            if st.st_size != nbytes:
+                raise OutputError(f"output file has {st.st_size} bytes, expected {nbytes}")
+            buf = bytearray(nbytes)
+            view = memoryview(buf)
+            got = 0
+            while got < nbytes:
+                n = os.readv(fd, [view[got:]])
+                if n <= 0:
+                    raise OutputError(f"its output file {name} shrank while it was read")
+                got += n
+            return buf
+        finally:
+            os.close(fd)
+
+    def discard(self, call_id: str) -> None:
+        """Remove the call's output file (or whatever took its name), if any."""
+        try:
+            os.unlink(self.name(call_id), dir_fd=self.fd)
+        except (OSError, OutputError):
+            pass
+
+    def purge(self) -> None:
+        """Remove every entry but directories (used once the channel is violated, so the
+        worker never waits for room that would not come)."""
+        try:
+            with os.scandir(self.fd) as it:
+                for k, entry in enumerate(it):
+                    if k >= PURGE_LIMIT:
+                        break
+                    try:
+                        os.unlink(entry.name, dir_fd=self.fd)
+                    except OSError:
+                        pass
+        except OSError:
+            pass

@@ -1,0 +1,84 @@
+"""Text that came from the candidate, made safe to store and to show.
+
+Anything the worker sends (an exception, a class name, a process's command line) or
+prints (its stderr) is written by the candidate, and it reaches verdict reasons, the
+history digest, an LLM's prompt and a terminal. `candidate_text` is the one place such
+text is cleaned: terminal escape sequences and every control or invisible formatting
+character (bidirectional overrides, zero-width characters) are removed, the text is cut
+to a length, and, on one line, it is quoted in «…» so a reader (or a model) sees where
+the candidate's words begin and end. The quote marks themselves are replaced inside.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+
+REASON_CHARS = 300  # one reason line
+LOG_CHARS = 3000  # the worker's stderr tail kept in a record
+
+# CSI (ESC [ … final), OSC (ESC ] … BEL or ST), other two-byte ESC sequences, and the
+# 8-bit CSI/OSC introducers.
+_ANSI = re.compile(
+    r"\x1b\[[0-?]*[ -/]*[@-~]?"
+    r"|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?"
+    r"|\x1b[@-Z\\-_]?"
+    r"|[\x9b\x9d][0-?]*[ -/]*[@-~]?"
+)
+# Unicode categories that print nothing a reader can see: controls, formatting
+# (bidi overrides, zero-width), surrogates, private use, unassigned, line/paragraph separators.
+_INVISIBLE = {"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"}
+
+
+def visible(ch: str) -> bool:
+    return unicodedata.category(ch) not in _INVISIBLE
+
+
+def _strip(text: str, keep_newlines: bool) -> str:
+    text = _ANSI.sub("", text)
+    out = []
+    for ch in text:
+        if ch == "\n" and keep_newlines:
+            out.append(ch)
+        elif ch in "\t\r\n\v\f" or unicodedata.category(ch) in ("Zl", "Zp"):
+            out.append(" ")
+        elif visible(ch):
+            out.append(ch)
+    return "".join(out)
+
+
+def candidate_text(text: object, limit: int = REASON_CHARS, *, multiline: bool = False) -> str:
+    """`text` from the candidate, cleaned and cut to `limit` characters.
+
+    One line (the default): whitespace runs collapse to one space and the result is
+    quoted, «like this». `multiline=True` (a log tail) keeps newlines, keeps the END of
+    the text (the last lines say what failed) and adds no quotes.
+    """
+    if not isinstance(text, str):
+        text = repr(text) if text is not None else ""
+    if multiline:
+        # Cut before cleaning too, so megabytes are never scanned character by character.
+        raw = text[-(limit * 4):]
+        lines = [ln.rstrip() for ln in _strip(raw, True).split("\n")]
+        cleaned = "\n".join(lines).strip("\n")
+        if len(cleaned) > limit:
+            cleaned = "[…cut] " + cleaned[-(limit - 7):]
+        return cleaned
+    raw = text[: limit * 4]
+    cleaned = " ".join(_strip(raw, False).split())
+    cleaned = cleaned.replace("«", '"').replace("»", '"')
+    if len(cleaned) > limit or len(text) > len(raw):
+        cleaned = cleaned[: limit - 1] + "…"
+    return f"«{cleaned}»"
+
+
+def last_line(text: object, limit: int = REASON_CHARS) -> str:
+    """The last non-empty line of the candidate's text (a traceback's exception line), quoted."""
+    if not isinstance(text, str):
+        text = "" if text is None else repr(text)
+    # A line longer than the limit is cut anyway; look at enough of the tail to find it.
+    tail = candidate_text(text[-(limit * 8):], limit * 8, multiline=True)
+    lines = [ln for ln in tail.splitlines() if ln.strip()]
+    if not lines:
+        return "«(no message)»"
+    return candidate_text(lines[-1], limit)
