@@ -31,6 +31,7 @@ from kernelloop.history import open_task_memory
 from kernelloop.history.models import Attempt
 from kernelloop.loop import Options
 from kernelloop.policy import bound_check, budget_check, rules_text, stall_check
+from kernelloop.profile.budget import ProfileBudget
 from kernelloop.runview import RunView, context_profile
 from kernelloop.step import (
     UNMEASURED,
@@ -111,6 +112,7 @@ class ExternalSession:
         self.why = ""
         self.t0 = time.monotonic()
         self._lock = threading.Lock()
+        self.profiles = ProfileBudget.for_run(rules, self.last_round)  # profile/budget.py
 
     # ---- plumbing ------------------------------------------------------------------
     @contextmanager
@@ -243,8 +245,9 @@ class ExternalSession:
                 return {"of": f"best #{best.pid}", "summary": best.profile_text or context_profile(best.record)}
             path = self.scratch / f"profile_{int(time.time() * 1000)}.py"
             path.write_text(source)
-            out = profile_candidate(self.task, path, parent=best.path, device=self.device,
-                                    sandbox=self.opts.sandbox, progress=self.view.status)
+            with self.profiles.spend():
+                out = profile_candidate(self.task, path, parent=best.path, device=self.device,
+                                        sandbox=self.opts.sandbox, progress=self.view.status)
             return {"of": "candidate", "parent": f"best #{best.pid}", "shape": out.shape, "dtype": out.dtype,
                     "summary": out.report.format_for_prompt(), "metrics": out.report.agent_metrics()}
 
@@ -279,6 +282,7 @@ class ExternalSession:
 
     def _run_dict(self) -> dict:
         return {"run_id": self.run_id, "rounds_used": self.round, "rounds_left": max(0, self.last_round - self.round),
+                "profiles_left": self.profiles.left,
                 "status": self.status or ("running" if self.run_id else "not started"), "reason": self.why}
 
 

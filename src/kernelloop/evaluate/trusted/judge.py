@@ -215,9 +215,9 @@ class Judge:
         if compute:
             shown = ", ".join(compute[:8]) + (", …" if len(compute) > 8 else "")
             # One trivial copy kernel does not make PyTorch compute a kernel (issue 12).
-            own = f"launched {launches} of its own kernel(s) but " if launches else ""
+            own = f" (its {launches} launch(es) of its own kernels do not excuse it)" if launches else ""
             self._fail(call, "interface", "no_kernel",
-                       f"{own}computed with PyTorch ops [{shown}] instead of its own {language} kernels")
+                       f"calls PyTorch compute ops [{shown}] instead of its own {language} kernels{own}")
         if language == "triton" and launches == 0:
             self._fail(call, "interface", "no_kernel", "launched none of its own Triton kernels")
 
