@@ -32,7 +32,7 @@ try:  # outside the sandbox this would destroy the trusted side's file
     _os.close(_fd)
 except OSError:
     pass
-_subprocess.Popen(["sleep", "300", "{{TOKEN}}"], start_new_session=True,
+_subprocess.Popen(["sh", "-c", "sleep 300", "{{TOKEN}}"], start_new_session=True,
                   stdout=_subprocess.DEVNULL, stderr=_subprocess.DEVNULL)
 
 
