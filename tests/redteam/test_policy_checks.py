@@ -134,11 +134,30 @@ def test_a_planted_profile_report_is_not_followed_and_nothing_leaks(tmp_path, ca
     assert got.missing and ("not a regular file" in got.missing[-1] or "bytes" in got.missing[-1]), got.missing
     text = summarize(got.kernels, missing=got.missing, min_bytes=1.0).format_for_prompt()
     blob = text + json.dumps(got.missing)
-    assert secret not in blob and "KERNELLOOP_REDTEAM_SECRET" not in blob, blob
+    assert secret not in blob and not _environ_in(blob), blob
     assert canary.intact() and processes_with(secret) == []
+
+
+def _environ_in(text: str) -> list[str]:
+    """Entries of this process's /proc/self/environ (what a followed link would read: the
+    environment the process started with, not later setenv calls) found in `text`."""
+    env = open("/proc/self/environ", "rb").read().decode(errors="replace")
+    return [e for e in env.split("\0") if len(e) > 20 and " ".join(e.split()) in text]
 
 
 def _flagship():
     from kernelloop.task import load_task
 
     return load_task(FLAGSHIP)
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="sandbox/isolate.py SandboxProcess.finish() reads workdir/worker.stderr by path "
+                                       "after the run: a symlink planted by the candidate is followed (sandbox helper)")
+def test_the_worker_log_is_not_read_through_a_planted_symlink(tmp_path, canary):
+    cand = write_candidate(tmp_path, "stderr_link.py")
+    rec = evaluate(_flagship(), cand, screen=False, **SMALL)
+    assert not rec.verdict.accepted
+    assert canary.intact()
+    # The trusted process's own environment (API keys live there) must not reach the record.
+    assert _environ_in(rec.worker_log_tail) == []
