@@ -7,7 +7,7 @@ import pytest
 
 from kernelloop.evaluate.trusted.run import evaluate
 from kernelloop.evaluate.trusted.static import screen_source
-from tests.conftest import FLAGSHIP, FUSED, ROOT
+from tests.conftest import FLAGSHIP, ROOT
 
 CANDIDATES = Path(__file__).parent / "candidates"
 

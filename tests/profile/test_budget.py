@@ -6,13 +6,13 @@ from __future__ import annotations
 import shutil
 
 import pytest
+from tests.conftest import FLAGSHIP, FUSED
 
 from kernelloop.errors import KernelloopError
 from kernelloop.evaluate.trusted.static import Finding
 from kernelloop.profile.budget import ProfileBudget
 from kernelloop.profile.run import ScreenRefused
 from kernelloop.task.spec import Rules
-from tests.conftest import FLAGSHIP, FUSED
 
 
 def test_the_default_is_two_profiles_per_round_and_the_rule_overrides_it():

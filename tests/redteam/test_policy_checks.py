@@ -16,7 +16,14 @@ import pytest
 from kernelloop.evaluate.trusted.run import evaluate
 from kernelloop.evaluate.trusted.static import screen_source
 from kernelloop.profile import run as profile_run
-from kernelloop.profile.run import Collected, ScreenRefused, _job, _run_ncu, default_shape, profile_candidate
+from kernelloop.profile.run import (
+    Collected,
+    ScreenRefused,
+    _job,
+    _run_ncu,
+    default_shape,
+    profile_candidate,
+)
 from kernelloop.profile.summary import summarize
 from kernelloop.sandbox import SandboxConfig
 from tests.conftest import FLAGSHIP, ROOT

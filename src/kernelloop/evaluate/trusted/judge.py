@@ -20,7 +20,6 @@ from kernelloop.evaluate.trusted.record import CheckResult
 from kernelloop.evaluate.trusted.sensitivity import Sensitivity, matching_trivial, trivial_outputs
 from kernelloop.task import Task
 
-
 # What the RecordFunction trace may see outside launches besides ALLOC_VIEW_OPS: composite
 # ops that only wrap a view, a no-op conversion or a scalar read. When they do real work,
 # the work shows in the trace as a nested op that is not on either list (`to` → `_to_copy`,

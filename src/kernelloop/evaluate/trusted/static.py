@@ -32,7 +32,12 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
-from kernelloop.evaluate.trusted.static_scope import format_reach, function_locals, names_internal, string_annotations
+from kernelloop.evaluate.trusted.static_scope import (
+    format_reach,
+    function_locals,
+    names_internal,
+    string_annotations,
+)
 
 COMMON_MODULES = ("__future__", "math", "functools", "typing", "itertools", "operator")
 LANG_MODULES = {
