@@ -44,8 +44,9 @@ class ShapeGate(BaseModel):
 
 
 class GateResult(BaseModel):
-    """The verdict. category: accepted | policy | no_record | <correctness category> |
-    timing (unusable or non-counting timings) | slower (no gain, regression, tail floor)."""
+    """The verdict. category: accepted | policy | static (the static screen refused the
+    source; nothing ran) | no_record | <correctness category> | timing (unusable or
+    non-counting timings) | slower (no gain, regression, tail floor)."""
 
     accepted: bool
     category: str
@@ -84,6 +85,8 @@ def decide(
 
 def performance_gate(bench: BenchmarkRecord, rules: Rules) -> GateResult:
     """Accept only a measured, noise-beating, distribution-wide gain over the best."""
+    if bench.static_findings:  # refused before anything ran: not a timing failure
+        return _no("static", *bench.static_findings)
     if bench.problems:
         return _no("timing", *bench.problems)
     if not bench.timings_count:

@@ -115,9 +115,10 @@ def test_a_candidate_that_changes_while_timed_is_caught(task):
 def test_the_static_screen_refuses_before_any_worker_runs(task):
     rec = benchmark(task, CHEATS / "inflate_clock.py", device="cpu", shapes="256x1024", max_s_per_shape=0.3)
     assert rec.problems and all(p.startswith("static screen:") for p in rec.problems), rec.problems
-    assert rec.sandbox == "not run" and rec.shapes == []
+    assert rec.sandbox == "not run" and rec.shapes == [] and rec.static_findings == rec.problems
     gate = performance_gate(rec, task.spec.rules)
-    assert not gate.accepted and gate.category == "timing"
+    # Refused before anything ran: labelled by its stage, never as a timing failure.
+    assert not gate.accepted and gate.category == "static"
 
 
 def test_forged_channel_lines_are_a_problem(flagship):

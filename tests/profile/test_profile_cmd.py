@@ -83,13 +83,10 @@ def test_ncu_runs_in_the_sandbox_and_its_report_or_failure_comes_back(tmp_path, 
     body = (f"shutil.copy({str(report)!r}, a[a.index('--log-file') + 1])"
             if case == "report" else
             "print('==ERROR== ERR_NVGPUCTRPERM - The user does not have permission'); sys.exit(1)")
-    work = tmp_path / "work"
-    work.mkdir()
-    (work / "impl").mkdir()
     job = _job(flagship, FUSED, default_shape(flagship), "bfloat16", "cpu")
     got = Collected()
-    cfg = SandboxConfig(timeout_s=60, rw_paths=[work, tmp_path])
-    _run_ncu(got, job, work, cfg, _fake_ncu(tmp_path, body))
+    cfg = SandboxConfig(timeout_s=60, rw_paths=[tmp_path])
+    _run_ncu(got, job, cfg, _fake_ncu(tmp_path, body), FUSED.read_bytes())
     if case == "report":
         assert [k.name for k in got.kernels] == ["_fused_kernel"] and got.missing == []
     else:

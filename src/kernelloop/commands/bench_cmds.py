@@ -11,6 +11,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from kernelloop.commands.labels import print_rejection
 from kernelloop.errors import KernelloopError
 from kernelloop.task import load_task
 
@@ -74,6 +75,9 @@ def _against_names(files: list[Path]) -> dict[str, Path]:
 def print_bench(rec, verdict, console: Console) -> None:
     console.print(f"[bold]{rec.task}[/] · {Path(rec.candidate).name} vs {rec.best} · {rec.device_name} ({rec.device}) · "
                   f"{rec.torch} · sandbox={rec.sandbox} · {rec.wall_s:.1f} s")
+    if rec.static_findings:  # nothing ran: no timing table to show
+        print_rejection(console, verdict.category, verdict.reasons, note=" (not benchmarked)")
+        return
     console.print(f"method: {rec.method or '-'}")
     for g in rec.gpu_state:
         console.print(f"clocks {g.when}: SM {g.sm_clock_mhz} MHz, mem {g.mem_clock_mhz} MHz, "
@@ -108,6 +112,4 @@ def print_bench(rec, verdict, console: Console) -> None:
     if verdict.accepted:
         console.print("[bold green]PERFORMANCE GATE: PASS[/] (correctness is checked by `kernelloop evaluate`)")
     else:
-        console.print(f"[bold red]PERFORMANCE GATE: FAIL[/] ({verdict.category})")
-        for r in verdict.reasons[:10]:
-            console.print(f"  - {r}")
+        print_rejection(console, verdict.category, verdict.reasons)

@@ -10,6 +10,8 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from kernelloop.commands.labels import print_rejection
+
 
 def register(app: typer.Typer) -> None:
     app.command("profile")(profile_cmd)
@@ -27,15 +29,25 @@ def profile_cmd(
     sandbox: Annotated[str, typer.Option(help="auto | bwrap | unshare | none")] = "auto",
     timeout: Annotated[float, typer.Option(help="wall-clock limit per profiled file, seconds")] = 300.0,
 ) -> None:
-    """Profile one call of a candidate (Nsight Compute on a GPU; compile facts without one) and print the summary."""
-    from kernelloop.profile.run import profile_candidate
+    """Profile one call of a candidate (Nsight Compute on a GPU; compile facts without one) and print the summary.
+    A source the static screen refuses is not run: exit 1, labelled as a static-screen rejection."""
+    from kernelloop.profile.run import ScreenRefused, profile_candidate
     from kernelloop.task import load_task
 
     t = load_task(task)
     err = Console(stderr=True)
-    with err.status("profiling…") as status:
-        out = profile_candidate(t, candidate, parent=parent, shape=shape, dtype=dtype, device=device,
-                                sandbox=sandbox, timeout_s=timeout, progress=lambda m: status.update(m))
+    try:
+        with err.status("profiling…") as status:
+            out = profile_candidate(t, candidate, parent=parent, shape=shape, dtype=dtype, device=device,
+                                    sandbox=sandbox, timeout_s=timeout, progress=lambda m: status.update(m))
+    except ScreenRefused as e:
+        findings = [f"{e.path.name}: {f.render()}" for f in e.findings]
+        if json_out:
+            sys.stdout.write(json.dumps({"task": t.name, "profiled": False, "category": "static",
+                                         "stage": "static screen", "file": e.role, "findings": findings}, indent=2) + "\n")
+        else:
+            print_rejection(Console(), "static", findings, note=" (not profiled)")
+        raise typer.Exit(1) from None
     text = out.report.format_for_prompt()
     if json_out:
         data = {

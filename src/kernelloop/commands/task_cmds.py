@@ -11,6 +11,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from kernelloop.commands.labels import print_rejection
 from kernelloop.errors import KernelloopError
 from kernelloop.evaluate.trusted.record import EvaluationRecord
 from kernelloop.task import load_task
@@ -83,7 +84,8 @@ def print_record(record: EvaluationRecord, console: Console) -> None:
         rels = [c.max_rel_err for c in cs if c.max_rel_err is not None]
         table.add_row(suite, dtype, str(len(cs)), f"[{'green' if n_ok == len(cs) else 'red'}]{n_ok}[/]",
                       f"{max(rels):.2e}" if rels else "-")
-    console.print(table)
+    if record.checks:
+        console.print(table)
     if record.kernels:
         kt = Table("kernel", "regs", "spills", "shared B", "warps", title="compile")
         for k in record.kernels:
@@ -100,6 +102,5 @@ def print_record(record: EvaluationRecord, console: Console) -> None:
     if v.accepted:
         console.print("[bold green]ACCEPTED[/]: every check passed")
     else:
-        console.print(f"[bold red]REJECTED[/] ({v.category})")
-        for r in v.reasons[:10]:
-            console.print(f"  - {r}")
+        print_rejection(console, v.category, v.reasons,
+                        note=" (not run)" if record.environment.sandbox == "not started" else "")

@@ -76,8 +76,9 @@ def build_server(session: ExternalSession) -> MCPServer:
     async def profile_tool(ctx: Context, source: str | None = None) -> dict:
         """The profile summary the loop's agents see: of the current best (no source), or of
         a candidate source file with before/after deltas against the best (Nsight Compute on
-        a GPU; compile facts and timings on a CPU). The candidate runs in the sandbox; this
-        is a look, not a submission, and costs no round."""
+        a GPU; compile facts and timings on a CPU). The candidate goes through the static screen
+        and runs in the sandbox; this is a look, not a submission: it costs no round, but each
+        profile of a source counts against the run's profile budget (`run.profiles_left`)."""
         return await _call(session.profile, source, _progress(ctx))
 
     @server.tool(name="submit_candidate")

@@ -37,6 +37,7 @@ from kernelloop.loop.state import Best, Options, Run
 from kernelloop.loop.summary import run_summary
 from kernelloop.loop.view import RunView
 from kernelloop.policy import budget_check, rules_text
+from kernelloop.profile.budget import ProfileBudget
 from kernelloop.task import Task
 
 AGENT_NAME = "external"
@@ -97,6 +98,7 @@ class ExternalSession:
         self.why = ""
         self.t0 = time.monotonic()
         self._lock = threading.Lock()
+        self.profiles = ProfileBudget.for_run(rules, self.last_round)  # profile/budget.py
         self._heartbeat: Heartbeat | None = None
 
     # ---- plumbing ------------------------------------------------------------------
@@ -278,14 +280,15 @@ class ExternalSession:
                 return {"of": f"best #{best.pid}", "summary": summary}
             path = self.scratch / f"profile_{int(time.time() * 1000)}.py"
             path.write_text(source)
-            out = profile_candidate(
-                self.task,
-                path,
-                parent=best.path,
-                device=self.device,
-                sandbox=self.opts.sandbox,
-                progress=self.view.status,
-            )
+            with self.profiles.spend():
+                out = profile_candidate(
+                    self.task,
+                    path,
+                    parent=best.path,
+                    device=self.device,
+                    sandbox=self.opts.sandbox,
+                    progress=self.view.status,
+                )
             return {
                 "of": "candidate",
                 "parent": f"best #{best.pid}",
@@ -339,6 +342,7 @@ class ExternalSession:
             "run_id": self.run_id,
             "rounds_used": self.round,
             "rounds_left": max(0, self.last_round - self.round),
+            "profiles_left": self.profiles.left,
             "status": status,
             "reason": self.why,
         }

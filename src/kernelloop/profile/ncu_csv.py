@@ -10,21 +10,33 @@ units may be auto-scaled ("Mbyte", "usecond") unless `--print-units base` was gi
 and "n/a" marks a value ncu could not compute. The raw page (`--page raw`) is one row per
 kernel with metric names as columns and a units row under the header. Banner lines
 (`==PROF==`, `==WARNING==`) and the application's own output may surround the table.
+
+The file is written inside the candidate's sandbox, so it is untrusted text: every field
+kept is cleaned and cut (profile/untrusted.py), the number of kernels, metrics and rules
+is bounded, and a malformed table raises ValueError only (callers turn it into "missing").
 """
 
 from __future__ import annotations
 
 import csv
 import io
+import math
 import re
 
 from pydantic import BaseModel, Field
+
+from kernelloop.profile.untrusted import clean
 
 _PREFIX = {"n": 1e-9, "u": 1e-6, "µ": 1e-6, "m": 1e-3, "K": 1e3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15}
 _SCALABLE = {"second": "second", "s": "second", "byte": "byte", "B": "byte", "hz": "hz", "Hz": "hz",
              "cycle": "cycle", "inst": "inst", "sector": "sector", "request": "request", "warp": "warp",
              "thread": "thread", "block": "block", "register": "register"}
 _MISSING = {"", "n/a", "N/A", "nan", "NaN", "-", "--"}
+# Bounds on what one report may hold (a real H200 report: 5 kernels, ~300 metric rows and
+# ~15 rules each); past them the rest is dropped.
+MAX_KERNELS = 64
+MAX_METRICS = 4000
+MAX_RULES = 64
 
 
 class RawMetric(BaseModel):
@@ -76,14 +88,15 @@ def _norm(key: str) -> str:
 
 
 def parse_number(text: str) -> float | None:
-    """'1,234.5' → 1234.5; 'n/a' → None; text that is not a number → None."""
+    """'1,234.5' → 1234.5; 'n/a' → None; text that is not a finite number → None."""
     t = text.strip().replace(",", "").rstrip("%").strip()
-    if t in _MISSING:
+    if t in _MISSING or len(t) > 64:
         return None
     try:
-        return float(t)
+        v = float(t)
     except ValueError:
         return None
+    return v if math.isfinite(v) else None
 
 
 def _scale_word(word: str) -> tuple[float, str] | None:
@@ -114,8 +127,8 @@ def to_base_unit(value: float | None, unit: str) -> tuple[float | None, str]:
 
 def _dims(text: str) -> tuple[int, ...] | None:
     # "(4,096, 1, 1)": ", " separates dimensions, a bare "," is a thousands separator.
-    parts = [p.replace(",", "").strip(" ()") for p in re.split(r",\s+", text.strip())]
-    if not parts or not all(p.isdigit() for p in parts):
+    parts = [p.replace(",", "").strip(" ()") for p in re.split(r",\s+", text.strip()[:100])]
+    if not parts or len(parts) > 3 or not all(p.isdigit() and len(p) < 12 for p in parts):
         return None
     return tuple(int(p) for p in parts)
 
@@ -130,36 +143,46 @@ def _table_text(text: str) -> str:
 
 
 def parse_raw_kernels(text: str) -> list[RawKernel]:
-    """All kernels in an ncu CSV (details or raw page), in the order of their IDs."""
+    """All kernels in an ncu CSV (details or raw page), in the order of their IDs.
+    Raises ValueError (only) when the table cannot be read."""
     table = _table_text(text)
     if not table:
         return []
-    rows = list(csv.reader(io.StringIO(table)))
+    try:
+        rows = list(csv.reader(io.StringIO(table)))
+    except csv.Error as e:
+        raise ValueError(f"the CSV table is malformed ({e})") from e
     header = rows[0]
     if "Metric Name" in header:
         return _from_details(header, rows[1:])
     return _from_raw_page(header, rows[1:])
 
 
-def _kernel_for(kernels: dict[int, RawKernel], row: dict[str, str]) -> RawKernel:
-    kid = int(parse_number(row.get("ID", "0")) or 0)
+def _kernel_for(kernels: dict[int, RawKernel], row: dict[str, str]) -> RawKernel | None:
+    """The kernel this row belongs to (None past MAX_KERNELS)."""
+    kid = int(min(max(parse_number(row.get("ID", "0")) or 0, 0), 1 << 31))
     k = kernels.get(kid)
     if k is None:
+        if len(kernels) >= MAX_KERNELS:
+            return None
         k = RawKernel(
             id=kid,
-            name=row.get("Kernel Name", "").strip(),
+            name=clean(row.get("Kernel Name", ""), 200),
             block=_dims(row.get("Block Size", "")),
             grid=_dims(row.get("Grid Size", "")),
-            device=row.get("Device", "").strip(),
-            cc=row.get("CC", "").strip(),
+            device=clean(row.get("Device", ""), 80),
+            cc=clean(row.get("CC", ""), 16),
         )
         kernels[kid] = k
     return k
 
 
 def _store(k: RawKernel, section: str, name: str, unit: str, text: str) -> None:
+    if len(k.metrics) >= MAX_METRICS:
+        return
+    section, name, unit = clean(section, 80), clean(name, 160), clean(unit, 40)
     value, base_unit = to_base_unit(parse_number(text), unit)
-    m = RawMetric(section=section, name=name, unit=base_unit, value=value, text=text.strip())
+    m = RawMetric(section=section, name=name, unit=base_unit, value=value, text=clean(text, 80))
     keys = [name, f"{section}/{name}"]
     # `--print-metric-name label-name` prints "Duration (gpu__time_duration.sum)".
     both = re.match(r"^(.*\S)\s+\(([a-z0-9_]+__[A-Za-z0-9_.]+)\)$", name)
@@ -179,19 +202,21 @@ def _from_details(header: list[str], rows: list[list[str]]) -> list[RawKernel]:
         if not row.get("ID", "").strip():
             continue
         k = _kernel_for(kernels, row)
+        if k is None:
+            continue
         section = row.get("Section Name", "").strip()
         name = row.get("Metric Name", "").strip()
         if name:
             _store(k, section, name, row.get("Metric Unit", ""), row.get("Metric Value", ""))
         rule = row.get("Rule Name", "").strip()
-        if rule:
+        if rule and len(k.rules) < MAX_RULES:
             k.rules.append(
                 RuleHint(
-                    rule=rule,
-                    kind=row.get("Rule Type", "").strip(),
-                    section=section,
-                    description=" ".join(row.get("Rule Description", "").split()),
-                    speedup_type=row.get("Estimated Speedup Type", "").strip(),
+                    rule=clean(rule, 80),
+                    kind=clean(row.get("Rule Type", ""), 12),
+                    section=clean(section, 80),
+                    description=clean(row.get("Rule Description", ""), 600),
+                    speedup_type=clean(row.get("Estimated Speedup Type", ""), 20),
                     est_speedup_pct=parse_number(row.get("Estimated Speedup", "")),
                 )
             )
@@ -211,6 +236,8 @@ def _from_raw_page(header: list[str], rows: list[list[str]]) -> list[RawKernel]:
             units = cells + [""] * (len(header) - len(cells))  # the units row has no ID
             continue
         k = _kernel_for(kernels, row)
+        if k is None:
+            continue
         for i, col in enumerate(header):
             if col not in _ID_COLUMNS and i < len(cells):
                 _store(k, "raw", col, units[i], cells[i])

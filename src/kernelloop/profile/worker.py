@@ -10,10 +10,11 @@ Modes (job["mode"]):
   (meta tensors, nothing runs) and compile each for the job's target arch; on a GPU, also
   time one real call with torch.profiler.
 
-The job comes in a file, not on stdin: ncu sits between the sandbox and this process.
-Messages go out as JSON lines on the channel `worker` sets up (a private dup of stdout);
-the trusted side treats all of it as untrusted and advisory — a profile never decides a
-verdict.
+The job comes in a file, not on stdin: ncu sits between the sandbox and this process; it
+carries the run's channel key and is deleted before the candidate is imported. Messages go
+out as JSON lines on the channel `worker` sets up (a private dup of stdout), each with the
+key; the trusted side treats all of it as untrusted and advisory — a profile never decides
+a verdict.
 """
 
 from __future__ import annotations
@@ -74,7 +75,11 @@ def run_facts(job: dict, fn, module) -> None:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m kernelloop.profile.worker")
     ap.add_argument("--job", required=True, type=Path)
-    job = json.loads(ap.parse_args(argv).job.read_text())
+    path = ap.parse_args(argv).job
+    job = json.loads(path.read_text())
+    # The key marks our lines on the channel; the file goes before any candidate code runs.
+    worker._key = job.pop("channel_key", "")
+    path.unlink(missing_ok=True)
     send("hello", env=worker.inworker.environment(job.get("device", "cpu")))
     try:
         module = _import_file(job["impl"], "kernelloop_profile_candidate")

@@ -108,6 +108,9 @@ class Rules(_Strict):
     eval_timeout_s: float = Field(default=600.0, gt=0)
     max_cost_usd: float | None = None
     max_wall_s: float | None = None
+    max_profiles: int | None = Field(
+        default=None, ge=0, description="profiles of candidate sources per MCP run (default: 2 x rounds)"
+    )
 
 
 class Roofline(_Strict):

@@ -160,7 +160,8 @@ def benchmark(
         worker_log_tail=result.stderr.decode(errors="replace")[-3000:] if result else "",
     )
     if findings:
-        rec.problems.extend(f"static screen: {f.render()}" for f in findings)
+        rec.static_findings = [f"static screen: {f.render()}" for f in findings]
+        rec.problems.extend(rec.static_findings)
         rec.wall_s = round(time.monotonic() - t0, 3)
         return rec
     _failures(rec, msgs, result, cfg.timeout_s)

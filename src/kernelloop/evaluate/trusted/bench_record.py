@@ -80,6 +80,8 @@ class BenchmarkRecord(BaseModel):
     timings_count: bool
     shapes: list[ShapeBench] = Field(default_factory=list)
     problems: list[str] = Field(default_factory=list, description="any entry makes the gate reject")
+    static_findings: list[str] = Field(
+        default_factory=list, description="the static screen refused the candidate: nothing ran or was timed")
     warnings: list[str] = Field(default_factory=list)
     worker_log_tail: str = ""
 

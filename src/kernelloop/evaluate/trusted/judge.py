@@ -20,6 +20,15 @@ from kernelloop.evaluate.trusted.sensitivity import Sensitivity, matching_trivia
 from kernelloop.evaluate.trusted.text import candidate_text, last_line  # noqa: F401  (last_line: re-exported)
 from kernelloop.task import Task
 
+# What the RecordFunction trace may see outside launches besides ALLOC_VIEW_OPS: composite
+# ops that only wrap a view, a no-op conversion or a scalar read. When they do real work,
+# the work shows in the trace as a nested op that is not on either list (`to` → `_to_copy`,
+# `contiguous` → `clone`), so allowing the wrapper lets no compute through.
+TRACE_ALLOWED = ALLOC_VIEW_OPS | {
+    "to", "item", "narrow", "view_as", "expand_as", "reshape_as", "_reshape_alias", "split_with_sizes",
+    "movedim", "swapaxes", "swapdims", "resize_", "result_type",
+}
+
 
 @dataclass
 class Failure:
@@ -190,13 +199,32 @@ class Judge:
         return not problems
 
     def _audit(self, call: Call, msg: dict) -> None:
-        launches = sum(v for k, v in msg.get("launches", {}).items() if k.startswith("candidate:"))
+        """The op audit: PyTorch compute or no launch of its own kernels → `no_kernel`.
+
+        Both layers run in the candidate's process (a dispatch-mode recorder and a
+        RecordFunction trace, worker/calls.py), so this is policy, never a defence: what
+        they report can only reject. Each must be there on an audited call."""
+        launches = sum(v for k, v in (_counts(msg.get("launches", {})) or {}).items() if k.startswith("candidate:"))
         self.launches.append(launches)
-        compute = sorted(op for op in msg.get("ops", {}) if op not in ALLOC_VIEW_OPS)
-        if self.task.spec.task.language != "torch" and compute:
+        language = self.task.spec.task.language
+        if language == "torch":
+            return  # PyTorch compute is the point of these tasks
+        mode_ops = _counts(msg.get("ops", {}))
+        traced = _counts(msg.get("traced_ops")) if call.audit else {}
+        if call.audit and (mode_ops is None or traced is None or not isinstance(msg.get("trace_error", ""), str)):
+            self._fail(call, "interface", "protocol", "the worker's op audit report is missing or malformed")
+            return
+        if call.audit and msg.get("trace_error"):
+            self._fail(call, "interface", "tamper", f"the op audit did not cover the call: {str(msg['trace_error'])[:200]}")
+        compute = sorted({op for op in (mode_ops or {}) if op not in ALLOC_VIEW_OPS}
+                         | {op for op in (traced or {}) if op not in TRACE_ALLOWED})
+        if compute:
+            shown = ", ".join(compute[:8]) + (", …" if len(compute) > 8 else "")
+            # One trivial copy kernel does not make PyTorch compute a kernel (issue 12).
+            own = f" (its {launches} launch(es) of its own kernels do not excuse it)" if launches else ""
             self._fail(call, "interface", "no_kernel",
-                       f"calls PyTorch compute ops {_few(compute)} instead of its own {self.task.spec.task.language} kernels")
-        if self.task.spec.task.language == "triton" and launches == 0:
+                       f"calls PyTorch compute ops [{shown}] instead of its own {language} kernels{own}")
+        if language == "triton" and launches == 0:
             self._fail(call, "interface", "no_kernel", "launched none of its own Triton kernels")
 
     def _determinism(self, call: Call, out: torch.Tensor, cmp) -> None:
@@ -251,6 +279,15 @@ class Judge:
             if f"{shape}-{dtype}" not in self._interface_bad:
                 self.checks.append(CheckResult(suite="interface", case="all", shape=shape, dtype=dtype, passed=True,
                                                reason="exact Tensor, shape, dtype, device, contiguous, no aliasing, inputs unchanged"))
+
+
+def _counts(value) -> dict[str, int] | None:
+    """A worker's {name: count} map, or None when it is missing or not one (untrusted input)."""
+    if not isinstance(value, dict) or len(value) > 10_000:
+        return None
+    if not all(isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) for k, v in value.items()):
+        return None
+    return {k[:200]: v for k, v in value.items()}
 
 
 def _same_bytes(a: torch.Tensor | None, b: torch.Tensor) -> bool:

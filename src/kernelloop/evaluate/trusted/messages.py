@@ -114,6 +114,9 @@ class CallDone(_Msg):
     elapsed_s: Seconds
     launches: Tally
     ops: Tally
+    # The op audit's second layer (RecordFunction trace) on audited calls only:
+    traced_ops: Tally | None = None
+    trace_error: Annotated[str, Field(max_length=2000)] | None = None
     tampered: Names
     threads: Count
     out_type: Annotated[str, Field(max_length=500)]  # the candidate's class name: cleaned where shown

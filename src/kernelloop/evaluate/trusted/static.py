@@ -1,31 +1,43 @@
 """The static screen: what a candidate's source may name, checked before a worker starts.
 
 It runs on the trusted side over the candidate's AST, so a rejection costs milliseconds
-and no untrusted code runs. It is the first of two layers: everything it forbids also
-has a runtime defence in the worker or on the trusted side (docs/cheats.md), because an
-AST cannot see through every indirection. It is an allow-list, not a deny-list: a
-Triton candidate needs `torch` to allocate, `triton`/`triton.language` for kernels and a
-few pure-Python helpers; anything else it names is a finding.
+and no untrusted code runs. It is a **policy and a cheap early filter, not a boundary**:
+Python reaches anything through enough indirection, so everything it forbids also has a
+runtime defence (the sandbox's privileges, the trusted side's checks; docs/cheats.md).
+It is an allow-list: a Triton candidate needs `torch` to allocate, `triton` /
+`triton.language` for kernels and a few pure-Python helpers; anything else it names is a
+finding. Every rule, with why, is in docs/evaluate.md ("Static screen").
 
-Rules (each finding is one sentence with the line):
-- imports: only the language's allowed modules; no relative or `*` imports;
-- `torch.X`: only allocation, dtypes, device queries (per language); no streams, events,
-  `torch.nn`, `torch.ops`, `torch._C`, `torch.utils`, compilers, or compute functions;
-- `triton.X`: only `jit`, `autotune`, `heuristics`, `Config`, `cdiv`,
-  `next_power_of_2` and all of `triton.language`;
-- builtins that reach harness state or code: eval, exec, compile, open, __import__,
-  getattr/setattr/delattr, globals/locals/vars, dir, breakpoint, input, exit, quit;
-- dunder names and attributes (frames, globals, subclasses, dicts), frame attributes,
-  private attributes except on `self`/`cls`, `.numpy()`/`.tolist()` (compute that the
-  aten-op audit cannot see) and storage access;
-- assigning to or deleting an attribute of an imported module or name (monkeypatching);
-- a module used as a value (`t = torch`) and classes derived from torch/triton types.
+Rules (each finding is one sentence with the line; `Finding.rule` names the rule):
+- import: only the language's allowed modules; no relative or `*` imports;
+- attribute / import: `torch.X` only allocation, dtypes, device queries (per language);
+  `triton.X` only `jit`, `autotune`, `heuristics`, `Config`, `cdiv`, `next_power_of_2`
+  and `triton.language`; no private names of any module; no `operator.attrgetter` /
+  `methodcaller`, `typing.get_type_hints` / `ForwardRef` (they turn strings into attribute
+  access or code);
+- name: builtins that reach code or harness state (eval, exec, compile, open,
+  __import__, getattr, setattr, …) unless a function's own local of that name;
+  `getattr(obj, "constant_public_name"[, default])` is allowed and checked as `obj.name`;
+- name / attribute: dunders (frames, globals, subclasses, dicts), frame attributes,
+  private attributes except on `self`/`cls`, `.numpy()`/`.tolist()` and storage access;
+- string: a string that spells an attribute path through a dunder (`"__globals__"`), a
+  format template that reads private attributes, a string annotation with any finding;
+- assignment: assigning to or deleting an attribute of an imported module (monkeypatching);
+- module: a module used as a value (`t = torch`, `c = torch.cuda`, `f(torch)`);
+- class: classes derived from torch/triton types; `type(name, bases, dict)`.
 """
 
 from __future__ import annotations
 
 import ast
 from dataclasses import dataclass
+
+from kernelloop.evaluate.trusted.static_scope import (
+    format_reach,
+    function_locals,
+    names_internal,
+    string_annotations,
+)
 
 COMMON_MODULES = ("__future__", "math", "functools", "typing", "itertools", "operator")
 LANG_MODULES = {
@@ -67,7 +79,9 @@ FORBIDDEN_BUILTINS = {
     "eval", "exec", "compile", "open", "__import__", "getattr", "setattr", "delattr", "globals", "locals",
     "vars", "dir", "breakpoint", "input", "exit", "quit", "memoryview", "help",
 }
-ALLOWED_DUNDERS = {"__name__", "__version__", "__doc__", "__init__", "__future__"}
+ALLOWED_DUNDERS = {"__name__", "__version__", "__doc__", "__init__", "__future__", "__all__"}
+# Strings that may spell a dunder: `if __name__ == "__main__":`.
+ALLOWED_DUNDER_STRINGS = ALLOWED_DUNDERS | {"__main__"}
 FRAME_ATTRS = {
     "f_back", "f_locals", "f_globals", "f_builtins", "f_code", "f_lasti", "f_trace", "gi_frame", "gi_code",
     "cr_frame", "cr_code", "ag_frame", "ag_code", "tb_frame", "tb_next", "co_consts", "co_code",
@@ -77,10 +91,30 @@ FRAME_ATTRS = {
 HIDDEN_WORK_ATTRS = {"numpy", "tolist", "untyped_storage", "storage", "set_", "share_memory_", "pin_memory"}
 
 
+# Functions of allowed modules that turn a string into attribute access or code: the
+# route around the attribute rules the red team used (issue 12: `operator.attrgetter(
+# "__globals__")` and `typing.get_type_hints` on a string annotation reached `__import__`).
+REFUSED_PATHS = {
+    "operator.attrgetter": "turns a string into attribute access",
+    "operator.methodcaller": "turns a string into a method call",
+    "typing.get_type_hints": "evaluates string annotations as code",
+    "typing.ForwardRef": "evaluates a string as code",
+    "typing.evaluate_forward_ref": "evaluates a string as code",
+}
+# Paths that are modules: naming one as a value hands the module to code the screen cannot
+# follow (`c = torch.cuda; c.Stream()` passed every attribute rule before).
+MODULE_PATHS = {
+    "torch", "torch.cuda", "torch.nn", "torch.nn.functional", "torch.utils", "torch.utils.cpp_extension",
+    "triton", "triton.language", "triton.language.math", "triton.language.extra", "triton.language.extra.libdevice",
+    "triton.language.extra.cuda", "triton.language.extra.cuda.libdevice", "triton.language.core",
+    "triton.language.standard", "triton.language.random", *COMMON_MODULES,
+}
+
+
 @dataclass(frozen=True)
 class Finding:
     line: int
-    rule: str  # syntax | import | name | attribute | module | assignment | class
+    rule: str  # syntax | import | name | attribute | string | module | assignment | class
     message: str
 
     def render(self) -> str:
@@ -93,11 +127,15 @@ def screen_source(source: str, language: str = "triton") -> list[Finding]:
         tree = ast.parse(source)
     except SyntaxError as e:
         return [Finding(e.lineno or 0, "syntax", f"the source does not parse ({e.msg}); fix the syntax")]
-    return _Screen(language).run(tree)
+    return _Screen(language).run(tree, source)
 
 
 def allowed_modules(language: str) -> tuple[str, ...]:
     return (*LANG_MODULES.get(language, LANG_MODULES["triton"]), *COMMON_MODULES)
+
+
+def _const_str(node: ast.AST | None) -> str | None:
+    return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
 
 
 class _Screen:
@@ -106,21 +144,39 @@ class _Screen:
         self.modules = allowed_modules(self.language)
         self.aliases: dict[str, str] = {}  # local name -> dotted path it was imported as
         self.findings: dict[tuple[int, str], Finding] = {}
+        self.locals: set[int] = set()  # Name nodes that are a function's local, not the builtin
+        self.getattr_ok: set[int] = set()  # `getattr` Name nodes of allowed constant-name calls
 
     def add(self, node: ast.AST, rule: str, message: str) -> None:
         line = getattr(node, "lineno", 0)
         self.findings.setdefault((line, message), Finding(line, rule, message))
 
-    def run(self, tree: ast.Module) -> list[Finding]:
+    def run(self, tree: ast.Module, source: str) -> list[Finding]:
         for node in ast.walk(tree):
             if isinstance(node, ast.Import | ast.ImportFrom):
                 self._import(node)
+        self.locals = function_locals(source, tree, FORBIDDEN_BUILTINS)
+        self._check(tree)
+        for const in string_annotations(tree):
+            self._annotation(const)
+        return sorted(self.findings.values(), key=lambda f: (f.line, f.message))
+
+    def _check(self, tree: ast.AST) -> None:
+        for node in ast.walk(tree):  # first, so that paths through getattr resolve below
+            if isinstance(node, ast.Call):
+                self._getattr(node)
+        # Expressions whose attribute is taken (`x.a`, or `getattr(x, "a")` when allowed).
         bases = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
+        bases |= {id(n.args[0]) for n in ast.walk(tree) if isinstance(n, ast.Call) and id(n.func) in self.getattr_ok}
         for node in ast.walk(tree):
-            if isinstance(node, ast.Name):
+            if isinstance(node, ast.Call):
+                self._call(node, id(node) in bases)
+            elif isinstance(node, ast.Name):
                 self._name(node, id(node) in bases)
             elif isinstance(node, ast.Attribute):
-                self._attribute(node)
+                self._attribute(node, id(node) in bases)
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+                self._string(node)
             elif isinstance(node, ast.Assign | ast.AugAssign | ast.AnnAssign | ast.Delete):
                 targets = node.targets if isinstance(node, ast.Assign | ast.Delete) else [node.target]
                 for t in targets:
@@ -130,7 +186,17 @@ class _Screen:
                     path = self._path(b)
                     if path and path.split(".")[0] in ("torch", "triton"):
                         self.add(node, "class", f"class {node.name} derives from {path}; return plain torch.Tensor outputs and use no torch/triton subclasses")
-        return sorted(self.findings.values(), key=lambda f: (f.line, f.message))
+
+    def _annotation(self, const: ast.Constant) -> None:
+        """A string annotation is code to `typing.get_type_hints`: screen it as code."""
+        try:
+            sub = ast.parse(const.value.strip(), mode="eval")
+        except SyntaxError:
+            self.add(const, "string", "has a string annotation that is not a Python expression; write the annotation without quotes")
+            return
+        for node in ast.walk(sub):
+            ast.copy_location(node, const)
+        self._check(sub)
 
     # ---- imports -----------------------------------------------------------------
     def _module_ok(self, module: str) -> bool:
@@ -165,19 +231,47 @@ class _Screen:
             else:
                 self.aliases[a.asname or a.name] = path
 
-    # ---- names and attributes ----------------------------------------------------
+    # ---- names, calls and attributes ---------------------------------------------
     def _name(self, node: ast.Name, is_attr_base: bool) -> None:
         if node.id in FORBIDDEN_BUILTINS:
-            self.add(node, "name", f"uses `{node.id}`, which reaches code or harness state that candidates may not touch")
+            if id(node) not in self.locals and id(node) not in self.getattr_ok:
+                hint = ('; `getattr(obj, "public_name")` with a constant name is allowed' if node.id == "getattr" else "")
+                self.add(node, "name", f"uses `{node.id}`, which reaches code or harness state that candidates may not touch{hint}")
         elif node.id.startswith("__") and node.id.endswith("__") and node.id not in ALLOWED_DUNDERS:
             self.add(node, "name", f"uses `{node.id}`, an interpreter internal candidates may not touch")
-        elif isinstance(node.ctx, ast.Load) and not is_attr_base and self._is_module(self.aliases.get(node.id)):
-            self.add(node, "module", f"uses the module `{self.aliases[node.id]}` as a value; only access its attributes directly")
+        elif isinstance(node.ctx, ast.Load) and not is_attr_base:
+            self._module_value(node)
 
-    def _is_module(self, path: str | None) -> bool:
-        return bool(path) and (path in self.modules or path.startswith("triton.language"))
+    def _module_value(self, node: ast.AST) -> None:
+        path = self._path(node)
+        if path and (path in MODULE_PATHS or path in self.modules):
+            self.add(node, "module", f"uses the module `{path}` as a value; import what it needs and access "
+                                     f"its attributes directly (e.g. `import {path} as m`)")
 
-    def _attribute(self, node: ast.Attribute) -> None:
+    def _getattr(self, node: ast.Call) -> None:
+        """Allow `getattr(obj, "constant_public_name"[, default])`: it is `obj.name`, and
+        paths through it are checked as such (an agent's `getattr(kernel, "n_regs", None)`
+        was refused before)."""
+        f = node.func
+        if not (isinstance(f, ast.Name) and f.id == "getattr") or id(f) in self.locals:
+            return
+        name = _const_str(node.args[1]) if len(node.args) >= 2 else None
+        if node.keywords or not 2 <= len(node.args) <= 3 or any(isinstance(a, ast.Starred) for a in node.args) or name is None:
+            return  # the name rule refuses `getattr` itself
+        if not name.isidentifier() or name.startswith("_") or name in FRAME_ATTRS or name in HIDDEN_WORK_ATTRS:
+            self.add(node, "attribute", f'uses getattr(…, "{name[:60]}"): only constant public attribute names are allowed')
+            return
+        self.getattr_ok.add(id(f))
+
+    def _call(self, node: ast.Call, is_attr_base: bool) -> None:
+        f = node.func
+        if isinstance(f, ast.Name) and f.id == "type" and len(node.args) == 3 and id(f) not in self.locals:
+            self.add(node, "class", "creates a class with type(name, bases, dict); write a class statement")
+        if id(f) in self.getattr_ok and not is_attr_base:
+            self._path_check(node)
+            self._module_value(node)
+
+    def _attribute(self, node: ast.Attribute, is_attr_base: bool) -> None:
         attr = node.attr
         if attr.startswith("__") and attr.endswith("__"):
             if attr not in ALLOWED_DUNDERS:
@@ -189,18 +283,39 @@ class _Screen:
                 self.add(node, "attribute", f"accesses the private attribute `.{attr}`; use public APIs only")
         elif attr in HIDDEN_WORK_ATTRS:
             self.add(node, "attribute", f"calls `.{attr}`, which moves work or memory outside what the gate can audit")
+        if not is_attr_base:  # the whole path once, not each of its prefixes
+            self._path_check(node)
+            if isinstance(node.ctx, ast.Load):
+                self._module_value(node)
+
+    def _path_check(self, node: ast.AST) -> None:
         path = self._path(node)
-        if path:
-            why = self._path_problem(path)
-            if why:
-                self.add(node, "attribute", why)
+        why = self._path_problem(path) if path else None
+        if why:
+            self.add(node, "attribute", why)
+
+    def _string(self, node: ast.Constant) -> None:
+        internal = names_internal(node.value, ALLOWED_DUNDER_STRINGS)
+        if internal:
+            self.add(node, "string", f"has the string {node.value[:60]!r}, which names `{internal}`, an interpreter "
+                                     f"internal; candidates may not reach attributes by name")
+        field = format_reach(node.value)
+        if field:
+            self.add(node, "string", f"has a format template reading `{field[:60]}`; str.format may not read private attributes")
 
     def _path(self, node: ast.AST) -> str | None:
-        """The dotted path an expression names when its root is an imported name."""
+        """The dotted path an expression names when its root is an imported name; allowed
+        `getattr(x, "name")` calls count as `x.name`."""
         parts: list[str] = []
-        while isinstance(node, ast.Attribute):
-            parts.append(node.attr)
-            node = node.value
+        while True:
+            if isinstance(node, ast.Attribute):
+                parts.append(node.attr)
+                node = node.value
+            elif isinstance(node, ast.Call) and id(node.func) in self.getattr_ok:
+                parts.append(node.args[1].value)
+                node = node.args[0]
+            else:
+                break
         if not isinstance(node, ast.Name) or node.id not in self.aliases:
             return None
         return ".".join([self.aliases[node.id], *reversed(parts)])
@@ -208,6 +323,10 @@ class _Screen:
     def _path_problem(self, path: str) -> str | None:
         parts = path.split(".")
         root, rest = parts[0], parts[1:]
+        for k in range(2, len(parts) + 1):
+            why = REFUSED_PATHS.get(".".join(parts[:k]))
+            if why:
+                return f"uses `{'.'.join(parts[:k])}`, which {why}; candidates may not"
         if not rest:
             return None
         if root == "torch":

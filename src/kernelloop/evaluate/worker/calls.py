@@ -10,9 +10,18 @@ from collections import Counter
 from pathlib import Path
 
 import torch
+from torch.autograd.profiler import profile as _profile
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from kernelloop.evaluate.protocol import ALLOC_VIEW_OPS  # noqa: F401  (the recorder's filter lives with the judge's)
+
+# Kineto (torch 2.13) writes "profiler_start"/"profiler_stop" lines to stderr at every
+# start and stop at its default level; the worker's stderr is the record's log tail.
+os.environ.setdefault("KINETO_LOG_LEVEL", "6")
+# The range every counted launch runs in while the op trace is on: aten ops inside it are
+# the launcher's (the interpreter copies arguments through torch), not the candidate's.
+LAUNCH_MARK = "kernelloop::launch"
+_RecordFunctionFast = getattr(torch._C._profiler, "_RecordFunctionFast", None) or torch.autograd.profiler.record_function
 
 
 class AtenRecorder(TorchDispatchMode):
@@ -46,6 +55,8 @@ class LaunchCounter:
         self.totals: Counter[str] = Counter()  # per implementation, never reset
         self.kernels: Counter[str] = Counter()  # kernels attached per implementation
         self.depth = 0
+        self.runs = 0  # every launch, warm-up included (the op trace's marks must match it)
+        self.marking = False  # set by OpTrace: launches then run inside LAUNCH_MARK
 
     def attach(self, module, impl: str) -> None:
         for attr, obj in list(vars(module).items()):
@@ -64,8 +75,12 @@ class LaunchCounter:
             if not kwargs.get("warmup", False):
                 self.counts[key] += 1
                 self.totals[impl] += 1
+            self.runs += 1
             self.depth += 1
             try:
+                if self.marking:
+                    with _RecordFunctionFast(LAUNCH_MARK):
+                        return run(*args, **kwargs)
                 return run(*args, **kwargs)
             finally:
                 self.depth -= 1
@@ -77,6 +92,114 @@ class LaunchCounter:
 
     def snapshot(self) -> dict[str, int]:
         return dict(self.counts)
+
+
+def _trace_config():
+    from torch._C._profiler import _ExperimentalConfig
+
+    try:  # ops run on a thread the candidate starts count too (torch >= 2.7)
+        return _ExperimentalConfig(profile_all_threads=True)
+    except TypeError:
+        return _ExperimentalConfig()
+
+
+class OpTrace:
+    """The second layer of the op audit: the C++ RecordFunction observers behind
+    torch.profiler (CPU activity) record every aten op the call dispatches.
+
+    `AtenRecorder` is a Python dispatch mode, and the candidate's own code can take it off
+    the stack: under `torch.utils._python_dispatch._disable_current_modes()` a candidate
+    computing everything in PyTorch (plus one trivial copy kernel) passed every check
+    (issue 12). RecordFunction observers sit in the dispatcher, not on that stack. This
+    still runs in the candidate's process, so it is policy, never a defence: a candidate
+    that stops the profiler is reported (`trace_error`), one that forges launch marks
+    is caught by the mark count, and more effort than that defeats it.
+
+    Reports every aten op outside a launch at any depth (name -> count): an allowed wrapper
+    (`contiguous`, `to`) that does real work shows the work as a nested op (`clone`,
+    `_to_copy`), and compute cannot hide inside an allowed op's scope.
+    """
+
+    def __init__(self, counter: LaunchCounter) -> None:
+        self.counter = counter
+        self.ops: dict[str, int] = {}
+        self.error = ""
+        self._prof = None
+        self._runs = 0
+
+    def __enter__(self) -> OpTrace:
+        try:
+            prof = _profile(use_cpu=True, experimental_config=_trace_config())
+            prof.__enter__()
+            self._prof = prof
+        except (RuntimeError, AssertionError) as e:
+            self.error = f"the op trace could not start ({str(e)[:200]})"
+        self._runs = self.counter.runs
+        self.counter.marking = True
+        return self
+
+    def __exit__(self, *exc) -> bool:
+        self.counter.marking = False
+        if self._prof is None:
+            return False
+        try:
+            self._prof.__exit__(None, None, None)
+            events = self._prof.kineto_results.events()
+        except (RuntimeError, AssertionError, AttributeError) as e:
+            self.error = f"the op trace was stopped during the call ({str(e)[:200]})"
+            return False
+        self.ops, marks = ops_outside_launches(events)
+        launched = self.counter.runs - self._runs
+        if marks > launched:
+            self.error = f"the op trace saw {marks} launch ranges for {launched} launches (forged ranges hide ops)"
+        return False
+
+
+def ops_outside_launches(events) -> tuple[dict[str, int], int]:
+    """(aten op name -> count for ops outside every LAUNCH_MARK range of their thread,
+    number of LAUNCH_MARK ranges)."""
+    spans: dict[int, list[tuple[int, int]]] = {}
+    ops: list[tuple[str, int, int, int]] = []
+    for e in events:
+        name, start, tid = e.name(), e.start_ns(), e.start_thread_id()
+        end = start + e.duration_ns()
+        if name == LAUNCH_MARK:
+            spans.setdefault(tid, []).append((start, end))
+        elif name.startswith("aten::"):
+            ops.append((name.removeprefix("aten::"), start, end, tid))
+    out: dict[str, int] = {}
+    for name, start, end, tid in ops:
+        if not any(s <= start and end <= e for s, e in spans.get(tid, ())):
+            out[name] = out.get(name, 0) + 1
+    return out, sum(len(v) for v in spans.values())
+
+
+class OpAudit:
+    """Both layers of the op audit around one call: the dispatch-mode recorder and the
+    RecordFunction trace (started first, stopped last)."""
+
+    def __init__(self, counter: LaunchCounter) -> None:
+        self.recorder = AtenRecorder(counter)
+        self.trace = OpTrace(counter)
+
+    def __enter__(self) -> OpAudit:
+        self.trace.__enter__()
+        try:
+            self.recorder.__enter__()
+        except BaseException:
+            self.trace.__exit__(None, None, None)
+            raise
+        return self
+
+    def __exit__(self, *exc) -> bool:
+        try:
+            self.recorder.__exit__(*exc)
+        finally:
+            self.trace.__exit__(*exc)
+        return False
+
+    def facts(self) -> dict:
+        return {"ops": self.recorder.ops, "traced_ops": self.trace.ops, "trace_error": self.trace.error}
 
 
 class TimedLaunchAudit:

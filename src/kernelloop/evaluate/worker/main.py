@@ -80,13 +80,13 @@ def run_call(job: dict, call: dict, fn, make_inputs, counter: inworker.LaunchCou
     inworker.poison(like.numel() * like.element_size(), dev)
     kwargs = {**job["params"], **call["params"]}
     counter.reset()
-    ops: dict[str, int] = {}
+    audited: dict = {"ops": {}}
     t0 = time.perf_counter()
     if call.get("audit"):
-        with inworker.AtenRecorder(counter) as rec:
+        with inworker.OpAudit(counter) as audit:
             out = fn(**inputs, **kwargs)
             _sync()
-        ops = rec.ops
+        audited = audit.facts()
     else:
         out = fn(**inputs, **kwargs)
         _sync()
@@ -95,7 +95,7 @@ def run_call(job: dict, call: dict, fn, make_inputs, counter: inworker.LaunchCou
     at_return = out.detach().clone() if type(out) is _Tensor else None
     _sync()
     elapsed = time.perf_counter() - t0
-    facts: dict = {"id": call["id"], "elapsed_s": elapsed, "launches": counter.snapshot(), "ops": ops,
+    facts: dict = {"id": call["id"], "elapsed_s": elapsed, "launches": counter.snapshot(), **audited,
                    "tampered": watch["integrity"].changed(), "threads": len(guard.new_threads(watch["threads"]))}
     facts["out_type"] = f"{type(out).__module__}.{type(out).__qualname__}"
     if at_return is None:
