@@ -32,6 +32,9 @@ TOP_LINKS = ("bin", "lib", "lib64", "lib32", "libx32", "sbin")
 # /sys with a GPU: topology the CUDA driver and NVML read. Not kernel/, firmware/, fs/.
 SYS_GPU = ("devices", "bus", "dev", "class", "module")
 SYS_CPU = ("devices/system/cpu", "devices/system/node")
+# Where the NVIDIA driver lists its GPUs, and where their nodes live (tests point these elsewhere).
+DRIVER_GPUS = Path("/proc/driver/nvidia/gpus")
+DEV = Path("/dev")
 
 
 @dataclass(frozen=True)
@@ -114,18 +117,17 @@ def gpu_device(index: int) -> tuple[Path, str]:
 
     The driver lists GPUs under /proc/driver/nvidia/gpus/<PCI bus id>; nvidia-smi's index is
     their PCI order; each names its /dev/nvidiaN minor and its UUID (which CUDA accepts)."""
-    listing = Path("/proc/driver/nvidia/gpus")
-    gpus = sorted(listing.iterdir()) if listing.is_dir() else []
+    gpus = sorted(DRIVER_GPUS.iterdir()) if DRIVER_GPUS.is_dir() else []
     if gpus:
         if not 0 <= index < len(gpus):
             raise SandboxError(f"GPU index {index} does not exist here ({len(gpus)} GPU(s)); pass an index below {len(gpus)}.")
         info = (gpus[index] / "information").read_text(errors="replace")
         minor = re.search(r"Device Minor:\s*(\d+)", info)
         uuid = re.search(r"GPU UUID:\s*(\S+)", info)
-        node = Path(f"/dev/nvidia{minor.group(1) if minor else index}")
+        node = DEV / f"nvidia{minor.group(1) if minor else index}"
         visible = uuid.group(1) if uuid and uuid.group(1).startswith(("GPU-", "MIG-")) else str(index)
     else:
-        node, visible = Path(f"/dev/nvidia{index}"), str(index)
+        node, visible = DEV / f"nvidia{index}", str(index)
     if not node.exists():
         raise SandboxError(f"the device node {node} for GPU {index} does not exist; check the driver (nvidia-smi) "
                            f"or pass the index of a GPU this machine has.")
@@ -135,7 +137,7 @@ def gpu_device(index: int) -> tuple[Path, str]:
 def gpu_nodes(index: int) -> tuple[list[Path], str]:
     """The assigned GPU's node plus the shared control nodes; never another /dev/nvidiaN."""
     node, visible = gpu_device(index)
-    shared = [Path(f"/dev/{n}") for n in ("nvidiactl", "nvidia-uvm", "nvidia-uvm-tools")]
+    shared = [DEV / n for n in ("nvidiactl", "nvidia-uvm", "nvidia-uvm-tools")]
     return [node, *(p for p in shared if p.exists())], visible
 
 
@@ -184,12 +186,12 @@ def plan(*, ro: set[Path], rw: list[Path], hidden: list[Path], gpu_index: int | 
             mounts.append(Mount("tmpfs", rh) if rh.is_dir() else Mount("hide-file", rh))
     if gpu_index is not None:
         nodes, _ = gpu_nodes(gpu_index)
-        mounts += [Mount("dev", n, n) for n in nodes]
+        mounts += [Mount("dev", Path("/dev") / n.name, n) for n in nodes]
     order = {"symlink": 0, "tmpfs": 1, "ro": 2, "dev": 2, "rw": 3, "hide-file": 4}
     # Stable: depth first, then tmpfs before binds at one depth, rw after ro, hiding last.
     return sorted(mounts, key=lambda m: (len(m.dest.parts), order[m.kind]))
 
 
-def visible_under(mounts: list[Mount]) -> list[Path]:
-    """The directories a path must lie under to exist in the sandbox."""
-    return [m.dest for m in mounts if m.kind in ("ro", "rw", "tmpfs")]
+def bound_dirs(mounts: list[Mount]) -> list[Path]:
+    """The host directories the sandbox sees (under a bind); the tmpfs dirs start empty."""
+    return [m.dest for m in mounts if m.kind in ("ro", "rw")]

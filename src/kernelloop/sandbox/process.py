@@ -63,6 +63,41 @@ def kill_marked(marker: str) -> int:
     return killed
 
 
+def bwrap_command(argv: list[str], cfg: SandboxConfig, marker: str) -> tuple[list[str], dict[str, str], list[int]]:
+    """(bwrap's argv, the worker's environment, the memfds bwrap must inherit)."""
+    gpu_index = cfg.resolved_gpu_index()
+    ro = {*mounts.python_paths(), *(Path(p) for p in cfg.ro_paths)}
+    if gpu_index is not None:
+        ro |= mounts.gpu_paths()
+    if argv and (prog := mounts.program_path(argv[0], os.environ.get("PATH", os.defpath))):
+        ro.add(prog)
+    scratch = {SANDBOX_TMP: cfg.scratch_bytes, Path("/dev/shm"): cfg.scratch_bytes, SANDBOX_HOME: cfg.scratch_bytes}
+    plan = mounts.plan(ro=ro, rw=[Path(p) for p in cfg.rw_paths], hidden=[Path(p) for p in cfg.hidden_paths],
+                       gpu_index=gpu_index, scratch=scratch)
+    seen = mounts.bound_dirs(plan)
+    env = scrubbed_env(SANDBOX_HOME, SANDBOX_TMP, marker, cfg.extra_env,
+                       keep_path=lambda p: p.exists() and any(p.is_relative_to(v) for v in seen))
+    if gpu_index is not None:
+        env.update(CUDA_VISIBLE_DEVICES=mounts.gpu_nodes(gpu_index)[1], CUDA_DEVICE_ORDER="PCI_BUS_ID")
+    fds = [seccomp.filter_fd(cfg.seccomp_profile)]
+    try:
+        full = [bwrap_path() or "bwrap", *BASE_FLAGS, "--seccomp", str(fds[0]), "--proc", "/proc", "--dev", "/dev"]
+        # A synthetic passwd/group: names for the sandbox's ids, nothing about the host's users.
+        for name, text in (("passwd", _PASSWD), ("group", _GROUP)):
+            fds.append(_memfd(name, text.encode()))
+            full += ["--ro-bind-data", str(fds[-1]), f"/etc/{name}"]
+    except BaseException:
+        for fd in fds:
+            os.close(fd)
+        raise
+    for m in plan:
+        full += m.argv()
+    # The new root is bwrap's own tmpfs, writable and of no fixed size: make it read-only
+    # (not recursive: the scratch tmpfs and the rw binds keep their own flags).
+    full += ["--remount-ro", "/", "--chdir", str(SANDBOX_TMP), "--", *argv]
+    return full, env, fds
+
+
 def _preexec(rlimits: list, cgroup: lim.Cgroup):
     parent = os.getpid()
 
@@ -124,42 +159,19 @@ class SandboxProcess:
 
     def _command(self, argv: list[str], workdir: Path) -> tuple[list[str], dict[str, str], str]:
         cfg = self.cfg
-        gpu_index = cfg.resolved_gpu_index()
         if self.mode == "none":
             home, tmp = workdir / "home", workdir / "tmp"
             home.mkdir(parents=True, exist_ok=True)
             tmp.mkdir(parents=True, exist_ok=True)
             env = scrubbed_env(home, tmp, self.marker, cfg.extra_env)
-            if gpu_index is not None:
+            if (gpu_index := cfg.resolved_gpu_index()) is not None:
                 env.update(CUDA_VISIBLE_DEVICES=mounts.gpu_device(gpu_index)[1], CUDA_DEVICE_ORDER="PCI_BUS_ID")
             self.limits["isolation"] = "none: a plain process with the launcher's privileges"
             self.warnings.append("NO SANDBOX: the worker ran as a plain process (--sandbox none).")
             return argv, env, str(tmp)
-        ro = {*mounts.python_paths(), *(Path(p) for p in cfg.ro_paths)}
-        if gpu_index is not None:
-            ro |= mounts.gpu_paths()
-        if argv and (prog := mounts.program_path(argv[0], os.environ.get("PATH", os.defpath))):
-            ro.add(prog)
-        scratch = {SANDBOX_TMP: cfg.scratch_bytes, Path("/dev/shm"): cfg.scratch_bytes, SANDBOX_HOME: cfg.scratch_bytes}
-        plan = mounts.plan(ro=ro, rw=[Path(p) for p in cfg.rw_paths], hidden=[Path(p) for p in cfg.hidden_paths],
-                           gpu_index=gpu_index, scratch=scratch)
-        seen = mounts.visible_under(plan)
-        env = scrubbed_env(SANDBOX_HOME, SANDBOX_TMP, self.marker, cfg.extra_env,
-                           keep_path=lambda p: any(p == v or p.is_relative_to(v) for v in seen))
-        if gpu_index is not None:
-            env.update(CUDA_VISIBLE_DEVICES=mounts.gpu_nodes(gpu_index)[1], CUDA_DEVICE_ORDER="PCI_BUS_ID")
-        self._fds.append(seccomp.filter_fd(cfg.seccomp_profile))
-        full = [bwrap_path() or "bwrap", *BASE_FLAGS, "--seccomp", str(self._fds[-1]),
-                "--proc", "/proc", "--dev", "/dev"]
-        # A synthetic passwd/group: names for the sandbox's ids, nothing about the host's users.
-        for name, text in (("passwd", _PASSWD), ("group", _GROUP)):
-            self._fds.append(_memfd(name, text.encode()))
-            full += ["--ro-bind-data", str(self._fds[-1]), f"/etc/{name}"]
-        for m in plan:
-            full += m.argv()
-        full += ["--chdir", str(SANDBOX_TMP), "--", *argv]
+        full, env, self._fds = bwrap_command(argv, cfg, self.marker)
         self.limits["isolation"] = (f"bwrap: uid {SANDBOX_UID}, no capabilities, seccomp profile "
-                                    f"{cfg.seccomp_profile!r}, {len(plan)} mounts")
+                                    f"{cfg.seccomp_profile!r}")
         self.limits["scratch"] = f"tmpfs {cfg.scratch_bytes} bytes each for /tmp, /dev/shm, $HOME"
         return full, env, "/"
 
