@@ -4,8 +4,16 @@
 # --system-site-packages through KERNELLOOP_VENV_ARGS to reuse them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-if ! command -v bwrap >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-  (apt-get update -qq && apt-get install -y -qq bubblewrap) >/dev/null 2>&1 || echo "note: bubblewrap not installed; the sandbox falls back to unshare"
+# The sandbox needs bubblewrap and libseccomp2 (there is no fallback: without them the
+# evaluator refuses to start a candidate unless told --sandbox none).
+if ! command -v bwrap >/dev/null 2>&1 || ! ldconfig -p 2>/dev/null | grep -q 'libseccomp\.so\.2'; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    (apt-get update -qq && apt-get install -y -qq bubblewrap libseccomp2) >/dev/null 2>&1 \
+      || { echo "setup: could not install bubblewrap and libseccomp2 with apt-get; install them, then rerun" >&2; exit 1; }
+  else
+    echo "setup: the sandbox needs bubblewrap and libseccomp2; install them (apt-get install bubblewrap libseccomp2)" >&2
+    exit 1
+  fi
 fi
 python3 -m venv ${KERNELLOOP_VENV_ARGS:-} .venv
 .venv/bin/pip install -q --upgrade pip >/dev/null
