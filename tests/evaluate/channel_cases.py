@@ -36,7 +36,8 @@ def call_failed(cid: str, error: str = "Traceback …\nRuntimeError: no") -> dic
 
 def call_tensor(cid: str, shape=(7, 129), dtype: str = "float32", file: bool = True) -> dict:
     msg = {"type": "call", "id": cid, "ok": True, "elapsed_s": 0.01, "launches": {"candidate:_fused": 1},
-           "ops": {"empty_like": 1}, "tampered": [], "threads": 0, "out_type": "torch.Tensor",
+           "ops": {"empty_like": 1}, "traced_ops": {"empty_like": 1}, "trace_error": "", "tampered": [], "threads": 0,
+           "out_type": "torch.Tensor",
            "out_shape": list(shape), "out_dtype": dtype, "out_device": "cpu", "out_contiguous": True, "aliases": [],
            "mutated": [], "reuses_output": False, "changed_after_return": False}
     if file:

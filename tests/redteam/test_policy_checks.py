@@ -159,12 +159,11 @@ def _flagship():
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="sandbox/isolate.py SandboxProcess.finish() reads workdir/worker.stderr by path "
-                                       "after the run: a symlink planted by the candidate is followed (sandbox helper)")
 def test_the_worker_log_is_not_read_through_a_planted_symlink(tmp_path, canary):
     cand = write_candidate(tmp_path, "stderr_link.py")
     rec = evaluate(_flagship(), cand, screen=False, **SMALL)
     assert not rec.verdict.accepted
     assert canary.intact()
+    assert "compile" != rec.verdict.category, rec.verdict.reasons  # the plant itself succeeded
     # The trusted process's own environment (API keys live there) must not reach the record.
     assert _environ_in(rec.worker_log_tail) == []

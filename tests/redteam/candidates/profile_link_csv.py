@@ -5,8 +5,9 @@ canary (shaped as an ncu report with a secret kernel name) or its own environmen
 summary that goes back to the agent. `{{KIND}}` picks the plant: link | fifo | huge."""
 
 import os
+import sys
 
-_work = os.path.dirname(os.getcwd())  # the sandbox runs the worker in <work>/tmp
+_work = os.path.dirname(sys.argv[sys.argv.index("--job") + 1])  # <work>/job.json
 _report = os.path.join(_work, "ncu.csv")
 try:
     os.unlink(_report)
