@@ -244,11 +244,8 @@ class Session:
         prep = self.all_at_once("prepare", 600, lambda _s: {
             "dims": shape.dims, "dtype": self.dtype, "input_seed": seed, "params": params, "settings": settings,
             "ramp_s": self.s.ramp_s if (cuda and k == 0) else 0.0})
-        rough = {s: a.body.rough_ms for s, a in prep.items()}
-        method = "cpu"
-        if cuda:
-            rough = {s: self.turn(s, "rough").body.ms for s in self.workers}
-            method = self._choose_method(rough, prep[self.reference].body)
+        rough = {s: self.turn(s, "rough").body.ms for s in self.workers}  # each alone: the warm-ups overlapped
+        method = self._choose_method(rough, prep[self.reference].body) if cuda else "cpu"
         accs = self._rounds(label, rough, method)
         if method.startswith("graph:"):
             res = self._results(accs, method)

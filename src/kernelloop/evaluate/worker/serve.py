@@ -126,7 +126,7 @@ class Server:
         return self.slot.prepare()
 
     def rough(self, cmd: dict) -> dict:
-        return {"ms": self.slot.rough() if self.cuda else 0.0}
+        return {"ms": self.slot.rough()}
 
     def escape(self, cmd: dict) -> dict:
         return self.slot.escape_probe(float(cmd["rough_ms"]))

@@ -62,6 +62,12 @@ class CpuSlot:
         rough = sorted(times)[len(times) // 2] if times else 0.0
         return {"rough_ms": rough, "input_bytes": 0, "l2_bytes": 0, "warmup_calls": len(times)}
 
+    def rough(self) -> float:
+        """One call timed alone (the trusted side sizes batches from it)."""
+        t0 = _perf()
+        self.call()
+        return (_perf() - t0) * 1e3
+
     def batch(self, n: int) -> dict:
         calls = []
         mismatched = 0
