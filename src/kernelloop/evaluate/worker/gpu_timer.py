@@ -56,22 +56,26 @@ class GpuDevice:
     """What every implementation timed in one process shares: the L2 flush buffer and the
     spin kernel's rate (cycles per ms, measured after an optional clock ramp)."""
 
-    def __init__(self, ramp_s: float = 0.0) -> None:
+    def __init__(self) -> None:
         props = torch.cuda.get_device_properties(0)
         self.l2 = int(getattr(props, "L2_cache_size", 0) or 0)
         self.flush = torch.empty(max(MIN_FLUSH_BYTES, 4 * self.l2), dtype=torch.uint8, device="cuda")
         self.cycles_per_ms = 0.0
-        if _spin is not None:
-            self.ramp(ramp_s)
-            probes = []
-            for _ in range(5):
-                s, e = _Event(enable_timing=True), _Event(enable_timing=True)
-                _record(s)
-                _spin(SPIN_CYCLES)
-                _record(e)
-                _sync()
-                probes.append(_elapsed(s, e))
-            self.cycles_per_ms = SPIN_CYCLES / max(statistics.median(probes), 1e-6)
+
+    def measure_spin(self) -> None:
+        """The spin kernel's rate at the current clocks (it sizes the matched calibration
+        calls): measured with this worker alone on a warm GPU, never at idle clocks."""
+        if _spin is None:
+            return
+        probes = []
+        for _ in range(5):
+            s, e = _Event(enable_timing=True), _Event(enable_timing=True)
+            _record(s)
+            _spin(SPIN_CYCLES)
+            _record(e)
+            _sync()
+            probes.append(_elapsed(s, e))
+        self.cycles_per_ms = SPIN_CYCLES / max(statistics.median(probes), 1e-6)
 
     def ramp(self, seconds: float) -> None:
         """Hold the GPU busy so its clocks leave idle (the H200 sat at 345 MHz before runs)."""

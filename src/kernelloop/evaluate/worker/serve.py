@@ -84,7 +84,7 @@ class Server:
         """Idle-probe calibration (GPU): taken before any candidate code has run."""
         if not self.cuda:
             return {"probes": []}
-        self._device()
+        self._device().ramp(float(cmd.get("ramp_s", 0.0)))  # calibrated at working clocks, not idle ones
         self.probe = IdleProbe()
         probes = [self.probe.run(1)[0] for _ in range(int(cmd.get("n", 30)))]
         self.probe.cal = idle_stats(probes)
@@ -126,6 +126,8 @@ class Server:
         return self.slot.prepare()
 
     def rough(self, cmd: dict) -> dict:
+        if self.cuda:
+            self.dev.measure_spin()  # alone on a warm GPU (the warm-ups just ran)
         return {"ms": self.slot.rough()}
 
     def escape(self, cmd: dict) -> dict:
