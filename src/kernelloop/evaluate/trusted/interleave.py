@@ -13,7 +13,7 @@ Layout (docs/benchmarking.md has the why):
    events, CUDA-graph replay for short kernels, device-wide where work escapes the
    calling stream); then rounds until the shape's budget: in a shuffled order (secret
    RNG) each worker times one batch of the same number of calls; then calibration
-   top-ups, the second timer, and each worker's last timed output, judged here against
+   top-ups, the second timer, and the candidate's last timed output, judged here against
    the reference;
 5. every worker reports its tripwires (patched harness, stray processes, calls that
    launched nothing) and exits; anything left is killed.

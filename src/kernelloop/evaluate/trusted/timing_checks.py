@@ -7,14 +7,14 @@ Per batch (one worker, `n` timed calls, the others stopped):
 - a non-candidate worker's idle probes before and after its batch must look like its own
   calibration, taken before any candidate code ran: otherwise someone else's work was on
   the GPU during the best's turn — the candidate's, since every other worker is idle;
-- the bytes of a few secretly chosen elements of the batch's last output are kept, to be
-  compared with the output checked against the reference.
+- the bytes of a few secretly chosen elements of the candidate's last output of the
+  batch are kept, to be compared with the output checked against the reference.
 Per shape:
 - the candidate's unaccounted time per call (trusted wall time minus what it reports)
   may not exceed the other implementations' by more than a calibrated slack: whatever
   it claims to save over the best, the trusted clock must have seen;
-- the last timed output of every implementation is read from its worker's folder by name
-  (never following a link, exact size) and judged against the float64 reference for the
+- the candidate's last timed output is read from its worker's folder by name (never
+  following a link, exact size) and judged against the float64 reference for the
   benchmark's secret inputs, with the same comparison as every correctness call.
 """
 
