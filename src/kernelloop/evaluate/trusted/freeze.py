@@ -102,7 +102,7 @@ class Freezer:
             pids += [p for p in marked(self.marker) if p not in pids]
         return pids
 
-    def stop(self, settle_s: float = 1.0) -> bool:
+    def stop(self, settle_s: float = 5.0) -> bool:
         """Stop every process of the sandbox; False if some would not stop in `settle_s`."""
         seen: set[int] = set()
         deadline = time.monotonic() + settle_s

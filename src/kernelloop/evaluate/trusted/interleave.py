@@ -201,7 +201,8 @@ class Session:
         key = secrets.token_hex(16)
         audit = task.spec.task.language == "triton"
         for slot, path in self.slot_files.items():
-            self.workers[slot] = TimingWorker(slot, path, {**job, "audit": audit and slot == self.candidate},
+            self.workers[slot] = TimingWorker(slot, path, {**job, "audit": audit and slot == self.candidate,
+                                                           "describe": slot == self.reference},
                                               root, replace(cfg), key)
         self.out.mode = self.workers[self.candidate].sp.mode
         if self.out.mode == "none":

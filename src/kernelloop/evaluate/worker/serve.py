@@ -184,7 +184,9 @@ HANDLERS = {
 
 def serve(job: dict, send, harness_modules: list, marker: str) -> int:
     server = Server(job, send, harness_modules, marker)
-    send("hello", seq=0, env=inworker.environment(job["device"]))
+    # Only the reference worker describes the machine (the record's device, versions); the
+    # others skip it (it imports triton: ~0.6 s of each worker's start on a loaded runner).
+    send("hello", seq=0, env=inworker.environment(job["device"]) if job.get("describe") else {})
     for cmd in _commands(job["commands"]):
         seq, kind = cmd.get("seq"), cmd.get("cmd")
         if kind not in HANDLERS:
