@@ -50,9 +50,9 @@ def file_name(slot: str) -> str:
 
 
 class TimingWorker:
-    def __init__(self, slot: str, impl: Path, job: dict, root: Path, cfg: SandboxConfig, key: str) -> None:
+    def __init__(self, slot: str, impl: Path, job: dict, folder: Path, cfg: SandboxConfig, key: str) -> None:
         self.slot, self.key = slot, key
-        self.dir = root / file_name(slot)
+        self.dir = folder  # this worker's own: no other worker's sandbox binds it
         (self.dir / "out").mkdir(parents=True)
         self.out_dir = self.dir / "out"
         impl_copy = self.dir / "impl.py"
