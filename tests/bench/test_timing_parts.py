@@ -16,6 +16,7 @@ import pytest
 from kernelloop.evaluate import protocol
 from kernelloop.evaluate.trusted import timing_checks as checks
 from kernelloop.evaluate.trusted import wire
+from kernelloop.evaluate.trusted.bench_record import ImplTiming, paired_log_ratio
 from kernelloop.evaluate.trusted.freeze import Freezer, tree
 
 KEY = "k" * 32
@@ -100,10 +101,19 @@ def _acc(per_call_ms: float, reported_ms: float, overhead_ms: float, batches: in
 
 def test_a_claimed_saving_must_be_one_the_trusted_clock_saw():
     honest = {"candidate": _acc(0.5, 0.5, 0.1), "best": _acc(1.0, 1.0, 0.1), "baseline": _acc(3.0, 3.0, 0.12)}
-    assert checks.saving_problem("s", honest, "candidate", "cpu") is None
+    assert checks.saving_check("s", honest, "candidate", "cpu") == (0.0, None)
     lying = dict(honest, candidate=_acc(1.0, 0.01, 0.1))  # as slow as the best, reports 1/100
-    bad = checks.saving_problem("s", lying, "candidate", "cpu")
+    added, bad = checks.saving_check("s", lying, "candidate", "cpu")
     assert bad and "did not see" in bad
+
+
+def test_time_spilling_outside_the_calls_is_added_back_not_rejected():
+    # 250 ms calls that leave 12 ms of their own work (garbage collection) outside the
+    # measured interval: judged by the trusted clock's view, not accused of lying.
+    accs = {"candidate": _acc(262.0, 250.0, 0.5, n=1), "best": _acc(7.0, 7.0, 0.5, n=1),
+            "best#aa": _acc(7.0, 7.0, 0.55, n=1)}
+    added, bad = checks.saving_check("s", accs, "candidate", "cpu")
+    assert bad is None and added == pytest.approx(12.0, abs=0.1)
 
 
 def test_the_saving_check_reads_the_low_quartile_so_load_spikes_do_not_accuse():
@@ -111,7 +121,25 @@ def test_the_saving_check_reads_the_low_quartile_so_load_spikes_do_not_accuse():
     for _ in range(2):  # two batches delayed 40 ms by the machine's other load
         cand.add(_answer([[0.5]] * 10, (10 * 0.6 + 40) / 1e3), [])
     accs = {"candidate": cand, "best": _acc(1.0, 1.0, 0.1), "best#aa": _acc(1.0, 1.0, 0.1)}
-    assert checks.saving_problem("s", accs, "candidate", "cpu") is None
+    assert checks.saving_check("s", accs, "candidate", "cpu") == (0.0, None)
+
+
+def test_noise_counts_rounds_not_calls():
+    # Ten rounds of ten calls; each round's calls share a state that moves the ratio by ±20%.
+    num, den = [], []
+    for r in range(10):
+        shift = 1.2 if r % 2 else 0.8
+        num += [shift * (1 + 0.001 * k) for k in range(10)]
+        den += [1.0] * 10
+    per_call = paired_log_ratio(_timing(num, 1), _timing(den, 1))
+    per_round = paired_log_ratio(_timing(num, 10), _timing(den, 10))
+    assert per_round[1] > 2 * per_call[1]  # the clustered noise is not hidden by the call count
+    assert paired_log_ratio(_timing(num[:40], 10), _timing(den[:40], 10)) is None  # four rounds say nothing
+
+
+def _timing(samples: list[float], round_size: int) -> ImplTiming:
+    return ImplTiming(impl="x", median_ms=1.0, p20_ms=1.0, p80_ms=1.0, n=len(samples), method="-",
+                      samples_ms=samples, round_size=round_size)
 
 
 def test_output_files_are_read_by_name_never_through_a_link(tmp_path):

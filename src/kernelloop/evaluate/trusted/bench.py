@@ -191,7 +191,8 @@ def _impl_timing(slot: str, r: SlotResult, floor_ms: float | None, problems: lis
     med, p20, p80 = quantiles(samples)  # recomputed from the samples the trusted side derived
     it = ImplTiming(impl=slot, median_ms=med, p20_ms=p20, p80_ms=p80, n=len(samples), method=r.method[:200],
                     hidden_calls=r.hidden_calls, profiler_ms=r.profiler_ms if r.profiler_ms and r.profiler_ms > 0 else None,
-                    pct_of_floor=100.0 * floor_ms / med if floor_ms and med > 0 else None, samples_ms=samples)
+                    pct_of_floor=100.0 * floor_ms / med if floor_ms and med > 0 else None, samples_ms=samples,
+                    round_size=r.round_size)
     if floor_ms and med < FLOOR_MARGIN * floor_ms:
         problems.append(f"{label}: {slot} median {med:.4f} ms is below the minimal-traffic floor "
                         f"{floor_ms:.4f} ms: impossible, so the timing is not real")
