@@ -51,9 +51,9 @@ def make_inputs(dims, dtype, device, g, case="random"):
 
 
 def main() -> None:
+    # The timer's method in one process (benchmarks/inprocess_timer.py).
     import triton.testing
-
-    from kernelloop.evaluate.worker.timing import time_impls
+    from inprocess_timer import time_impls
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)

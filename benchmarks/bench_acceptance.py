@@ -27,9 +27,13 @@ import time
 from pathlib import Path
 
 import torch
+from inprocess_timer import (  # the old one-process timer
+    record_from_messages,
+    time_impls,
+    timing_spec,
+)
 
-from kernelloop.evaluate.trusted.bench import BenchmarkRecord, _timing_spec, benchmark, fill_shapes
-from kernelloop.evaluate.worker.timing import time_impls
+from kernelloop.evaluate.trusted.bench import BenchmarkRecord, benchmark
 from kernelloop.gate import performance_gate
 from kernelloop.task import load_task
 
@@ -92,7 +96,7 @@ def main() -> None:
     big = task.find_shape("16384x8192")
     meds, ratios = [], []
     for i in range(10):
-        spec = _timing_spec(task, [big], "bfloat16", ["candidate", "best", "baseline"], "cuda", "best", [], None, None)
+        spec = timing_spec([big], "bfloat16", ["candidate", "best", "baseline"], "cuda", "best", [])
         spec["order_seed"] = i
         got = {m["impl"]: m for m in time_impls({"device": "cuda", "params": params, "timing": spec},
                                                 {"candidate": fused, "best": fused2, "baseline": base},
@@ -109,18 +113,16 @@ def main() -> None:
     shapes = list(task.spec.shapes)
     trials = []
     for i in range(args.trials):
-        spec = _timing_spec(task, shapes, "bfloat16", ["candidate", "best", "baseline"], "cuda", "best", [], None, 0.3)
+        spec = timing_spec(shapes, "bfloat16", ["candidate", "best", "baseline"], "cuda", "best", [], max_s=0.3)
         spec.update(input_seed=7 + i, order_seed=100 + i)
         job = {"device": "cuda", "params": params, "timing": spec}
         t0 = time.monotonic()
-        msgs = {"timing": [], "begin_t": t0}
-        for m in time_impls(job, {"candidate": fused, "best": fused2, "baseline": base}, inp_mod.make_inputs):
-            msgs["timing"].append((time.monotonic(), m))
+        msgs = list(time_impls(job, {"candidate": fused, "best": fused2, "baseline": base}, inp_mod.make_inputs))
         rec = BenchmarkRecord(task=task.name, task_digest="-", language="triton", candidate=str(FUSED),
                               candidate_sha256="-", impl_sha256={}, best="best", started_at="-", wall_s=0.0,
                               device="cuda", device_name=torch.cuda.get_device_name(0), torch=torch.__version__,
                               python="-", sandbox="in-process", interpreter=False, aa_impl="best", timings_count=True)
-        fill_shapes(rec, task, shapes, "bfloat16", ["candidate", "best", "baseline"], msgs)
+        record_from_messages(rec, task, shapes, "bfloat16", msgs)
         g = performance_gate(rec, task.spec.rules)
         trials.append({"accepted": g.accepted, "objective": g.objective, "required_gain": g.required_gain,
                        "problems": rec.problems, "s": round(time.monotonic() - t0, 2),

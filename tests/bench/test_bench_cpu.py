@@ -1,7 +1,7 @@
 """The gate's decisions on REAL CPU timings of the CPU-native task (plain PyTorch, language = "torch").
 
-One sandboxed worker times fast.py, an identical copy of it (the "best"), the baseline,
-slow.py and tail_trap.py interleaved on every shape; each decision below is the gate
+One sandboxed worker per implementation times fast.py, an identical copy of it (the
+"best"), the baseline, slow.py and tail_trap.py interleaved on every shape; each decision below is the gate
 applied to those measurements with a different candidate/best pairing.
 """
 

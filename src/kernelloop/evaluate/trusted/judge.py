@@ -124,14 +124,37 @@ class Judge:
     # ---- trivial outputs -------------------------------------------------------
     def _value_fails(self, call: Call, out: torch.Tensor, refs: dict, tol) -> bool:
         """Would `out` fail this call's own value check (the one the candidate gets)?"""
+        return self._value_reason(call, out, refs, tol) is not None
+
+    def _value_reason(self, call: Call, out: torch.Tensor, refs: dict, tol) -> str | None:
+        """Why `out` fails the value check against `refs` (tolerance against the float64
+        reference; for a stochastic call, mask inference and the binomial test of its
+        rate), or None when it passes."""
         if "ref" in refs:
-            return not within_tolerance(out, refs["ref"], tol).passed
+            cmp = within_tolerance(out, refs["ref"], tol)
+            return None if cmp.passed else cmp.reason
         inf = infer_mask(out, refs["keep"], refs["drop"], tol)
         if not inf.ok:
-            return True
+            return f"p={call.rate:g}: {inf.reason}"
         n = int(inf.decidable.sum().item())
         dropped = int((inf.dropped & inf.decidable).sum().item())
-        return not binomial_ok(dropped, n, call.rate, self.st.confidence_sigmas)[0]
+        ok, text = binomial_ok(dropped, n, call.rate, self.st.confidence_sigmas)
+        return None if ok else f"p={call.rate:g}: {text}"
+
+    def value_refs(self, call: Call) -> dict:
+        """The float64 reference(s) `value_problem` compares with (computed once, reused)."""
+        inputs = self._inputs(call)
+        like = inputs[self.task.spec.task.output_like]
+        if call.suite == "stochastic" and call.rate > 0:
+            ones = torch.ones_like(like, dtype=torch.bool)
+            return {"keep": self._ref(inputs, call, keep_mask=ones), "drop": self._ref(inputs, call, keep_mask=~ones)}
+        return {"ref": self._ref(inputs, call)}
+
+    def value_problem(self, call: Call, out: torch.Tensor, refs: dict | None = None) -> str | None:
+        """The value check of one output on `call`'s inputs — the same comparison as every
+        judged call — without interface facts or proofs (the benchmark's timed outputs)."""
+        refs = self.value_refs(call) if refs is None else refs
+        return self._value_reason(call, out.to(self.device), refs, self.task.spec.tolerances[call.dtype])
 
     def _prove(self, call: Call, trivial: dict, refs: dict, tol) -> None:
         for name in self.sensitivity.pending(list(trivial)):

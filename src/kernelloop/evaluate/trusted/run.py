@@ -2,7 +2,9 @@
 
 The trusted process never imports the candidate. It plans the calls, starts a fresh
 sandboxed worker, judges every output from the bytes the worker wrote, and decides.
-Missing results, crashes, timeouts and protocol violations are rejections.
+Missing results, crashes, timeouts and protocol violations are rejections. Only a
+candidate that passed is timed, and never in the correctness worker: the candidate and
+the baseline each get their own timing worker (kernelloop.evaluate.trusted.interleave).
 """
 
 from __future__ import annotations
@@ -11,7 +13,6 @@ import datetime as dt
 import hashlib
 import json
 import platform
-import secrets
 import shutil
 import subprocess
 import sys
@@ -23,7 +24,9 @@ from pathlib import Path
 import torch
 
 from kernelloop.errors import KernelloopError
+from kernelloop.evaluate.protocol import quantiles
 from kernelloop.evaluate.trusted import channel
+from kernelloop.evaluate.trusted.interleave import Settings, run_timing
 from kernelloop.evaluate.trusted.judge import Judge
 from kernelloop.evaluate.trusted.outputs import OutputDir, OutputError
 from kernelloop.evaluate.trusted.plan import Plan, plan_calls
@@ -112,7 +115,7 @@ def evaluate(
         out_dir = work / "out"
         impl_dir.mkdir()
         out_dir.mkdir()
-        impls = {"candidate": candidate, "baseline": task.baseline_path, **(against or {})}
+        impls = {"candidate": candidate}
         impl_files = {}
         for name, path in impls.items():
             dst = impl_dir / f"{name}.py"
@@ -130,7 +133,6 @@ def evaluate(
             "out_dir": str(out_dir),
             "max_outstanding": 3,
             "calls": [c.to_job() for c in plan.calls],
-            "timing": _timing_spec(task, shape_list, dtype_list, impls, device) if timing else None,
             "channel_key": key,
             "language": task.spec.task.language,
             "private_pid_namespace": mode in ("bwrap", "unshare"),
@@ -148,7 +150,7 @@ def evaluate(
             # The task folder (and the package itself) may live under /tmp, which the
             # sandbox replaces with an empty tmpfs: bind them back read-only.
             ro_paths=[task.folder, Path(__file__).resolve().parents[2]],
-            hidden_paths=[task.folder / ".kernelloop"],
+            hidden_paths=[task.workspace()],
             extra_env=env,
         )
         say(f"worker starting ({len(plan.calls)} correctness calls, sandbox={cfg.mode})")
@@ -170,7 +172,7 @@ def evaluate(
 
     verdict = _Verdict()
     if result.mode == "none":
-        verdict.warnings.append("NO SANDBOX: neither bubblewrap nor `unshare -n` works here; the candidate ran as a plain process.")
+        verdict.warnings.append("NO SANDBOX (--sandbox none): the candidate ran as a plain process with the launcher's privileges.")
     if files.entries(task.folder) != task_files:
         files.restore(task.folder, task_files)
         verdict.reject("tamper", "the candidate modified the task folder (restored)")
@@ -186,10 +188,25 @@ def evaluate(
     judge.finish_sensitivity(prove=verdict.category == "accepted")
     for f in judge.failures[judged:]:
         verdict.reject(f.category, f.reason)
-    category, reasons, warnings = verdict.category, verdict.reasons, verdict.warnings
 
     env = _environment(state["hello"], device, result.mode)
-    timings = [_timing(task, t, shape_list, env.device_name) for t in state["timings"]]
+    timings: list[TimingStats] = []
+    if timing and verdict.category == "accepted":
+        # Timed only once correct (a rejected candidate is never timed), each implementation
+        # in its own worker; whatever the timing finds against the candidate rejects it.
+        say("timing the candidate and the baseline, one sandboxed worker each")
+        outcome = run_timing(task, {"candidate": candidate, "baseline": task.baseline_path, **(against or {})},
+                             shape_list, dtype_list[0], device, settings=EVAL_TIMING, sandbox=sandbox,
+                             timeout_s=timeout_s or task.spec.rules.eval_timeout_s, say=say)
+        for p in outcome.problems:
+            if p.slot == "candidate":
+                verdict.reject(p.category, p.text)
+            else:
+                verdict.warnings.append(f"timing: {p.text}")
+        verdict.warnings.extend(outcome.warnings)
+        timings = [_timing(task, shape, slot, r, dtype_list[0], env.device_name)
+                   for shape in shape_list for slot, r in outcome.shapes.get(shape.label, {}).items()]
+    category, reasons, warnings = verdict.category, verdict.reasons, verdict.warnings
     launches = sorted(set(judge.launches))
     return EvaluationRecord(
         task=task.name,
@@ -313,21 +330,9 @@ def _screened_out(task: Task, candidate: Path, source: bytes, started: str, t0: 
     )
 
 
-def _timing_spec(task: Task, shapes: list[Shape], dtypes: list[str], impls: dict, device: str) -> dict:
-    st = task.spec.stochastic
-    params = {st.seed_param: 1234} if st else {}
-    return {
-        "shapes": [{"dims": s.dims, "label": s.label} for s in shapes],
-        "dtype": dtypes[0],
-        "impls": list(impls),
-        "params": params,
-        "input_seed": secrets.randbits(31),  # secret: outputs for timed inputs cannot be precomputed
-        "reps": 50 if device == "cuda" else 3,
-        "cpu_reps": 3,  # timing.py reads cpu_reps on the CPU (interpreter numbers never count)
-        "cpu_min_reps": 3,
-        "min_reps": 10,
-        "max_s_per_shape": 2.0,
-    }
+# evaluate()'s timing is a first look, not the gate's benchmark (kernelloop bench): few
+# rounds, no A/A slot, no second timer.
+EVAL_TIMING = Settings(reps=50, min_reps=10, cpu_reps=3, cpu_min_reps=3, max_s_per_shape=2.0)
 
 
 # Minimal-traffic ceilings measured on this project's devices (shared/GPU.md: a
@@ -339,13 +344,13 @@ def dram_ceiling(device_name: str) -> float | None:
     return next((v for k, v in DRAM_BYTES_PER_S.items() if k in device_name), None)
 
 
-def _timing(task: Task, t: dict, shapes: list[Shape], device_name: str) -> TimingStats:
-    shape = next((s for s in shapes if s.label == t.get("shape")), None)
+def _timing(task: Task, shape: Shape, slot: str, r, dtype: str, device_name: str) -> TimingStats:
     ceiling = dram_ceiling(device_name)
-    floor_ms = task.min_bytes(shape, t["dtype"]) / ceiling * 1e3 if shape and ceiling else None
-    pct = 100.0 * floor_ms / t["median_ms"] if floor_ms and t.get("median_ms") else None
-    fields = {k: t[k] for k in ("impl", "shape", "dtype", "median_ms", "p20_ms", "p80_ms", "n", "method")}
-    return TimingStats(**fields, floor_ms=floor_ms, pct_of_floor=pct)
+    floor_ms = task.min_bytes(shape, dtype) / ceiling * 1e3 if ceiling else None
+    med, p20, p80 = quantiles(r.samples_ms)
+    pct = 100.0 * floor_ms / med if floor_ms and med > 0 else None
+    return TimingStats(impl=slot, shape=shape.label, dtype=dtype, median_ms=med, p20_ms=p20, p80_ms=p80,
+                       n=len(r.samples_ms), method=r.method, floor_ms=floor_ms, pct_of_floor=pct)
 
 
 def _environment(hello: dict, device: str, mode: str) -> Environment:

@@ -1,21 +1,27 @@
-"""The GPU side of the timer (kernelloop.evaluate.worker.timing explains the method): flush,
-spin, events with a device-wide end, matched calibration of the host's sync latency,
-graph replay for tiny kernels, device-wide timing when work escapes the calling stream,
-byte-for-byte re-checks of timed outputs, and the profiler as a second timer.
+"""The GPU side of the timer, one implementation at a time (kernelloop.evaluate.worker.timing
+explains the method): flush, spin, events with a device-wide end, matched calibration
+calls, graph replay for tiny kernels, device-wide timing when work escapes the calling
+stream, byte-for-byte re-checks of timed outputs, the profiler as a second timer, and the
+idle probe that tells a non-candidate worker whether someone else's work is on the GPU.
 
-Untrusted side, like timing.py: imported by the worker before any candidate module, so
-the functions bound below are the harness's own.
+`GpuSlot` reports raw event intervals; the trusted side turns them into samples
+(kernelloop.evaluate.protocol.gpu_samples) and decides the method of every shape for all
+implementations alike. Untrusted side: imported by the worker before any candidate
+module, so the functions bound below are the harness's own.
 """
 
 from __future__ import annotations
 
-import math
 import statistics
 import time
 
 import torch
 
+from kernelloop.evaluate.protocol import IDLE_TRIES, idle_busy
+
 _monotonic = time.monotonic
+_perf = time.perf_counter
+_sleep = time.sleep
 _cuda_ok = torch.cuda.is_available()
 _sync = torch.cuda.synchronize if _cuda_ok else (lambda: None)
 _Event = torch.cuda.Event
@@ -24,6 +30,12 @@ _record = torch.cuda.Event.record
 _spin = getattr(torch.cuda, "_sleep", None)
 _equal = torch.equal
 _Tensor = torch.Tensor
+_itemsize = {torch.int64: 8, torch.int32: 4, torch.int16: 2}
+
+MIN_FLUSH_BYTES = 256 << 20  # used when the device does not report its L2 size
+SPIN_CYCLES = 200_000  # ~0.1 ms at H200 clocks: longer than the host's launch of a call
+WARMUP_S = 0.05  # minimum warm-up time per implementation and shape
+PROBE_BYTES = 32 << 20  # the idle probe copies this much (~15 µs on an idle H200)
 
 
 def same_bytes(out, ref: torch.Tensor) -> bool:
@@ -33,262 +45,250 @@ def same_bytes(out, ref: torch.Tensor) -> bool:
     difference means the candidate behaves differently while it is timed."""
     if type(out) is not _Tensor or out.shape != ref.shape or out.dtype != ref.dtype:
         return False
-    a, b = out.detach().reshape(-1).contiguous(), ref.reshape(-1)
-    return bool(_equal(a.view(torch.uint8), b.view(torch.uint8)))
+    a, b = out.detach().reshape(-1).contiguous().view(torch.uint8), ref.reshape(-1).contiguous().view(torch.uint8)
+    for wide in (torch.int64, torch.int32, torch.int16):  # the same bytes, compared in wider words (4x faster on a CPU)
+        if a.numel() % _itemsize[wide] == 0 and a.data_ptr() % _itemsize[wide] == 0 and b.data_ptr() % _itemsize[wide] == 0:
+            return bool(_equal(a.view(wide), b.view(wide)))
+    return bool(_equal(a, b))
 
 
-MIN_FLUSH_BYTES = 256 << 20  # used when the device does not report its L2 size
-SPIN_CYCLES = 200_000  # ~0.1 ms at H200 clocks: longer than the host's launch of a call
-RAMP_S = 0.2  # GPU held busy before the first shape: clocks leave idle (345 MHz seen)
-WARMUP_S = 0.05  # minimum warm-up time per implementation and shape
-CALIBRATE_EVERY = 2  # one matched calibration call per this many rounds
-JITTER_CAP_MS = 0.05  # the calibration's jitter widens the hidden-work slack by at most this
-GRAPH_BELOW_MS = 0.015  # per-call events are too coarse below this (launch ~5 µs, event ~0.5 µs)
-GRAPH_MIN_RATIO = 0.25  # a replayed call this much faster than the call timed alone lost work
-HIDDEN_SLACK = (1.02, 0.005)  # device-synced time may exceed stream time by 2% + 5 µs
+class GpuDevice:
+    """What every implementation timed in one process shares: the L2 flush buffer and the
+    spin kernel's rate (cycles per ms, measured after an optional clock ramp)."""
 
-
-def _pick(tight: float, synced: float, overhead: float, jitter: float = 0.0) -> tuple[float, bool]:
-    """The stream-timed interval, unless the device-synced one shows hidden work.
-
-    `synced - overhead` is the interval to the moment the whole device went idle; an
-    honest call differs from `tight` only by jitter (`jitter`: the calibration's own
-    p90 - median). More than the slack means work ran outside the calling stream, and
-    then the longer, device-wide number is the truth.
-    """
-    wide = synced - overhead
-    if wide > tight * HIDDEN_SLACK[0] + HIDDEN_SLACK[1] + jitter:
-        return wide, True
-    return tight, False
-
-
-class CudaTimer:
-    def __init__(self, spec: dict) -> None:
-        self.spec = spec
+    def __init__(self) -> None:
         props = torch.cuda.get_device_properties(0)
         self.l2 = int(getattr(props, "L2_cache_size", 0) or 0)
         self.flush = torch.empty(max(MIN_FLUSH_BYTES, 4 * self.l2), dtype=torch.uint8, device="cuda")
         self.cycles_per_ms = 0.0
-        if _spin is not None:
-            _spin(int(spec.get("ramp_s", RAMP_S) * 2e9))  # ~RAMP_S at 2 GHz; longer while clocks ramp
-            _sync()
-            probes = []
-            for _ in range(5):
-                s, e = _Event(enable_timing=True), _Event(enable_timing=True)
-                _record(s)
-                _spin(SPIN_CYCLES)
-                _record(e)
-                _sync()
-                probes.append(_elapsed(s, e))
-            self.cycles_per_ms = SPIN_CYCLES / max(statistics.median(probes), 1e-6)
 
-    def _busy(self, spin: bool = True) -> None:
+    def measure_spin(self) -> None:
+        """The spin kernel's rate at the current clocks (it sizes the matched calibration
+        calls): measured with this worker alone on a warm GPU, never at idle clocks."""
+        if _spin is None:
+            return
+        probes = []
+        for _ in range(5):
+            s, e = _Event(enable_timing=True), _Event(enable_timing=True)
+            _record(s)
+            _spin(SPIN_CYCLES)
+            _record(e)
+            _sync()
+            probes.append(_elapsed(s, e))
+        self.cycles_per_ms = SPIN_CYCLES / max(statistics.median(probes), 1e-6)
+
+    def ramp(self, seconds: float) -> None:
+        """Hold the GPU busy so its clocks leave idle (the H200 sat at 345 MHz before runs)."""
+        if _spin is None or seconds <= 0:
+            return
+        rate = self.cycles_per_ms * 1e3 if self.cycles_per_ms > 0 else 2e9  # ~2 GHz before calibration
+        _spin(int(seconds * rate))
+        _sync()
+
+    def busy(self, spin: bool = True) -> None:
         self.flush.zero_()
         if not spin:
             _sync()  # an idle GPU at the start event: nothing the call launches can run before it
         elif _spin is not None:
             _spin(SPIN_CYCLES)
 
-    def _once(self, call, ref: torch.Tensor | None = None, spin: bool = True):
+    def once(self, call, ref: torch.Tensor | None = None, spin: bool = True):
         """Events (start, stream end, device-synced end) of one call, flushed and launched
-        behind a spin (or, with `spin=False`, from an idle GPU), and whether the output
-        equals `ref` (None without one; checked after the interval, outside the timing)."""
+        behind a spin (or, with `spin=False`, from an idle GPU), whether the output equals
+        `ref` (None without one; checked after the interval, outside the timing), and the
+        output itself."""
         s, e, d = _Event(enable_timing=True), _Event(enable_timing=True), _Event(enable_timing=True)
-        self._busy(spin)
+        self.busy(spin)
         _record(s)
         out = call()
         _record(e)
         _sync()  # device-wide: side-stream work finishes before d
         _record(d)
-        return s, e, d, (None if ref is None else same_bytes(out, ref))
+        return s, e, d, (None if ref is None else same_bytes(out, ref)), out
 
-    def shape(self, fns, slots, inputs, make, kwargs, rng) -> dict:
-        spec = self.spec
-        impls = list(dict.fromkeys(slots.values()))
-        rough, ref = {}, {}
-        for impl in impls:  # untimed reference output; every timed per-call output must equal it
-            out = fns[impl](**inputs, **kwargs)
-            _sync()  # work on any stream has finished: the reference is the call's real result
-            ref[impl] = out.detach().clone()
-        for impl in impls:  # warm-up: compilation and autotuning stay out of the numbers
-            t_w, n = _monotonic(), 0
-            while n < spec.get("warmup", 3) or (_monotonic() - t_w < spec.get("warmup_s", WARMUP_S) and n < 1000):
-                ev = self._once(lambda f=fns[impl]: f(**inputs, **kwargs))
-                n += 1
-            _sync()
-            rough[impl] = _elapsed(ev[0], ev[1])
-        method, calls = "events", {s: (lambda f=fns[slots[s]]: f(**inputs, **kwargs)) for s in slots}
-        res = None
-        # A call whose stream time is this short either is tiny or hides its work on
-        # another stream. Hidden work can start while the pre-call spin still runs, so the
-        # spin's window hides up to ~0.17 ms of it from the events: a shape where the probe
-        # finds work outside the calling stream is timed device-wide from an idle GPU (all
-        # slots alike, launch included); otherwise it is timed by graph replay. Longer
-        # calls keep the per-call check of `_pick`, and the profiler's durations in bench.
-        small = spec.get("graphs", True) and min(rough.values()) < spec.get("graph_below_ms", GRAPH_BELOW_MS)
-        escapes = small and self._escapes(fns, impls, inputs, kwargs, rough)
-        if escapes:
-            method = "device-wide"
-        elif small:
-            graphs = self._graphs(fns, slots, inputs, make, kwargs)
-            if graphs is not None:
-                res = self._rounds(graphs[0], graphs[1], rng)
-                # A replay far faster than the same call timed alone lost work at capture
-                # (a candidate that behaved through the warm-up): time it per call.
-                if all(statistics.median(res[s]["samples"]) >= GRAPH_MIN_RATIO * rough[slots[s]] for s in slots):
-                    method = f"graph:{graphs[1]}"
-                else:
-                    res = None
-        if res is None:
-            res = self._rounds(calls, 1, rng, {s: ref[slots[s]] for s in slots}, device_wide=escapes)
-        for r in res.values():
-            r["method"] = _method_text(method)
-        for impl in spec.get("profile", []):
-            if impl in fns:
-                pm = self._profile(fns[impl], inputs, make, kwargs)
-                for s, i in slots.items():
-                    if i == impl:
-                        res[s]["profiler_ms"] = pm
-        return res
-
-    def _escapes(self, fns, impls, inputs, kwargs, rough) -> bool:
-        """Whether any implementation leaves work outside the calling stream.
-
-        Probed from an idle GPU (no spin), so nothing the call launches can run before the
-        start event. Graph capture records only the capturing stream's work: kernels a
-        candidate launches on an unrelated stream run once, eagerly, during capture, and
-        the replays time nothing (0.06 µs per call "measured" on the H200); and behind the
-        pre-call spin, side-stream work overlapping the spin is not seen by the events.
-        """
-        for impl in impls:
-            call, matched = (lambda f=fns[impl]: f(**inputs, **kwargs)), self._matched(rough[impl])
-            runs = [(self._once(call, spin=False), self._once(matched, spin=False)) for _ in range(5)]
-            _sync()
-            overhead, jitter = _sync_latency([c for _, c in runs])
-            if sum(_pick(_elapsed(r[0], r[1]), _elapsed(r[0], r[2]), overhead, jitter)[1] for r, _ in runs) >= 3:
-                return True
-        return False
-
-    def _matched(self, ms: float):
+    def matched(self, ms: float):
         """A call that keeps the calling stream busy for `ms` and does nothing else."""
         if _spin is None or self.cycles_per_ms <= 0:
             return lambda: None
         cycles = max(1, int(ms * self.cycles_per_ms))
         return lambda: _spin(cycles)
 
-    def _rounds(self, calls: dict, per_replay: int, rng, refs: dict | None = None, device_wide: bool = False) -> dict:
-        """Interleaved rounds. `refs` (per-call events only; a graph replay runs no Python,
-        so it cannot change behaviour while timed) checks every timed output. With
-        `device_wide`, every call starts from an idle GPU and counts to the device-wide end."""
-        spin = not device_wide
-        spec = self.spec
-        slots = list(calls)
-        matched = {}
-        for s in slots:  # one probe per slot sizes its calibration call
-            ev = self._once(calls[s], spin=spin)
-            _sync()
-            matched[s] = self._matched(_elapsed(ev[0], ev[1]))
-        raw: dict[str, list] = {s: [] for s in slots}
-        cal: dict[str, list] = {s: [] for s in slots}
-        budget_s = spec.get("max_s_per_shape", 2.0)
-        every = spec.get("calibrate_every", CALIBRATE_EVERY)
-        t_begin = _monotonic()
-        reps = 0
-        while reps < spec.get("reps", 50) and (reps < spec.get("min_reps", 10) or _monotonic() - t_begin < budget_s):
-            order = list(slots)
-            rng.shuffle(order)
-            for s in order:
-                raw[s].append(self._once(calls[s], refs[s] if refs else None, spin=spin))
-            if reps % every == 0:  # the host's sync-and-record latency after a wait this long
-                c = slots[(reps // every) % len(slots)]
-                cal[c].append(self._once(matched[c], spin=spin))
-            reps += 1
-        for s in slots:
-            while len(cal[s]) < 3:
-                cal[s].append(self._once(matched[s], spin=spin))
+
+def raw(ev) -> tuple[float, float]:
+    """(stream interval, device-synced interval) in ms of one `GpuDevice.once` result."""
+    return _elapsed(ev[0], ev[1]), _elapsed(ev[0], ev[2])
+
+
+class IdleProbe:
+    """A fixed copy kernel, timed by the host (launch to synchronize) and by events.
+
+    Calibrated when a non-candidate worker starts, before any candidate code has run; run
+    again before and after each of that worker's batches. Another process's kernels on
+    the GPU (time-sliced with ours, or sharing its bandwidth under MPS) make it slower."""
+
+    def __init__(self) -> None:
+        n = PROBE_BYTES // 4
+        self.src = torch.ones(n, dtype=torch.float32, device="cuda")
+        self.dst = torch.empty_like(self.src)
+        self.cal: dict[str, float] | None = None
+        for _ in range(5):
+            self.dst.copy_(self.src)
         _sync()
-        res = {}
-        for s, evs in raw.items():
-            med, jitter = _sync_latency(cal[s])
-            samples, hidden, total = [], 0, 0.0
-            for st, e, d, _same in evs:
-                x, h = _pick(_elapsed(st, e), _elapsed(st, d), med, jitter)
-                if device_wide:
-                    x = max(_elapsed(st, d) - med, _elapsed(st, e))
-                samples.append(x / per_replay)
-                hidden += h
-                total += x
-            res[s] = {"samples": samples, "hidden": hidden, "total_ms": total,
-                      "mismatched": sum(ev[3] is False for ev in evs), "checked": sum(ev[3] is not None for ev in evs),
-                      "sync_overhead_ms": round(med, 5), "sync_jitter_ms": round(jitter, 5)}
-        return res
 
-    def _input_sets(self, inputs: dict, make, min_total: int, max_sets: int) -> list[dict]:
-        one = sum(t.numel() * t.element_size() for t in inputs.values() if isinstance(t, torch.Tensor))
-        n = max(1, min(max_sets, math.ceil(min_total / max(one, 1))))
-        return [inputs] + [make(self.spec["input_seed"] + 1000 + i) for i in range(n - 1)]
-
-    def _graphs(self, fns, slots, inputs, make, kwargs):
-        """One CUDA graph per slot: `calls` launches over rotating input sets (≥ 3× L2
-        in total, so each launch reads from DRAM), replayed as one timed unit. None when
-        a candidate cannot be captured (host syncs, unjoined side streams): the caller
-        falls back to per-call events for every slot, so they stay comparable."""
-        sets = self._input_sets(inputs, make, 3 * max(self.l2, 1 << 20), 256)
-        n_calls = max(20, len(sets))
-        out = {}
-        try:
-            for s, impl in slots.items():
-                g = torch.cuda.CUDAGraph()
-                side = torch.cuda.Stream()
-                side.wait_stream(torch.cuda.current_stream())
-                with torch.cuda.stream(side):
-                    fns[impl](**sets[0], **kwargs)
-                torch.cuda.current_stream().wait_stream(side)
-                with torch.cuda.graph(g):
-                    for i in range(n_calls):
-                        fns[impl](**sets[i % len(sets)], **kwargs)
-                out[s] = g.replay
+    def run(self, k: int = 3) -> list[tuple[float, float]]:
+        out = []
+        for _ in range(k):
+            s, e = _Event(enable_timing=True), _Event(enable_timing=True)
             _sync()
-        except Exception:  # noqa: BLE001 - any capture failure means "time it per call"
+            t0 = _perf()
+            _record(s)
+            self.dst.copy_(self.src)
+            _record(e)
             _sync()
-            return None
-        return out, n_calls
+            out.append(((_perf() - t0) * 1e3, _elapsed(s, e)))
+        return out
 
-    def _profile(self, fn, inputs, make, kwargs) -> float | None:
+    def check(self) -> list[list[tuple[float, float]]]:
+        """Up to IDLE_TRIES probes, stopping at the first that looks idle (host jitter
+        passes; someone else's work that lasts does not). The trusted side re-judges."""
+        tries = []
+        for i in range(IDLE_TRIES):
+            got = self.run()
+            tries.append(got)
+            if self.cal is None or not idle_busy(got, self.cal):
+                break
+            if i + 1 < IDLE_TRIES:
+                _sleep(0.002)
+        return tries
+
+
+class GpuSlot:
+    """One implementation on one shape: its untimed output, warm-up, rough time, escape
+    probe, method (per-call events behind a spin, device-wide from an idle GPU, or graph
+    replay), batches of timed calls with matched calibrations, and the second timer."""
+
+    def __init__(self, dev: GpuDevice, fn, inputs: dict, make, kwargs: dict, spec: dict) -> None:
+        self.dev, self.fn, self.inputs, self.make, self.kwargs, self.spec = dev, fn, inputs, make, kwargs, spec
+        self.call = lambda: fn(**inputs, **kwargs)
+        self.ref: torch.Tensor | None = None
+        self.unit = self.call  # what one timed unit runs: one call, or one graph replay
+        self.per_call_check = True
+        self.spin = True
+        self.matched_call = None
+        self.count = 0  # timed units so far on this shape (calibration schedule)
+        self.cals: list[tuple[float, float]] = []
+        self.last: torch.Tensor | None = None
+        self.graph_out: torch.Tensor | None = None
+
+    def prepare(self) -> dict:
+        out = self.call()
+        _sync()  # work on any stream has finished: the reference is the call's real result
+        self.ref = out.detach().clone()
+        self.last = self.ref
+        t_w, n, ev = _monotonic(), 0, None
+        while n < self.spec.get("warmup", 3) or (_monotonic() - t_w < self.spec.get("warmup_s", WARMUP_S) and n < 1000):
+            ev = self.dev.once(self.call)[:4]  # outputs are not held: the allocator reuses their block
+            n += 1
+        _sync()
+        rough = _elapsed(ev[0], ev[1]) if ev else 0.0
+        one = sum(t.numel() * t.element_size() for t in self.inputs.values() if isinstance(t, torch.Tensor))
+        return {"rough_ms": rough, "input_bytes": one, "l2_bytes": self.dev.l2, "warmup_calls": n}
+
+    def rough(self, n: int = 3) -> float:
+        evs = [self.dev.once(self.call)[:4] for _ in range(n)]
+        _sync()
+        return statistics.median(_elapsed(e[0], e[1]) for e in evs)
+
+    def escape_probe(self, rough_ms: float) -> dict:
+        """Calls from an idle GPU, each with a matched calibration (both as raw intervals)."""
+        matched = self.dev.matched(rough_ms)
+        runs = [(self.dev.once(self.call, spin=False)[:4], self.dev.once(matched, spin=False)) for _ in range(5)]
+        _sync()
+        return {"calls": [raw(c) for c, _ in runs], "cals": [raw(m) for _, m in runs]}
+
+    def set_method(self, kind: str, sets: int = 1, n_calls: int = 1) -> dict:
+        """events | device-wide | graph. A graph that cannot be captured answers ok=False
+        (the trusted side then times every implementation per call)."""
+        self.count, self.cals = 0, []
+        self.unit, self.per_call_check, self.spin = self.call, kind != "graph", kind != "device-wide"
+        if kind == "graph":
+            try:
+                self.unit = self._capture(sets, n_calls)
+            except Exception as e:  # noqa: BLE001 - any capture failure means "time it per call"
+                _sync()
+                self.unit = self.call
+                return {"ok": False, "error": f"{type(e).__name__}: {e}"[:300]}
+        ev = self.dev.once(self.unit, spin=self.spin)  # one probe sizes the calibration call
+        _sync()
+        self.matched_call = self.dev.matched(_elapsed(ev[0], ev[1]))
+        return {"ok": True, "error": ""}
+
+    def _capture(self, sets: int, n_calls: int):
+        """One CUDA graph: `n_calls` launches over rotating input sets (≥ 3× L2 in total, so
+        each launch reads from DRAM), ending on set 0, whose output stays readable."""
+        all_sets = [self.inputs] + [self.make(self.spec["input_seed"] + 1000 + i) for i in range(sets - 1)]
+        g = torch.cuda.CUDAGraph()
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            self.fn(**all_sets[0], **self.kwargs)
+        torch.cuda.current_stream().wait_stream(side)
+        out = None
+        with torch.cuda.graph(g):
+            for i in range(1, n_calls + 1):
+                out = self.fn(**all_sets[i % len(all_sets)], **self.kwargs)
+        _sync()
+        self.graph_out = out
+        return g.replay
+
+    def batch(self, n: int, cal_every: int) -> dict:
+        """`n` timed units; a matched calibration before every `cal_every`-th one."""
+        evs, cals = [], []
+        mismatched = checked = 0
+        last = None
+        for _ in range(n):
+            if self.count % max(1, cal_every) == 0:
+                cals.append(self.dev.once(self.matched_call, spin=self.spin))
+            last = None  # only the batch's last output is kept: earlier ones free their block as before
+            ev = self.dev.once(self.unit, self.ref if self.per_call_check else None, spin=self.spin)
+            last = ev[4]
+            evs.append(ev[:4])
+            if ev[3] is not None:
+                checked += 1
+                mismatched += ev[3] is False
+            self.count += 1
+            del ev
+        _sync()
+        self.last = last if self.per_call_check else self.graph_out
+        cal_raw = [raw(c) for c in cals]
+        self.cals += cal_raw
+        return {"calls": [raw(e) for e in evs], "cals": cal_raw, "mismatched": mismatched, "checked": checked}
+
+    def top_up(self, at_least: int = 3) -> list[tuple[float, float]]:
+        extra = [self.dev.once(self.matched_call, spin=self.spin) for _ in range(max(0, at_least - len(self.cals)))]
+        _sync()
+        got = [raw(c) for c in extra]
+        self.cals += got
+        return got
+
+    def profile(self) -> float | None:
         """Second timer: the profiler's summed kernel durations per call, with rotating
         input sets (≥ 2× L2 in total) in place of a flush, so that every kernel in the
         trace belongs to the call."""
         from torch.autograd import DeviceType
         from torch.profiler import ProfilerActivity, profile
 
-        sets = self._input_sets(inputs, make, 2 * max(self.l2, 1 << 20), 64)
+        one = sum(t.numel() * t.element_size() for t in self.inputs.values() if isinstance(t, torch.Tensor))
+        n_sets = max(1, min(64, -(-2 * max(self.dev.l2, 1 << 20) // max(one, 1))))
+        sets = [self.inputs] + [self.make(self.spec["input_seed"] + 1000 + i) for i in range(n_sets - 1)]
         n = max(10, len(sets))
         try:
             _sync()
             with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
                 for i in range(n):
-                    fn(**sets[i % len(sets)], **kwargs)
+                    self.fn(**sets[i % len(sets)], **self.kwargs)
                 _sync()
             us = sum(e.time_range.elapsed_us() for e in prof.events() if e.device_type == DeviceType.CUDA)
         except Exception:  # noqa: BLE001 - the second timer is advisory; absence is recorded
             return None
         return us / n / 1e3 if us > 0 else None
-
-
-def _sync_latency(calibrations: list) -> tuple[float, float]:
-    """(median, jitter) of the host's sync-and-record latency from matched calibration
-    calls: jitter is p90 - median, capped at JITTER_CAP_MS."""
-    over = sorted(_elapsed(e, d) for _, e, d, _ in calibrations)
-    med = statistics.median(over)
-    p90 = over[min(len(over) - 1, math.ceil(0.9 * len(over)) - 1)]
-    return med, min(JITTER_CAP_MS, max(0.0, p90 - med))
-
-
-def _method_text(method: str) -> str:
-    if method == "device-wide":
-        return ("device-wide per call (work seen outside the calling stream): L2 flushed, idle GPU at the start "
-                "event, end after a device synchronize, host launch included, interleaved")
-    if method.startswith("graph:"):
-        return (f"cuda-graph replay of {method.split(':')[1]} calls over rotating input sets > 3x L2, "
-                "interleaved")
-    return "cuda-events, L2 flushed + spin before each call, device-synced, interleaved"

@@ -1,9 +1,12 @@
-"""The worker: runs inside the sandbox, imports the candidate, calls it, times it.
+"""The worker: runs inside the sandbox, imports the candidate and calls it.
 
 Everything this process reports is untrusted: the trusted side regenerates the inputs,
 computes the reference and compares the output bytes itself. The worker's job is only
 to produce those bytes honestly when the candidate is honest, and to record facts
 (types, aliasing, launches, torch ops) that a lazy cheat would otherwise hide.
+
+A correctness worker never times anything: timing runs in timing workers (one per
+implementation, `"mode": "timing"` in the job, worker/serve.py), after correctness.
 
 Protocol: a job (JSON) on stdin; JSON lines on the original stdout (the channel);
 the candidate's own prints go to stderr. Outputs are written as raw bytes to
@@ -40,7 +43,7 @@ def send(kind: str, **payload) -> None:
 import torch  # noqa: E402  (after the channel is set up)
 
 from kernelloop.evaluate.worker import calls as inworker  # noqa: E402  (after the channel is set up)
-from kernelloop.evaluate.worker import gpu_timer, guard, timing  # noqa: E402  (timing binds its clocks before candidates load)
+from kernelloop.evaluate.worker import gpu_timer, guard, serve, timing  # noqa: E402  (timing binds its clocks before candidates load)
 
 guard.drop_cwd_from_path()
 _MARKER = f"KERNELLOOP_SANDBOX_ID={os.environ.get('KERNELLOOP_SANDBOX_ID', '')}"
@@ -127,6 +130,8 @@ def main() -> int:
     global _key
     job = json.loads(sys.stdin.read())
     _key = job.pop("channel_key", "")
+    if job.get("mode") == "timing":
+        return serve.serve(job, send, [sys.modules[__name__], inworker, timing, gpu_timer, guard, serve], _MARKER)
     send("hello", env=inworker.environment(job["device"]))
     make_inputs = getattr(_import_file(job["inputs_file"], "kernelloop_task_inputs"), job["inputs_func"])
     # Snapshots taken before any candidate code runs (see guard.py).
@@ -154,20 +159,6 @@ def main() -> int:
                 send("fatal", error="sticky CUDA error: the worker cannot continue")
                 return 0
     watch.pop("previous", None)
-    if job.get("timing"):
-        send("timing_begin")  # the trusted side's own clock brackets the timing phase
-        fns = {k: v[1] for k, v in impls.items()}
-        audit = None
-        if job.get("language", "triton" if counter.attached("candidate") else "torch") == "triton":
-            fns["candidate"] = audit = inworker.TimedLaunchAudit(fns["candidate"], counter, "candidate")
-        try:
-            for rec in timing.time_impls(job, fns, make_inputs):
-                send("timing", **rec)
-        except BaseException as e:  # noqa: BLE001
-            send("timing_error", error=_tail(e))
-        if audit is not None:
-            send("timing_audit", impl="candidate", calls=audit.calls, without_launch=audit.without_launch)
-        _report_tamper(watch, "timing")
     send("compile", kernels=inworker.compile_facts({k: v[0] for k, v in impls.items()}, job["device"]))
     strays = guard.stray_processes(bool(job.get("private_pid_namespace")), _MARKER)
     if strays:

@@ -1,0 +1,441 @@
+"""The interleaved benchmark: one sandboxed worker per implementation, one at a time.
+
+Layout (docs/benchmarking.md has the why):
+1. every worker starts at once (each pays its own Python + torch import, concurrently);
+   none has imported its implementation yet;
+2. on a GPU, each non-candidate worker calibrates its idle probe, one at a time — no
+   candidate code has run anywhere yet;
+3. every worker imports its implementation; from then on, a worker runs only during its
+   own turn and is stopped (its whole process tree) otherwise;
+4. per shape, with inputs and a stochastic seed drawn fresh from `secrets`: all workers
+   build the inputs, make one untimed call and warm up; on a GPU each then measures a
+   rough time alone, and the trusted side chooses one method for every slot (per-call
+   events, CUDA-graph replay for short kernels, device-wide where work escapes the
+   calling stream); then rounds until the shape's budget: in a shuffled order (secret
+   RNG) each worker times one batch of the same number of calls; then calibration
+   top-ups, the second timer, and the candidate's last timed output, judged here against
+   the reference;
+5. every worker reports its tripwires (patched harness, stray processes, calls that
+   launched nothing) and exits; anything left is killed.
+A problem stops the run: the record carries it and the gate rejects.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import secrets
+import shutil
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import torch
+
+from kernelloop.evaluate.protocol import (
+    GRAPH_BELOW_MS,
+    GRAPH_MIN_RATIO,
+    escapes,
+    gpu_samples,
+    graph_plan,
+    method_text,
+)
+from kernelloop.evaluate.trusted import timing_checks as checks
+from kernelloop.evaluate.trusted.channel import timed_output_problem
+from kernelloop.evaluate.trusted.judge import Judge
+from kernelloop.evaluate.trusted.plan import Call
+from kernelloop.evaluate.trusted.workers import TimingWorker, WorkerFailed, file_name
+from kernelloop.sandbox import SandboxConfig, detect_mode
+from kernelloop.task import Shape, Task
+
+_RNG = secrets.SystemRandom()
+OVERHEAD_MS = {"cuda": 0.3, "cpu": 0.05}  # harness cost per timed call, for sizing batches
+
+
+@dataclass
+class Settings:
+    """How much to time. GPU: rounds until the shape's budget (the samples spread over it,
+    so a clock transient cannot carry a median), at most `reps` calls per implementation.
+    CPU: single-threaded so a shared runner's other load perturbs it less."""
+
+    reps: int = 400
+    min_reps: int = 20
+    warmup: int = 3
+    warmup_s: float = 0.05
+    max_s_per_shape: float | None = None  # default: 0.6 s on a GPU, 0.8 s on a CPU
+    cpu_reps: int = 200
+    cpu_min_reps: int = 15
+    cpu_warmup: int = 2
+    cpu_threads: int = 1
+    batch_s: float | None = None  # target length of one batch (default 10 ms GPU, 20 ms CPU)
+    graphs: bool = True
+    ramp_s: float = 0.2  # GPU held busy before the first shape: clocks leave idle
+    batch_ramp_ms: float = 0.3  # and briefly before each batch (a turn change leaves it idle ~1-3 ms)
+    profile: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Problem:
+    category: str  # timing | tamper | protocol | compile | crash | timeout
+    slot: str  # whose doing: interference is the candidate's, a wrong output its producer's
+    text: str
+
+
+@dataclass
+class SlotResult:
+    samples_ms: list[float]
+    method: str
+    hidden_calls: int
+    total_ms: float
+    profiler_ms: float | None = None
+    round_size: int = 1  # timed units per round (the batch size)
+    per_unit: int = 1  # calls per timed unit (graph replays)
+
+
+@dataclass
+class Outcome:
+    env: dict = field(default_factory=dict)  # a non-candidate worker's hello: device, versions
+    mode: str = "not run"
+    shapes: dict[str, dict[str, SlotResult]] = field(default_factory=dict)
+    reported_s: dict[str, float] = field(default_factory=dict)
+    observed_s: dict[str, float] = field(default_factory=dict)
+    problems: list[Problem] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    log_tail: str = ""
+    timing_phase_s: float | None = None
+    idle: dict = field(default_factory=dict)  # idle-probe calibrations and worst probes (GPU)
+    stray_killed: int = 0
+
+
+class _Abort(Exception):
+    pass
+
+
+class Session:
+    def __init__(self, task: Task, slots: dict[str, Path], shapes: list[Shape], dtype: str, device: str,
+                 settings: Settings, sandbox: str, timeout_s: float, say: Callable[[str], None],
+                 candidate: str, reference: str) -> None:
+        self.task, self.slot_files, self.shapes, self.dtype, self.device = task, slots, shapes, dtype, device
+        self.s, self.say, self.candidate, self.reference = settings, say, candidate, reference
+        self.deadline = time.monotonic() + timeout_s
+        self.timeout_s = timeout_s
+        self.sandbox = sandbox
+        self.cuda = device == "cuda"
+        self.interp = device == "cpu" and task.spec.task.language == "triton"
+        self.out = Outcome()
+        self.workers: dict[str, TimingWorker] = {}
+        self.cal: dict[str, dict[str, float]] = {}
+        self.judge: Judge | None = None
+        self.like: torch.Tensor | None = None  # the current shape's output, as shape and dtype only
+
+    # ---- helpers ------------------------------------------------------------------
+    def left(self, cap: float) -> float:
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise WorkerFailed(self.candidate, "timeout", f"the benchmark exceeded its {self.timeout_s:g} s limit")
+        return min(cap, left)
+
+    def problem(self, category: str, slot: str, text: str) -> None:
+        self.out.problems.append(Problem(category, slot, text))
+
+    def turn(self, slot: str, cmd: str, cap: float = 120.0, **args):
+        """One command to one worker, alone: resumed for it, stopped again after."""
+        w = self.workers[slot]
+        w.resume()
+        try:
+            return w.ask(cmd, self.left(cap), **args)
+        finally:
+            if not w.dead:
+                w.pause()
+
+    def all_at_once(self, cmd: str, cap: float, per_slot: Callable[[str], dict] | None = None) -> dict:
+        """The same command to every worker concurrently (untimed work: imports, warm-up)."""
+        for w in self.workers.values():
+            w.resume()
+        answers = {}
+        try:
+            sent = {slot: w.send(cmd, **(per_slot(slot) if per_slot else {})) for slot, w in self.workers.items()}
+            for slot, w in self.workers.items():
+                answers[slot] = w.collect(cmd, sent[slot], self.left(cap))
+        finally:
+            for w in self.workers.values():
+                if not w.dead:
+                    w.pause()
+        return answers
+
+    # ---- the run ------------------------------------------------------------------
+    def run(self) -> Outcome:
+        from kernelloop.evaluate.trusted.run import _scratch_root
+
+        root = Path(tempfile.mkdtemp(prefix="kernelloop-bench-", dir=_scratch_root()))
+        try:
+            self._start(root)
+            self._prologue()
+            t_phase = time.monotonic()
+            for k, shape in enumerate(self.shapes):
+                self._shape(k, shape)
+            self.out.timing_phase_s = round(time.monotonic() - t_phase, 3)
+            self._stop()
+        except WorkerFailed as e:
+            self.problem(e.category, e.slot, str(e))
+        except _Abort:
+            pass
+        finally:
+            self._finish_all()
+            shutil.rmtree(root, ignore_errors=True)
+        return self.out
+
+    def _start(self, root: Path) -> None:
+        task = self.task
+        inputs_file, inputs_func = task.file_and_function("inputs")
+        mode = detect_mode(self.sandbox)
+        job = {"device": self.device, "entry": task.spec.task.entry, "inputs_file": str(inputs_file),
+               "inputs_func": inputs_func, "params": dict(task.spec.params), "language": task.spec.task.language,
+               "private_pid_namespace": mode in ("bwrap", "unshare"), "cpu_threads": self.s.cpu_threads}
+        cfg = SandboxConfig(
+            mode=mode, timeout_s=self.timeout_s, gpu=self.cuda,
+            ro_paths=[task.folder, Path(__file__).resolve().parents[3]],
+            hidden_paths=[task.workspace()],
+            extra_env={"TRITON_INTERPRET": "1"} if self.interp else {},
+        )
+        key = secrets.token_hex(16)
+        audit = task.spec.task.language == "triton"
+        for i, (slot, path) in enumerate(self.slot_files.items()):
+            self.workers[slot] = TimingWorker(slot, path, {**job, "audit": audit and slot == self.candidate,
+                                                           "describe": slot == self.reference},
+                                              root / f"{i}-{file_name(slot)}", replace(cfg), key)
+        self.out.mode = self.workers[self.candidate].sp.mode
+        if self.out.mode == "none":
+            self.out.warnings.append("NO SANDBOX: the timed code ran as plain processes.")
+        for slot, w in self.workers.items():
+            env = w.hello(self.left(300))
+            if slot == self.reference:
+                self.out.env = env
+
+    def _prologue(self) -> None:
+        # Idle-probe calibrations, one worker at a time, before any implementation is imported.
+        if self.cuda:
+            for slot, w in self.workers.items():
+                if slot != self.candidate:  # the GPU's clocks leave idle first (the first worker ramps longer)
+                    ans = w.ask("calibrate", self.left(120), n=30, ramp_s=0.02 if self.cal else 0.1)
+                    self.cal[slot] = checks.calibration(ans.body.probes)
+            self.out.idle = {"calibration": self.cal, "worst_host_ms": {}}
+        self.say(f"importing {len(self.workers)} implementation(s), one worker each (sandbox={self.out.mode})")
+        answers = self.all_at_once("load", 600)
+        for slot, ans in answers.items():
+            if ans.body.tampered:
+                self.problem("tamper", slot, f"{slot} replaced harness functions ({', '.join(ans.body.tampered[:5])}) "
+                                             f"during import")
+        self.judge = Judge(self.task, self.device)
+
+    def _shape(self, k: int, shape: Shape) -> None:
+        label, cuda = shape.label, self.cuda
+        st = self.task.spec.stochastic
+        seed = secrets.randbits(31)
+        params = {st.seed_param: secrets.randbits(31)} if st else {}
+        settings = {"warmup": self.s.warmup, "warmup_s": self.s.warmup_s, "cpu_warmup": self.s.cpu_warmup}
+        rate = float(self.task.spec.params.get(st.rate_param, 0.0)) if st else 0.0
+        call = Call(id=f"timing-{label}", suite="stochastic" if rate > 0 else "random", case="random",
+                    shape=shape, dtype=self.dtype, input_seed=seed, params=params, rate=rate)
+        like = self.judge._inputs(call)[self.task.spec.task.output_like]  # noqa: SLF001 - the judge's own inputs
+        self.like = torch.empty(like.shape, dtype=like.dtype, device="meta")  # what every output must look like
+        del like
+        self.say(f"{label}: preparing {len(self.workers)} worker(s)")
+        prep = self.all_at_once("prepare", 600, lambda slot: {
+            "dims": shape.dims, "dtype": self.dtype, "input_seed": seed, "params": params, "settings": settings,
+            "ramp_s": self.s.ramp_s if (cuda and k == 0 and slot == self.reference) else 0.0})
+        rough = {s: self.turn(s, "rough").body.ms for s in self.workers}  # each alone: the warm-ups overlapped
+        method = self._choose_method(rough, prep[self.reference].body) if cuda else "cpu"
+        accs = self._rounds(label, rough, method)
+        if method.startswith("graph:"):
+            res = self._results(accs, method)
+            if not all(statistics.median(res[s].samples_ms) >= GRAPH_MIN_RATIO * rough[s] for s in res):
+                # A replay far faster than the same call timed alone lost work at capture.
+                method = "events"
+                self._set_method(method)
+                accs = self._rounds(label, rough, method)
+        if cuda:
+            for s in self.workers:
+                accs[s].cals += self.turn(s, "end").body.cals
+        res = self._results(accs, method)
+        for s in self.s.profile:
+            if s in self.workers:
+                res[s].profiler_ms = self.turn(s, "profile", 300).body.ms
+        self._check_shape(call, accs, res)
+        self.out.shapes[label] = res
+        self.out.reported_s[label] = round(sum(a.reported_ms() for a in accs.values()) / 1e3, 4)
+        self.out.observed_s[label] = round(sum(a.wall_s for a in accs.values()), 4)
+        if self.out.problems:
+            raise _Abort
+
+    def _choose_method(self, rough: dict[str, float], ref_prep) -> str:
+        """One method for every slot of the shape, decided here from every worker's probe."""
+        small = self.s.graphs and min(rough.values()) < GRAPH_BELOW_MS
+        if small and any(escapes(a.body.calls, a.body.cals)
+                         for a in (self.turn(s, "probe", rough_ms=rough[s]) for s in self.workers)):
+            self._set_method("device-wide")
+            return "device-wide"
+        if small:
+            sets, n_calls = graph_plan(ref_prep.input_bytes, ref_prep.l2_bytes)
+            # A slot that cannot be captured sends every slot back to per-call events.
+            return f"graph:{n_calls}" if self._set_method("graph", sets=sets, n_calls=n_calls) else "events"
+        self._set_method("events")
+        return "events"
+
+    def _set_method(self, kind: str, **args) -> bool:
+        ok = True
+        for s in self.workers:
+            ok = self.turn(s, "method", 300, kind=kind, **args).body.ok and ok
+        if not ok:  # a candidate that cannot be captured: every slot per call, so they stay comparable
+            for s in self.workers:
+                self.turn(s, "method", 300, kind="events")
+        return ok
+
+    def _rounds(self, label: str, rough: dict[str, float], method: str) -> dict[str, checks.Acc]:
+        cuda, s = self.cuda, self.s
+        reps = s.reps if cuda else s.cpu_reps
+        min_reps = min(reps, s.min_reps if cuda else s.cpu_min_reps)
+        budget = s.max_s_per_shape or (0.6 if cuda else 0.8)
+        per_call = max(rough.values()) + OVERHEAD_MS[self.device]
+        if method.startswith("graph:"):
+            per_call = max(rough.values()) * int(method.split(":")[1]) + OVERHEAD_MS[self.device]
+        m = max(1, min(round((s.batch_s or (0.01 if cuda else 0.02)) * 1e3 / per_call), max(1, reps // 5), 1000))
+        cal_every = 2 * len(self.workers)  # as in one process: one calibration every 2 rounds, per slot
+        numel = self.like.numel()
+        accs = {slot: checks.Acc() for slot in self.workers}
+        n_done, t_begin = 0, time.monotonic()
+        while n_done < reps and (n_done < min_reps or time.monotonic() - t_begin < budget):
+            n = min(m, reps - n_done)
+            order = list(self.workers)
+            _RNG.shuffle(order)
+            for slot in order:
+                idx = [_RNG.randrange(numel) for _ in range(checks.SAMPLE_N)] if numel and slot == self.candidate else []
+                probe = cuda and slot != self.candidate
+                ans = self.turn(slot, "batch", max(30.0, 50 * n * per_call / 1e3), n=n, cal_every=cal_every,
+                                sample=idx, probe=probe, ramp_ms=s.batch_ramp_ms if cuda else 0.0)
+                accs[slot].add(ans, idx)
+                self._check_batch(label, slot, ans)
+                if self.out.problems:
+                    raise _Abort  # a lying clock, a patched harness or foreign GPU work: no point going on
+            n_done += n
+        return accs
+
+    def _check_batch(self, label: str, slot: str, ans) -> None:
+        if (bad := checks.batch_clock_problem(label, slot, ans)) is not None:
+            self.problem("timing", slot, bad)
+        if ans.body.tampered:
+            self.problem("tamper", slot, f"{slot} replaced harness functions ({', '.join(ans.body.tampered[:5])}) "
+                                         f"during timing")
+        if slot in self.cal and (bad := checks.interference_problem(label, slot, ans, self.cal[slot])) is not None:
+            self.problem("timing", self.candidate, bad)
+        if slot in self.cal:
+            worst = self.out.idle["worst_host_ms"]
+            for tries in (ans.body.pre, ans.body.post):
+                if tries:
+                    worst[slot] = max(worst.get(slot, 0.0), statistics.median(h for h, _ in tries[-1]))
+
+    def _results(self, accs: dict[str, checks.Acc], method: str) -> dict[str, SlotResult]:
+        text = method_text(method, self.interp, self.s.cpu_threads)
+        per = int(method.split(":")[1]) if method.startswith("graph:") else 1
+        out = {}
+        for slot, a in accs.items():
+            if self.cuda:
+                samples, hidden, total = gpu_samples([(c[0], c[-1]) for c in a.calls], a.cals, per,
+                                                     method == "device-wide")
+            else:
+                samples, hidden, total = [c[0] for c in a.calls], 0, sum(c[0] for c in a.calls)
+            size = round(len(a.calls) / len(a.batches)) if a.batches else 1
+            out[slot] = SlotResult(samples, text, hidden, total, round_size=max(1, size), per_unit=per)
+        return out
+
+    def _check_shape(self, call: Call, accs: dict[str, checks.Acc], res: dict[str, SlotResult]) -> None:
+        label = call.shape.label
+        for slot, a in accs.items():
+            bad = timed_output_problem({"impl": slot, "mismatched_calls": a.mismatched, "checked_calls": a.checked})
+            if bad:
+                self.problem("timing", slot, f"{label}: {bad}")
+            if a.no_launch:
+                self.problem("timing", slot, f"{a.no_launch} of {len(a.calls)} timed calls launched none of the "
+                                             f"candidate's kernels (a replayed or skipped result while timed)")
+        added, bad = checks.saving_check(label, accs, self.candidate, self.device)
+        if bad is not None:
+            self.problem("timing", self.candidate, bad)
+        elif added > 0:
+            r = res[self.candidate]
+            r.samples_ms = [x + added / r.per_unit for x in r.samples_ms]
+            self.out.warnings.append(f"{label}: the candidate's batches took {added:.4f} ms per call longer than its "
+                                     f"reported calls account for (beyond the others'); its samples were raised by "
+                                     f"that much, to what the trusted clock saw")
+        self._check_outputs(call, accs)
+
+    def _check_outputs(self, call: Call, accs: dict[str, checks.Acc]) -> None:
+        """The candidate's last timed output against the reference, and each of its batches'
+        kept bytes against that output. (The others were accepted before and run no
+        candidate code: their outputs cost a write and a read per shape and prove nothing.)"""
+        shape, like, slot = call.shape, self.like, self.candidate
+        nbytes, elem = like.numel() * like.element_size(), like.element_size()
+        name = f"{file_name(slot)}-{shape.label}.bin"
+        self.turn(slot, "output", 300, file=name)
+        try:
+            data = checks.read_output(self.workers[slot].out_dir / name, nbytes)
+        except (OSError, ValueError) as e:
+            self.problem("timing", slot, f"{shape.label}: {slot}'s timed output could not be read ({e})")
+            return
+        with _one_thread(self.cuda):
+            out = torch.frombuffer(bytearray(data), dtype=torch.uint8).view(like.dtype).reshape(like.shape)
+            why = self.judge.value_problem(call, out)
+        if why is not None:
+            self.problem("timing", slot, f"{shape.label}: the timed output differs from the reference ({slot}: {why})")
+        elif (bad := checks.proof_problem(shape.label, slot, data, elem, accs[slot].samples)) is not None:
+            self.problem("timing", slot, bad)
+
+    def _stop(self) -> None:
+        for slot, w in self.workers.items():
+            w.resume()
+            b = w.ask("stop", self.left(60)).body
+            if b.tampered:
+                self.problem("tamper", slot, f"{slot} replaced harness functions ({', '.join(b.tampered[:5])}) "
+                                             f"during timing")
+            if b.stray_count:
+                self.problem("tamper", slot, f"{slot} left {b.stray_count} process(es) running at the end (killed), "
+                                             f"e.g. {b.strays[0] if b.strays else '?'}")
+            if b.without_launch:
+                self.problem("timing", slot, f"{b.without_launch} of {b.audit_calls} timed calls launched none of "
+                                             f"the candidate's kernels (a replayed or skipped result while timed)")
+
+    def _finish_all(self) -> None:
+        for slot, w in self.workers.items():
+            if self.out.problems and not w.dead and w.result is None:
+                w.kill()
+            res = w.finish()
+            if slot == self.candidate:
+                self.out.log_tail = res.stderr.decode(errors="replace")[-3000:]
+            self.out.stray_killed += res.stray_killed if slot == self.candidate else 0
+            if res.timed_out and not self.out.problems:
+                self.problem("timeout", slot, f"{slot}'s worker exceeded its {self.timeout_s:g} s limit and was killed")
+
+
+@contextlib.contextmanager
+def _one_thread(cuda: bool):
+    """CPU checks in this process on one thread: with the workers' load on a small machine,
+    torch's intra-op threads spin (a 256x1024 comparison took 0.5 s on 2 threads, 0.02 s on 1)."""
+    before = torch.get_num_threads()
+    if not cuda:
+        torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        if not cuda:
+            torch.set_num_threads(before)
+
+
+def run_timing(task: Task, slots: dict[str, Path], shapes: list[Shape], dtype: str, device: str, *,
+               settings: Settings, sandbox: str = "auto", timeout_s: float = 600.0,
+               say: Callable[[str], None] | None = None, candidate: str = "candidate",
+               reference: str = "baseline") -> Outcome:
+    """Time `slots` ({slot name: implementation file}) interleaved, one worker each."""
+    session = Session(task, slots, shapes, dtype, device, settings, sandbox, timeout_s, say or (lambda _m: None),
+                      candidate, reference)
+    return session.run()

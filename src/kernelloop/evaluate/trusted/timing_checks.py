@@ -1,0 +1,180 @@
+"""What the trusted side checks in a timing run, from its own clock and its own reference.
+
+Per batch (one worker, `n` timed calls, the others stopped):
+- the intervals the worker reports (calls, calibration calls, idle probes) must fit in the
+  wall time between sending the command and receiving the answer: a worker cannot claim
+  more time than elapsed (e.g. to make the best look slow);
+- a non-candidate worker's idle probes before and after its batch must look like its own
+  calibration, taken before any candidate code ran: otherwise someone else's work was on
+  the GPU during the best's turn — the candidate's, since every other worker is idle;
+- the bytes of a few secretly chosen elements of the candidate's last output of the
+  batch are kept, to be compared with the output checked against the reference.
+Per shape:
+- the candidate's unaccounted time per call (trusted wall time minus what it reports)
+  may not exceed the other implementations' by more than a calibrated slack: whatever
+  it claims to save over the best, the trusted clock must have seen;
+- the candidate's last timed output is read from its worker's folder by name (never
+  following a link, exact size) and judged against the float64 reference for the
+  benchmark's secret inputs, with the same comparison as every correctness call.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import statistics
+from dataclasses import dataclass, field
+
+from kernelloop.evaluate.protocol import idle_busy, idle_stats
+
+BATCH_SLACK = (1.01, 0.002)  # reported time may exceed the trusted wall by 1% + 2 ms (clock granularity)
+SAMPLE_N = 64  # elements of each batch's last output whose bytes are kept
+# Unaccounted time per call: the candidate's may exceed the median of the other
+# implementations' by max(floor, 2 × their spread) + REL × their time per call. The floor
+# absorbs the per-batch command round trip (spread over the batch's calls) and host jitter;
+# the spread term grows with the machine's other load (measured on a 2-core runner at load
+# 7-9: honest low quartiles 0.13-4.6 ms per call, within 0.3 ms of each other but for a slow
+# baseline's).
+SAVING_FLOOR_MS = {"cuda": 0.02, "cpu": 0.05}
+SAVING_BATCH_MS = {"cuda": 0.5, "cpu": 1.0}
+SAVING_REL = 0.05
+REJECT_REL = 0.5  # an excess beyond half the claimed time per call is a lie, not spill: rejected
+CAL_CREDIT = (1.1, 0.01)  # a calibration call counts for at most 1.1 × the call + 10 µs
+
+
+@dataclass
+class Acc:
+    """Everything one worker answered on one shape."""
+
+    calls: list[list[float]] = field(default_factory=list)
+    cals: list[tuple[float, float]] = field(default_factory=list)
+    wall_s: float = 0.0
+    probe_ms: float = 0.0
+    batches: list[tuple[float, list, list]] = field(default_factory=list)  # (wall - probes ms, calls, cals)
+    mismatched: int = 0
+    checked: int = 0
+    no_launch: int = 0
+    samples: list[tuple[list[int], str]] = field(default_factory=list)
+
+    def add(self, ans, idx: list[int]) -> None:
+        b = ans.body
+        self.calls += b.calls
+        self.cals += b.cals
+        self.wall_s += ans.wall_s
+        probe_ms = sum(h for tries in (*b.pre, *b.post) for h, _ in tries)
+        self.probe_ms += probe_ms
+        self.batches.append((ans.wall_s * 1e3 - probe_ms, b.calls, b.cals))
+        self.mismatched += b.mismatched
+        self.checked += b.checked
+        self.no_launch += b.no_launch
+        self.samples.append((idx, b.sample_hex))
+
+    def reported_ms(self) -> float:
+        return sum(c[-1] for c in self.calls) + sum(s for _, s in self.cals)
+
+    def unaccounted_ms_per_call(self) -> float:
+        """Trusted wall time not covered by reported intervals, per timed unit: the lower
+        quartile over batches. A worker that under-reports does so in every batch, while the
+        machine's other load only ever adds time (it delayed a batch's wake-up or its
+        answer), so the low quantile is the harness's own overhead. Calibration calls get
+        credit only up to about the length of a call (their purpose)."""
+        if not self.calls:
+            return 0.0
+        cap = CAL_CREDIT[0] * statistics.median(c[-1] for c in self.calls) + CAL_CREDIT[1]
+        per = sorted((wall - sum(c[-1] for c in calls) - sum(min(s, cap) for _, s in cals)) / len(calls)
+                     for wall, calls, cals in self.batches)
+        return per[(len(per) - 1) // 4]
+
+
+def batch_clock_problem(label: str, slot: str, ans) -> str | None:
+    b = ans.body
+    reported = (sum(c[-1] for c in b.calls) + sum(s for _, s in b.cals)
+                + sum(h for tries in (*b.pre, *b.post) for h, _ in tries)) / 1e3
+    if reported > ans.wall_s * BATCH_SLACK[0] + BATCH_SLACK[1]:
+        return (f"{label}: {slot}'s worker reported {reported:.4f} s of timed calls in a batch that took "
+                f"{ans.wall_s:.4f} s on the trusted clock: its numbers are not real")
+    return None
+
+
+def interference_problem(label: str, slot: str, ans, cal: dict[str, float]) -> str | None:
+    """Foreign GPU work around a non-candidate batch (every try of a probe looked busy)."""
+    for when, tries in (("before", ans.body.pre), ("after", ans.body.post)):
+        if tries and all(idle_busy(t, cal) for t in tries):
+            host = statistics.median(h for h, _ in tries[-1])
+            return (f"{label}: foreign GPU work was running {when} {slot}'s timed batch (idle probe "
+                    f"{host:.3f} ms against {cal['host_p90']:.3f} ms calibrated): another process — the candidate, "
+                    f"since every other worker was stopped — left work on the GPU")
+    return None
+
+
+def calibration(probes: list[tuple[float, float]]) -> dict[str, float]:
+    return idle_stats(probes)
+
+
+def saving_check(label: str, accs: dict[str, Acc], candidate: str, device: str) -> tuple[float, str | None]:
+    """(ms per call to add to the candidate's samples, reason to reject or None).
+
+    The candidate's claimed saving must be one the trusted clock saw: time its batches
+    took beyond what it reports, in excess of the other implementations' (plus a slack),
+    is added back to its samples — an honest candidate whose own Python work spills
+    outside its calls (garbage collection after a per-row loop: ~5% of a 250 ms call,
+    measured) is judged by what the trusted clock saw, and a liar gains nothing. An excess
+    larger than half of what it claims per call is not spill: its numbers are not real."""
+    cand = accs.get(candidate)
+    others = {s: a for s, a in accs.items() if s != candidate and a.calls}
+    if cand is None or not cand.calls or not others:
+        return 0.0, None
+    own = [a.unaccounted_ms_per_call() for a in others.values()]
+    per_call = statistics.median(a.reported_ms() / len(a.calls) for a in others.values())
+    calls_per_batch = max(1.0, len(cand.calls) / max(len(cand.batches), 1))
+    floor = SAVING_FLOOR_MS[device] + SAVING_BATCH_MS[device] / calls_per_batch
+    ref = statistics.median(own)
+    slack = max(floor, 2 * (max(own) - min(own))) + SAVING_REL * per_call
+    got = cand.unaccounted_ms_per_call()
+    excess = got - ref
+    if excess <= slack:
+        return 0.0, None
+    claimed = cand.reported_ms() / len(cand.calls)
+    if excess > REJECT_REL * claimed + slack:
+        return 0.0, (f"{label}: the trusted clock saw {got:.4f} ms per call of the candidate's batches that its own "
+                     f"numbers do not account for, against {ref:.4f} ms for the other implementations (slack "
+                     f"{slack:.4f} ms) and {claimed:.4f} ms it claims per call: it claims a saving the trusted clock "
+                     f"did not see, so its numbers are not real")
+    return excess, None
+
+
+def read_output(path: os.PathLike, nbytes: int) -> bytes:
+    """A worker's output file: opened by name without following links, a regular file of
+    exactly `nbytes` bytes, read whole and removed. Raises ValueError/OSError otherwise."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise ValueError("the output is not a regular file")
+        if st.st_size != nbytes:
+            raise ValueError(f"the output file has {st.st_size} bytes, expected {nbytes}")
+        chunks, left = [], nbytes
+        while left > 0:
+            got = os.read(fd, min(left, 64 << 20))
+            if not got:
+                raise ValueError("the output file ended early")
+            chunks.append(got)
+            left -= len(got)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+
+
+def proof_problem(label: str, slot: str, data: bytes, elem: int, samples: list[tuple[list[int], str]]) -> str | None:
+    """Each batch's kept bytes must equal the checked output's bytes at the same elements
+    (accepted kernels are deterministic: identical inputs, identical bytes)."""
+    for k, (idx, got) in enumerate(samples):
+        want = b"".join(data[i * elem:(i + 1) * elem] for i in idx).hex()
+        if got != want:
+            return (f"{label}: the output of {slot}'s timed batch {k + 1} differs from its timed output that was "
+                    f"checked against the reference: it behaves differently while timed")
+    return None

@@ -1,0 +1,207 @@
+"""A timing worker: one implementation, answering the trusted side's commands.
+
+The job (JSON on stdin) names one implementation file and a command pipe (a FIFO in the
+worker's own folder). Each command is one JSON line with a sequence number; each answer
+is one keyed line on the result channel echoing it. Until `load`, no implementation code
+has run in this process: non-candidate workers calibrate their idle probe first, while no
+candidate code exists anywhere. Between its turns the trusted side keeps this process
+stopped (SIGSTOP), so nothing here runs while another implementation is timed.
+
+Commands: calibrate, load, prepare, rough, probe, method, batch, end, output, profile,
+stop (trusted/workers.py drives them; trusted/interleave.py says when and why).
+Untrusted side: what it reports is checked there against the trusted clock and the
+reference.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+import traceback
+from pathlib import Path
+
+import torch
+
+from kernelloop.evaluate.protocol import idle_stats
+from kernelloop.evaluate.worker import calls as inworker
+from kernelloop.evaluate.worker import guard
+from kernelloop.evaluate.worker.gpu_timer import GpuDevice, GpuSlot, IdleProbe
+from kernelloop.evaluate.worker.timing import CpuSlot
+
+_loads = json.loads
+
+
+def _import_file(path: str, name: str):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _commands(path: str):
+    with open(path, encoding="utf-8") as f:  # noqa: PTH123 - a FIFO, read line by line
+        for line in f:
+            if line.strip():
+                yield _loads(line)
+
+
+def _tail(e: BaseException) -> str:
+    return "".join(traceback.format_exception(type(e), e, e.__traceback__))[-2000:]
+
+
+def _sample_hex(t: torch.Tensor | None, idx: list[int]) -> str:
+    """The bytes of the chosen elements of `t` (hex): the trusted side compares them with
+    the output it checked against the reference."""
+    if t is None or not idx:
+        return ""
+    flat = t.detach().reshape(-1)
+    sel = flat[torch.tensor(idx, dtype=torch.long, device=flat.device)].contiguous()
+    return sel.view(torch.uint8).cpu().numpy().tobytes().hex()
+
+
+class Server:
+    def __init__(self, job: dict, send, harness_modules: list, marker: str) -> None:
+        self.job, self.send, self.harness, self.marker = job, send, harness_modules, marker
+        self.cuda = job["device"] == "cuda"
+        self.dev: GpuDevice | None = None
+        self.probe: IdleProbe | None = None
+        self.fn = self.make_inputs = self.module = None
+        self.counter = inworker.LaunchCounter()
+        self.audit: inworker.TimedLaunchAudit | None = None
+        self.integrity: guard.Integrity | None = None
+        self.slot = None
+        self.spec: dict = {}
+
+    def _device(self) -> GpuDevice:
+        if self.dev is None:
+            self.dev = GpuDevice()
+        return self.dev
+
+    # ---- commands -----------------------------------------------------------------
+    def calibrate(self, cmd: dict) -> dict:
+        """Idle-probe calibration (GPU): taken before any candidate code has run."""
+        if not self.cuda:
+            return {"probes": []}
+        self._device().ramp(float(cmd.get("ramp_s", 0.0)))  # calibrated at working clocks, not idle ones
+        self.probe = IdleProbe()
+        probes = [self.probe.run(1)[0] for _ in range(int(cmd.get("n", 30)))]
+        self.probe.cal = idle_stats(probes)
+        return {"probes": probes}
+
+    def load(self, cmd: dict) -> dict:
+        job = self.job
+        self.integrity = guard.Integrity(self.harness)  # before the implementation's code runs
+        if job["device"] == "cpu" and job.get("cpu_threads"):
+            torch.set_num_threads(int(job["cpu_threads"]))
+        if self.cuda:
+            self._device()
+        self.make_inputs = getattr(_import_file(job["inputs_file"], "kernelloop_task_inputs"), job["inputs_func"])
+        self.module = _import_file(job["impl"], f"kernelloop_impl_{job['name']}")
+        fn = getattr(self.module, job["entry"])
+        self.counter.attach(self.module, job["name"])
+        if job.get("audit") and self.counter.attached(job["name"]):
+            fn = self.audit = inworker.TimedLaunchAudit(fn, self.counter, job["name"])
+        self.fn = fn
+        return {"kernels": self.counter.kernels[job["name"]], "tampered": self.integrity.changed()[:10]}
+
+    def prepare(self, cmd: dict) -> dict:
+        dtype = getattr(torch, cmd["dtype"])
+        dev = self.job["device"]
+        dims = cmd["dims"]
+        self.spec = {**cmd.get("settings", {}), "input_seed": int(cmd["input_seed"])}
+
+        def make(seed: int) -> dict:
+            g = torch.Generator(device=dev).manual_seed(seed)
+            return self.make_inputs(dims, dtype, dev, g, "random")
+
+        inputs = make(int(cmd["input_seed"]))
+        kwargs = {**self.job["params"], **cmd.get("params", {})}
+        if self.cuda:
+            self._device().ramp(float(cmd.get("ramp_s", 0.0)))
+            self.slot = GpuSlot(self._device(), self.fn, inputs, make, kwargs, self.spec)
+        else:
+            self.slot = CpuSlot(self.fn, inputs, kwargs, self.spec)
+        return self.slot.prepare()
+
+    def rough(self, cmd: dict) -> dict:
+        if self.cuda:
+            self.dev.measure_spin()  # alone on a warm GPU (the warm-ups just ran)
+        return {"ms": self.slot.rough()}
+
+    def escape(self, cmd: dict) -> dict:
+        return self.slot.escape_probe(float(cmd["rough_ms"]))
+
+    def method(self, cmd: dict) -> dict:
+        if not self.cuda:
+            return {"ok": True, "error": ""}
+        return self.slot.set_method(cmd["kind"], int(cmd.get("sets", 1)), int(cmd.get("n_calls", 1)))
+
+    def batch(self, cmd: dict) -> dict:
+        n = int(cmd["n"])
+        before = self.audit.without_launch if self.audit else 0
+        pre = self.probe.check() if (self.probe is not None and cmd.get("probe")) else []
+        if self.cuda:
+            self.dev.ramp(float(cmd.get("ramp_ms", 0.0)) / 1e3)
+            got = self.slot.batch(n, int(cmd.get("cal_every", 1)))
+        else:
+            got = self.slot.batch(n)
+        sample = _sample_hex(self.slot.last, [int(i) for i in cmd.get("sample", [])])
+        post = self.probe.check() if (self.probe is not None and cmd.get("probe")) else []
+        return {**got, "no_launch": (self.audit.without_launch - before) if self.audit else 0,
+                "sample_hex": sample, "pre": pre, "post": post, "tampered": self.integrity.changed()[:10]}
+
+    def end(self, cmd: dict) -> dict:
+        return {"cals": self.slot.top_up() if self.cuda else []}
+
+    def output(self, cmd: dict) -> dict:
+        name = Path(str(cmd["file"])).name  # a bare name in this worker's own out_dir
+        out = self.slot.last
+        path = Path(self.job["out_dir"]) / name
+        inworker.write_raw(out, path)
+        return {"file": name, "nbytes": out.numel() * out.element_size()}
+
+    def profile(self, cmd: dict) -> dict:
+        return {"ms": self.slot.profile() if self.cuda else None}
+
+    def stop(self, cmd: dict) -> dict:
+        job = self.job
+        strays = guard.stray_processes(bool(job.get("private_pid_namespace")), self.marker)
+        return {"tampered": self.integrity.changed()[:10] if self.integrity else [],
+                "strays": strays[:10], "stray_count": len(strays),
+                "audit_calls": self.audit.calls if self.audit else 0,
+                "without_launch": self.audit.without_launch if self.audit else 0}
+
+
+HANDLERS = {
+    "calibrate": ("calibrated", Server.calibrate), "load": ("loaded", Server.load),
+    "prepare": ("prepared", Server.prepare), "rough": ("rough", Server.rough), "probe": ("probed", Server.escape),
+    "method": ("method", Server.method), "batch": ("batch", Server.batch), "end": ("ended", Server.end),
+    "output": ("output", Server.output), "profile": ("profiled", Server.profile), "stop": ("stopped", Server.stop),
+}
+
+
+def serve(job: dict, send, harness_modules: list, marker: str) -> int:
+    server = Server(job, send, harness_modules, marker)
+    # Only the reference worker describes the machine (the record's device, versions); the
+    # others skip it (it imports triton: ~0.6 s of each worker's start on a loaded runner).
+    send("hello", seq=0, env=inworker.environment(job["device"]) if job.get("describe") else {})
+    for cmd in _commands(job["commands"]):
+        seq, kind = cmd.get("seq"), cmd.get("cmd")
+        if kind not in HANDLERS:
+            send("error", seq=seq, error=f"unknown command {kind!r}", fatal=True)
+            return 0
+        reply, handler = HANDLERS[kind]
+        try:
+            got = handler(server, cmd)
+        except BaseException as e:  # noqa: BLE001 - reported; the trusted side decides
+            if kind == "load":
+                send("import_error", seq=seq, error=_tail(e))
+            else:
+                send("error", seq=seq, error=_tail(e), fatal=inworker.sticky_cuda_error(e))
+            continue
+        send(reply, seq=seq, **got)
+        if kind == "stop":
+            return 0
+    return 0

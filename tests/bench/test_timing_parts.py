@@ -1,0 +1,219 @@
+"""The trusted side's timing parts on their own: how raw intervals become samples, what a
+worker may answer, the per-batch and per-shape cross-checks, reading an output file, and
+stopping a real process tree."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from types import SimpleNamespace
+
+import pytest
+
+from kernelloop.evaluate import protocol
+from kernelloop.evaluate.trusted import timing_checks as checks
+from kernelloop.evaluate.trusted import wire
+from kernelloop.evaluate.trusted.bench_record import ImplTiming, paired_log_ratio
+from kernelloop.evaluate.trusted.freeze import Freezer, tree
+
+KEY = "k" * 32
+
+
+# ---- raw intervals -> samples (protocol.py, shared with the worker) -----------------
+def test_samples_keep_stream_time_unless_work_escaped():
+    cals = [(1.0, 1.02)] * 5  # the host's sync latency after a 1 ms wait: 20 µs
+    honest = [(1.0, 1.021), (1.1, 1.122)]
+    samples, hidden, total = protocol.gpu_samples(honest, cals, 1, device_wide=False)
+    assert samples == [1.0, 1.1] and hidden == 0 and total == pytest.approx(2.1)
+    hiding = [(0.01, 1.02)]  # tiny on its stream, the device busy for 1 ms
+    samples, hidden, _ = protocol.gpu_samples(hiding, cals, 1, device_wide=False)
+    assert hidden == 1 and samples[0] == pytest.approx(1.0)
+    samples, _, _ = protocol.gpu_samples([(0.5, 0.6)], cals, 10, device_wide=True)
+    assert samples == [pytest.approx(0.058)]  # (0.6 - 0.02) / 10 calls per replay
+
+
+def test_escape_probe_needs_most_calls_to_show_hidden_work():
+    cals = [(0.01, 0.03)] * 5
+    three = [(0.01, 0.5)] * 3 + [(0.01, 0.03)] * 2
+    two = [(0.01, 0.5)] * 2 + [(0.01, 0.03)] * 3
+    assert protocol.escapes(three, cals) and not protocol.escapes(two, cals)
+
+
+def test_graph_plan_ends_on_the_benchmark_inputs():
+    for input_bytes in (1, 3 << 20, 50 << 20, 10 << 30):
+        sets, calls = protocol.graph_plan(input_bytes, 60 << 20)
+        assert 1 <= sets <= 256 and calls >= protocol.GRAPH_MIN_CALLS and calls % sets == 0
+
+
+def test_idle_probe_flags_a_busy_gpu_not_host_jitter():
+    cal = protocol.idle_stats([(0.04, 0.015)] * 27 + [(0.06, 0.016)] * 3)
+    assert not protocol.idle_busy([(0.05, 0.015), (0.2, 0.015), (0.045, 0.016)], cal)  # one slow wake-up
+    assert protocol.idle_busy([(2.1, 0.015), (1.8, 0.016), (2.5, 0.015)], cal)  # time-sliced with another context
+    assert protocol.idle_busy([(0.05, 0.09), (0.05, 0.08), (0.05, 0.1)], cal)  # bandwidth shared (MPS)
+
+
+# ---- what a worker may answer ---------------------------------------------------------
+def _line(**msg) -> bytes:
+    return json.dumps({"key": KEY, **msg}).encode()
+
+
+def test_wire_accepts_a_valid_batch_and_refuses_forged_stale_or_malformed_lines():
+    kind, body = wire.parse(_line(type="batch", seq=4, calls=[[1.0, 1.1]], cals=[[1.0, 1.02]]), KEY, 4, "batch")
+    assert kind == "batch" and body.calls == [[1.0, 1.1]]
+    cases = {
+        "forged": json.dumps({"key": "x" * 32, "type": "batch", "seq": 4, "calls": [[1.0]]}).encode(),
+        "numbered": _line(type="batch", seq=3, calls=[[1.0]]),
+        "was due": _line(type="prepared", seq=4, rough_ms=1.0),
+        "malformed": _line(type="batch", seq=4, calls=[[-1.0]]),
+        "unparseable": b"{not json",
+    }
+    for phrase, raw in cases.items():
+        with pytest.raises(wire.WireError, match=phrase):
+            wire.parse(raw, KEY, 4, "batch")
+    with pytest.raises(wire.WireError, match="malformed"):
+        wire.parse(b'{"key": "' + KEY.encode() + b'", "type": "batch", "seq": 4, "calls": [[NaN]]}', KEY, 4, "batch")
+    kind, body = wire.parse(_line(type="error", seq=4, error="boom"), KEY, 4, "batch")
+    assert kind == "error" and body.error == "boom"
+
+
+# ---- cross-checks ---------------------------------------------------------------------
+def _answer(calls, wall_s, cals=(), pre=(), post=()):
+    body = SimpleNamespace(calls=[list(c) for c in calls], cals=list(cals), pre=list(pre), post=list(post),
+                           mismatched=0, checked=len(calls), no_launch=0, sample_hex="")
+    return SimpleNamespace(body=body, wall_s=wall_s, sent=0.0, received=wall_s)
+
+
+def test_a_batch_cannot_claim_more_time_than_elapsed():
+    assert checks.batch_clock_problem("s", "best", _answer([[2.0]] * 10, 0.025)) is None
+    bad = checks.batch_clock_problem("s", "best", _answer([[50.0]] * 10, 0.025))
+    assert bad and "not real" in bad
+
+
+def _acc(per_call_ms: float, reported_ms: float, overhead_ms: float, batches: int = 8, n: int = 10) -> checks.Acc:
+    acc = checks.Acc()
+    for _ in range(batches):
+        acc.add(_answer([[reported_ms]] * n, n * (per_call_ms + overhead_ms) / 1e3), [])
+    return acc
+
+
+def test_a_claimed_saving_must_be_one_the_trusted_clock_saw():
+    honest = {"candidate": _acc(0.5, 0.5, 0.1), "best": _acc(1.0, 1.0, 0.1), "baseline": _acc(3.0, 3.0, 0.12)}
+    assert checks.saving_check("s", honest, "candidate", "cpu") == (0.0, None)
+    lying = dict(honest, candidate=_acc(1.0, 0.01, 0.1))  # as slow as the best, reports 1/100
+    added, bad = checks.saving_check("s", lying, "candidate", "cpu")
+    assert bad and "did not see" in bad
+
+
+def test_time_spilling_outside_the_calls_is_added_back_not_rejected():
+    # 250 ms calls that leave 12 ms of their own work (garbage collection) outside the
+    # measured interval: judged by the trusted clock's view, not accused of lying.
+    accs = {"candidate": _acc(262.0, 250.0, 0.5, n=1), "best": _acc(7.0, 7.0, 0.5, n=1),
+            "best#aa": _acc(7.0, 7.0, 0.55, n=1)}
+    added, bad = checks.saving_check("s", accs, "candidate", "cpu")
+    assert bad is None and added == pytest.approx(12.0, abs=0.1)
+
+
+def test_the_saving_check_reads_the_low_quartile_so_load_spikes_do_not_accuse():
+    cand = _acc(0.5, 0.5, 0.1)
+    for _ in range(2):  # two batches delayed 40 ms by the machine's other load
+        cand.add(_answer([[0.5]] * 10, (10 * 0.6 + 40) / 1e3), [])
+    accs = {"candidate": cand, "best": _acc(1.0, 1.0, 0.1), "best#aa": _acc(1.0, 1.0, 0.1)}
+    assert checks.saving_check("s", accs, "candidate", "cpu") == (0.0, None)
+
+
+def test_noise_counts_rounds_not_calls():
+    # Ten rounds of ten calls; each round's calls share a state that moves the ratio by ±20%.
+    num, den = [], []
+    for r in range(10):
+        shift = 1.2 if r % 2 else 0.8
+        num += [shift * (1 + 0.001 * k) for k in range(10)]
+        den += [1.0] * 10
+    per_call = paired_log_ratio(_timing(num, 1), _timing(den, 1))
+    per_round = paired_log_ratio(_timing(num, 10), _timing(den, 10))
+    assert per_round[1] > 2 * per_call[1]  # the clustered noise is not hidden by the call count
+    assert paired_log_ratio(_timing(num[:40], 10), _timing(den[:40], 10)) is None  # four rounds say nothing
+
+
+def _timing(samples: list[float], round_size: int) -> ImplTiming:
+    return ImplTiming(impl="x", median_ms=1.0, p20_ms=1.0, p80_ms=1.0, n=len(samples), method="-",
+                      samples_ms=samples, round_size=round_size)
+
+
+def test_output_files_are_read_by_name_never_through_a_link(tmp_path):
+    real = tmp_path / "real.bin"
+    real.write_bytes(b"\x01" * 16)
+    assert checks.read_output(real, 16) == b"\x01" * 16 and not real.exists()
+    target = tmp_path / "secret.bin"
+    target.write_bytes(b"\x02" * 16)
+    (tmp_path / "link.bin").symlink_to(target)
+    with pytest.raises(OSError):
+        checks.read_output(tmp_path / "link.bin", 16)
+    assert target.read_bytes() == b"\x02" * 16
+    (tmp_path / "short.bin").write_bytes(b"\x00" * 8)
+    with pytest.raises(ValueError, match="expected 16"):
+        checks.read_output(tmp_path / "short.bin", 16)
+    os.mkfifo(tmp_path / "fifo.bin")
+    with pytest.raises(ValueError, match="not a regular file"):
+        checks.read_output(tmp_path / "fifo.bin", 16)
+
+
+def test_every_batch_must_end_on_the_checked_output():
+    data = bytes(range(40))  # ten 4-byte elements
+    good = [([0, 9], (data[0:4] + data[36:40]).hex()), ([3], data[12:16].hex())]
+    assert checks.proof_problem("s", "candidate", data, 4, good) is None
+    bad = checks.proof_problem("s", "candidate", data, 4, [*good, ([3], "00000000")])
+    assert bad and "batch 3" in bad
+
+
+# ---- stopping a real process tree ---------------------------------------------------------
+SPAWNER = """
+import os, subprocess, sys, time
+subprocess.Popen([sys.executable, "-c", "while True: pass"], start_new_session=True)
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        while True: pass
+    os._exit(0)
+while True: time.sleep(0.01)
+"""
+
+
+def _state(pid: int) -> str:
+    try:
+        return open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return "gone"
+
+
+STOPPED = ("T", "t", "Z", "X", "gone")  # stopped, or a zombie / already reaped
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a private pid namespace needs root here (as in CI)")
+def test_the_freezer_stops_and_resumes_a_whole_tree_including_new_sessions():
+    # As in the sandbox: a private pid namespace, where even a double-forked daemon in a
+    # new session is re-parented to the namespace's first process, inside the tree.
+    root = subprocess.Popen(["unshare", "--pid", "--fork", "--kill-child", "--mount", "--mount-proc",
+                             sys.executable, "-c", SPAWNER])
+    fz = Freezer(root.pid)
+    try:
+        deadline = time.monotonic() + 20
+        busy = []
+        while len(busy) < 2 and time.monotonic() < deadline:  # the setsid child and the daemon, spinning
+            time.sleep(0.05)
+            busy = [p for p in tree(root.pid) if _state(p) == "R"]
+        assert len(busy) >= 2, [(p, _state(p)) for p in tree(root.pid)]
+        members = tree(root.pid)
+        assert fz.stop()
+        assert all(_state(p) in STOPPED for p in members), [(p, _state(p)) for p in members]
+        cpu = {p: open(f"/proc/{p}/stat").read().rsplit(")", 1)[1].split()[11] for p in busy}
+        time.sleep(0.3)
+        assert {p: open(f"/proc/{p}/stat").read().rsplit(")", 1)[1].split()[11] for p in busy} == cpu  # no CPU time
+        fz.cont()
+        time.sleep(0.2)
+        assert all(_state(p) in ("R", "S") for p in busy)
+    finally:
+        fz.kill()
+        root.wait(timeout=10)
