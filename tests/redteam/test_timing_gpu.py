@@ -78,7 +78,11 @@ def test_gpu_c_a_worker_lying_about_its_events_is_caught_by_the_trusted_clock(fl
 def test_gpu_d_work_left_on_the_gpu_for_the_others_turns_is_seen_by_the_idle_probe(flagship, best, tmp_path, canary):
     cheat = write_candidate(tmp_path, "timing_gpu_leftover_work.py")
     rec = benchmark(flagship, cheat, best=best, profile=False, **GPU)
-    assert any("foreign GPU work was running" in p for p in rec.problems), rec.problems
+    # Two ways this ends, both a rejection: the others' idle probes see the queued work, or
+    # (seen on the H200, 2026-11-30) the queue never drains, so the candidate's own
+    # device-wide sync never returns and its worker is killed at its deadline.
+    assert any("foreign GPU work was running" in p or ("candidate's worker did not answer" in p and "killed" in p)
+               for p in rec.problems), rec.problems
     assert performance_gate(rec, flagship.spec.rules).category == "timing"
     _no_worker_left()
     assert canary.intact()
