@@ -227,3 +227,13 @@ def test_rules_text_follows_the_task():
         Rules(allow_fusion_change=True, max_edit_points=2), "forward"
     )
     assert "At most 2 edit points" in rules_text(Rules(max_edit_points=2), "forward")
+
+
+def test_an_unsandboxed_evaluation_is_held_for_approval_unless_allowed():
+    from kernelloop.policy import unsandboxed_hold
+
+    assert unsandboxed_hold(["bwrap", "bwrap"], allowed=False) == ""
+    held = unsandboxed_hold(["none", "bwrap"], allowed=False)
+    assert "--allow-unsandboxed" in held and "kernelloop approve" in held
+    assert unsandboxed_hold(["bwrap", "none"], allowed=False)  # an unsandboxed benchmark too
+    assert unsandboxed_hold(["none"], allowed=True) == ""

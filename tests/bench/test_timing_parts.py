@@ -52,7 +52,8 @@ def test_idle_probe_flags_a_busy_gpu_not_host_jitter():
     cal = protocol.idle_stats([(0.04, 0.015)] * 27 + [(0.06, 0.016)] * 3)
     assert not protocol.idle_busy([(0.05, 0.015), (0.2, 0.015), (0.045, 0.016)], cal)  # one slow wake-up
     assert protocol.idle_busy([(2.1, 0.015), (1.8, 0.016), (2.5, 0.015)], cal)  # time-sliced with another context
-    assert protocol.idle_busy([(0.05, 0.09), (0.05, 0.08), (0.05, 0.1)], cal)  # bandwidth shared (MPS)
+    assert protocol.idle_busy([(0.05, 0.3), (0.05, 0.25), (0.05, 0.4)], cal)  # bandwidth shared (MPS)
+    assert not protocol.idle_busy([(0.2, 0.1), (0.19, 0.09), (0.2, 0.1)], cal)  # an honest H200 probe that 1.5x flagged
 
 
 # ---- what a worker may answer ---------------------------------------------------------

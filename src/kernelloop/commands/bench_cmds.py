@@ -28,7 +28,7 @@ def bench_cmd(
     device: Annotated[str, typer.Option(help="auto | cuda | cpu")] = "auto",
     shapes: Annotated[str | None, typer.Option(help="cpu | gpu | all | comma-separated labels (default: the device's shapes)")] = None,
     dtype: Annotated[str | None, typer.Option(help="dtype to time (default: the task's first)")] = None,
-    sandbox: Annotated[str, typer.Option(help="auto | bwrap | unshare | none")] = "auto",
+    sandbox: Annotated[str, typer.Option(help="auto (= bwrap) | bwrap | none (no isolation: see docs/security.md)")] = "auto",
     json_out: Annotated[bool, typer.Option("--json", help="print the benchmark record as JSON")] = False,
     record: Annotated[Path | None, typer.Option(help="also write the benchmark record (JSON) to this file")] = None,
     no_aa: Annotated[bool, typer.Option("--no-aa", help="skip the A/A noise slot")] = False,

@@ -21,7 +21,10 @@ def mcp_cmd(
     shapes: Annotated[str | None, typer.Option(help="cpu | gpu | all | labels (default: the device's shapes)")] = None,
     dtypes: Annotated[str | None, typer.Option(help="comma-separated dtypes (default: all)")] = None,
     workspace: Annotated[Path | None, typer.Option(help="history/versions folder (default TASK/.kernelloop)")] = None,
-    sandbox: Annotated[str, typer.Option(help="auto | bwrap | unshare | none")] = "auto",
+    sandbox: Annotated[str, typer.Option(help="auto (= bwrap) | bwrap | none (no isolation: see docs/security.md)")] = "auto",
+    allow_unsandboxed: Annotated[
+        bool, typer.Option(help="let a best evaluated with --sandbox none be promoted without `kernelloop approve`")
+    ] = False,
 ) -> None:
     """Serve TASK over MCP on stdio: an external agent reads the task, history and profile and
     submits candidates through the same gate, history and versioning as `kernelloop run`."""
@@ -35,6 +38,6 @@ def mcp_cmd(
     from kernelloop.loop.session import ExternalSession
     from kernelloop.loop.state import Options
 
-    opts = Options(device=device, shapes=shapes, rounds=rounds, workspace=workspace, sandbox=sandbox,
+    opts = Options(device=device, shapes=shapes, rounds=rounds, workspace=workspace, sandbox=sandbox, allow_unsandboxed=allow_unsandboxed,
                    dtypes=[d.strip() for d in dtypes.split(",")] if dtypes else None)
     serve(ExternalSession(load_task(task), opts))

@@ -26,7 +26,7 @@ def profile_cmd(
     json_out: Annotated[bool, typer.Option("--json", help="print the summary and full metrics as JSON")] = False,
     raw: Annotated[bool, typer.Option("--raw", help="with --json: also every raw Nsight Compute row (~50 KB/kernel)")] = False,
     device: Annotated[str, typer.Option(help="auto | cuda | cpu")] = "auto",
-    sandbox: Annotated[str, typer.Option(help="auto | bwrap | unshare | none")] = "auto",
+    sandbox: Annotated[str, typer.Option(help="auto (= bwrap) | bwrap | none (no isolation: see docs/security.md)")] = "auto",
     timeout: Annotated[float, typer.Option(help="wall-clock limit per profiled file, seconds")] = 300.0,
 ) -> None:
     """Profile one call of a candidate (Nsight Compute on a GPU; compile facts without one) and print the summary.

@@ -29,7 +29,10 @@ def run_cmd(
     dtypes: Annotated[str | None, typer.Option(help="comma-separated dtypes (default: all)")] = None,
     resume: Annotated[bool, typer.Option("--resume", help="continue the last unfinished run of this task")] = False,
     workspace: Annotated[Path | None, typer.Option(help="history/versions folder (default TASK/.kernelloop)")] = None,
-    sandbox: Annotated[str, typer.Option(help="auto | bwrap | unshare | none")] = "auto",
+    sandbox: Annotated[str, typer.Option(help="auto (= bwrap) | bwrap | none (no isolation: see docs/security.md)")] = "auto",
+    allow_unsandboxed: Annotated[
+        bool, typer.Option(help="let a best evaluated with --sandbox none be promoted without `kernelloop approve`")
+    ] = False,
     summary_json: Annotated[Path | None, typer.Option(help="also write the run summary here")] = None,
 ) -> None:
     """Run the optimization loop: propose, check, evaluate, gate, record, repeat."""
@@ -39,7 +42,7 @@ def run_cmd(
 
     t = load_task(task)
     the_agent = make_agent(agent, task=t, screen_model=screen_model, final_model=final_model, base_url=base_url)
-    opts = Options(device=device, shapes=shapes, rounds=rounds, resume=resume, workspace=workspace, sandbox=sandbox,
+    opts = Options(device=device, shapes=shapes, rounds=rounds, resume=resume, workspace=workspace, sandbox=sandbox, allow_unsandboxed=allow_unsandboxed,
                    dtypes=[d.strip() for d in dtypes.split(",")] if dtypes else None)
     summary = run_loop(t, the_agent, opts, RunView(Console()))
     cost = getattr(the_agent, "cost_summary", None)

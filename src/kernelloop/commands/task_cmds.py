@@ -46,7 +46,7 @@ def evaluate_cmd(
     device: Annotated[str, typer.Option(help="auto | cuda | cpu")] = "auto",
     shapes: Annotated[str | None, typer.Option(help="cpu | gpu | all | comma-separated labels like 4096x8000 (default: the device's shapes)")] = None,
     dtypes: Annotated[str | None, typer.Option(help="comma-separated dtypes (default: all of the task's)")] = None,
-    sandbox: Annotated[str, typer.Option(help="auto | bwrap | unshare | none")] = "auto",
+    sandbox: Annotated[str, typer.Option(help="auto (= bwrap) | bwrap | none (no isolation: see docs/security.md)")] = "auto",
     timeout: Annotated[float | None, typer.Option(help="wall-clock limit for the worker, seconds")] = None,
     no_timing: Annotated[bool, typer.Option("--no-timing", help="correctness only")] = False,
 ) -> None:

@@ -55,7 +55,7 @@ ESCAPE_MIN_HIDDEN = 3  # … of which this many showing hidden work make the sha
 # batches) against that worker's own calibration: busy when the median host latency or
 # the median event time exceeds factor × calibrated p90 + absolute margin.
 IDLE_HOST = (2.0, 0.3)
-IDLE_EVENT = (1.5, 0.02)
+IDLE_EVENT = (3.0, 0.1)  # 1.5x + 0.02 ms flagged an honest run on the H200 (2026-11-30): 1 of 2
 IDLE_TRIES = 3  # a probe that looks busy is repeated; busy only if every try is
 
 

@@ -24,6 +24,7 @@ from kernelloop.policy import (
     new_arch_guard,
     refusals,
     stall_check,
+    unsandboxed_hold,
 )
 
 # Appended to the stop reason of a run whose timings never count.
@@ -188,12 +189,16 @@ def one_proposal(
         return Outcome(pid)
     rules = run.task.spec.rules
     pending = new_arch_guard(run.store.arch_experience(run.arch).get("approvals", 0), rules)
+    sandboxes = [ev.record.environment.sandbox] + ([ev.bench.sandbox] if ev.bench else [])
+    held = unsandboxed_hold(sandboxes, run.allow_unsandboxed)
     run.store.set_best(
         run.id,
         pid,
-        pending_approval=pending,
-        reason="new architecture: needs `kernelloop approve`" if pending else "new best",
+        pending_approval=pending or bool(held),
+        reason=(f"unsandboxed: {held}" if held else
+                "new architecture: needs `kernelloop approve`" if pending else "new best"),
     )
+    pending = pending or bool(held)
     if not pending:
         run.versions.set_best(variant.commit)
     new = Best(

@@ -125,6 +125,7 @@ class ExternalSession:
                 self.opts.shapes,
             )
             run.dtypes = self.opts.dtypes
+            run.allow_unsandboxed = self.opts.allow_unsandboxed
             run.id, run.arch, run.gains = self.run_id or 0, self.arch, self.gains
             try:
                 yield run

@@ -25,6 +25,7 @@ class Options:
     resume: bool = False
     workspace: Path | None = None
     sandbox: str = "auto"
+    allow_unsandboxed: bool = False  # promote a best whose evaluation ran with --sandbox none
 
 
 @dataclass
@@ -92,6 +93,7 @@ class Run:
     sandbox: str = "auto"
     shapes: str | None = None
     dtypes: list[str] | None = None
+    allow_unsandboxed: bool = False
     id: int = 0
     arch: str = ""
     gains: list[float] = field(default_factory=list)

@@ -15,6 +15,7 @@ from kernelloop.policy.run_rules import (
     pending_approval_reason,
     rules_text,
     stall_check,
+    unsandboxed_hold,
 )
 from kernelloop.policy.static import LaunchCount, Signature, count_launches, signature_of
 
@@ -33,6 +34,7 @@ __all__ = [
     "count_launches",
     "edit_points",
     "new_arch_guard",
+    "unsandboxed_hold",
     "pending_approval_reason",
     "refusals",
     "rules_text",

@@ -104,3 +104,13 @@ def rules_text(rules: Rules, entry: str) -> str:
         f"- The run stops after {rules.stall_rounds} rounds in a row each under {rules.stall_gain:.1%} gain, or at {rules.bound_fraction:.0%} of the roofline floor.",
     ]
     return "\n".join(lines)
+
+
+def unsandboxed_hold(sandboxes: list[str], allowed: bool) -> str:
+    """Why a would-be best is held for a person's approval because it ran without a sandbox
+    ("" when it ran sandboxed, or the user passed --allow-unsandboxed): a plain process
+    could have changed the task, the history or the timings it is judged by."""
+    if allowed or "none" not in sandboxes:
+        return ""
+    return ("it was evaluated without a sandbox (--sandbox none); the best is pending approval "
+            "until a person runs `kernelloop approve`, or the run is started with --allow-unsandboxed")
