@@ -100,8 +100,12 @@ def test_inflated_clock_is_caught_by_the_trusted_clock(task):
     # Behind the screen (which refuses the patch, below), the trusted clock still catches it.
     rec = benchmark(task, CHEATS / "inflate_clock.py", device="cpu", shapes="256x1024", max_s_per_shape=0.3,
                     screen=False)
-    assert any("not real" in p for p in rec.problems), rec.problems
-    assert performance_gate(rec, task.spec.rules).category == "timing"
+    # Whichever defence fires first stops the rounds: the trusted clock ("not real") or the
+    # in-process tamper tripwire (CI saw either). A timer swapped where the tripwire cannot
+    # see it is caught by the trusted clock alone in tests/redteam/test_timing.py (c).
+    assert any("not real" in p or "replaced harness functions" in p for p in rec.problems), rec.problems
+    gate = performance_gate(rec, task.spec.rules)
+    assert not gate.accepted and gate.category in ("timing", "tamper"), gate
 
 
 def test_a_candidate_that_changes_while_timed_is_caught(task):
