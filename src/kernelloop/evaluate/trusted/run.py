@@ -253,9 +253,6 @@ def _process_verdict(verdict: _Verdict, state: dict, result, plan: Plan, timeout
     """What the worker's facts, its process and its messages' completeness add."""
     for cat, why in channel.worker_facts(state):
         verdict.reject(cat, why)
-    for t in state["timings"]:
-        if t.get("impl") == "candidate" and (bad := channel.timed_output_problem(t)):
-            verdict.reject("timing", f"{t.get('shape')}: {bad}")
     if result.stray_killed and state["done"] and not result.timed_out:
         # After a clean finish nothing may be left; after a kill, the dying worker itself counts.
         verdict.reject("tamper", f"killed {result.stray_killed} process(es) the worker left running")
@@ -301,10 +298,6 @@ def _consume(proc: SandboxProcess, plan: Plan, judge: Judge, outputs: OutputDir,
                 channel.violation(state, f"{call.id}: {e}")
             if len(state["seen"]) % 10 == 0:
                 say(f"checked {len(state['seen'])}/{len(calls)} calls")
-        elif kind == "timing":
-            state["timings"].append(msg)
-        elif kind == "timing_error":
-            state["warnings"].append(f"timing failed: {last_line(msg['error'])}")
         elif kind == "compile":
             state["kernels"] = msg["kernels"]
         elif kind == "import_error":
