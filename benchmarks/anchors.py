@@ -72,30 +72,60 @@ def main() -> None:
         compiled(**inp)  # compile (or recompile) outside every measurement
         torch.cuda.synchronize()
         compile_s = time.monotonic() - t0
-        db = {n: triton.testing.do_bench(lambda f=f, i=inp: f(**i), warmup=25, rep=100, return_mode="median")
-              for n, f in fns.items()}
-        job = {"device": "cuda", "params": {}, "timing": {
-            "shapes": [{"dims": dims, "label": label}], "dtype": "bfloat16", "impls": list(fns), "params": {},
-            "input_seed": 7, "reps": 100, "min_reps": 20, "max_s_per_shape": 1.5, "graphs": False}}
+        db = {
+            n: triton.testing.do_bench(
+                lambda f=f, i=inp: f(**i), warmup=25, rep=100, return_mode="median"
+            )
+            for n, f in fns.items()
+        }
+        job = {
+            "device": "cuda",
+            "params": {},
+            "timing": {
+                "shapes": [{"dims": dims, "label": label}],
+                "dtype": "bfloat16",
+                "impls": list(fns),
+                "params": {},
+                "input_seed": 7,
+                "reps": 100,
+                "min_reps": 20,
+                "max_s_per_shape": 1.5,
+                "graphs": False,
+            },
+        }
         ours = {m["impl"]: m["median_ms"] for m in time_impls(job, fns, make_inputs)}
         for n in fns:
             ref = GPU_MD.get(label, {}).get(n)
-            rows.append({
-                "shape": label, "impl": n, "do_bench_ms": round(db[n], 5), "kernelloop_ms": round(ours[n], 5),
-                "gpu_md_ms": ref, "ratio_do_bench": round(db[n] / ref, 4) if ref else None,
-                "within_5pct": bool(ref and abs(db[n] / ref - 1) <= TOLERANCE),
-                "compile_s": round(compile_s, 2) if n == "compile" else None,
-            })
+            rows.append(
+                {
+                    "shape": label,
+                    "impl": n,
+                    "do_bench_ms": round(db[n], 5),
+                    "kernelloop_ms": round(ours[n], 5),
+                    "gpu_md_ms": ref,
+                    "ratio_do_bench": round(db[n] / ref, 4) if ref else None,
+                    "within_5pct": bool(ref and abs(db[n] / ref - 1) <= TOLERANCE),
+                    "compile_s": round(compile_s, 2) if n == "compile" else None,
+                }
+            )
     props = torch.cuda.get_device_properties(0)
-    out = {"device": props.name, "torch": torch.__version__, "triton": triton.__version__,
-           "tolerance": TOLERANCE, "wall_s": round(time.monotonic() - t_all, 1), "rows": rows,
-           "all_within": all(x["within_5pct"] for x in rows if x["gpu_md_ms"])}
+    out = {
+        "device": props.name,
+        "torch": torch.__version__,
+        "triton": triton.__version__,
+        "tolerance": TOLERANCE,
+        "wall_s": round(time.monotonic() - t_all, 1),
+        "rows": rows,
+        "all_within": all(x["within_5pct"] for x in rows if x["gpu_md_ms"]),
+    }
     with open(args.out, "w") as f:
         json.dump(out, f, indent=2)
     print(f"{'shape':<12}{'impl':<9}{'do_bench':>10}{'ours':>10}{'GPU.md':>9}{'ratio':>8}")
     for x in rows:
-        print(f"{x['shape']:<12}{x['impl']:<9}{x['do_bench_ms']:>10.4f}{x['kernelloop_ms']:>10.4f}"
-              f"{x['gpu_md_ms'] or 0:>9.3f}{x['ratio_do_bench'] or 0:>8.3f}")
+        print(
+            f"{x['shape']:<12}{x['impl']:<9}{x['do_bench_ms']:>10.4f}{x['kernelloop_ms']:>10.4f}"
+            f"{x['gpu_md_ms'] or 0:>9.3f}{x['ratio_do_bench'] or 0:>8.3f}"
+        )
 
 
 if __name__ == "__main__":

@@ -51,16 +51,36 @@ def _load(path: Path, name: str):
 
 def _summary(rec: BenchmarkRecord, gate) -> dict:
     return {
-        "wall_s": rec.wall_s, "timing_phase_s": rec.timing_phase_s, "problems": rec.problems,
-        "warnings": rec.warnings, "method": rec.method, "accepted": gate.accepted, "objective": gate.objective,
-        "required_gain": gate.required_gain, "reasons": gate.reasons, "gate_warnings": gate.warnings,
+        "wall_s": rec.wall_s,
+        "timing_phase_s": rec.timing_phase_s,
+        "problems": rec.problems,
+        "warnings": rec.warnings,
+        "method": rec.method,
+        "accepted": gate.accepted,
+        "objective": gate.objective,
+        "required_gain": gate.required_gain,
+        "reasons": gate.reasons,
+        "gate_warnings": gate.warnings,
         "gpu_state": [g.model_dump() for g in rec.gpu_state],
-        "shapes": [{"shape": s.shape, "noise_rel": s.noise_rel, "aa_rel_diff": s.aa_rel_diff,
-                    "observed_s": s.observed_s, "reported_s": s.reported_s,
-                    **{f"{n}_ms": it.median_ms for n, it in s.impls.items()},
-                    **{f"{n}_profiler_ms": it.profiler_ms for n, it in s.impls.items() if it.profiler_ms},
-                    "candidate_pct_of_floor": s.impls["candidate"].pct_of_floor if "candidate" in s.impls else None}
-                   for s in rec.shapes],
+        "shapes": [
+            {
+                "shape": s.shape,
+                "noise_rel": s.noise_rel,
+                "aa_rel_diff": s.aa_rel_diff,
+                "observed_s": s.observed_s,
+                "reported_s": s.reported_s,
+                **{f"{n}_ms": it.median_ms for n, it in s.impls.items()},
+                **{
+                    f"{n}_profiler_ms": it.profiler_ms
+                    for n, it in s.impls.items()
+                    if it.profiler_ms
+                },
+                "candidate_pct_of_floor": s.impls["candidate"].pct_of_floor
+                if "candidate" in s.impls
+                else None,
+            }
+            for s in rec.shapes
+        ],
     }
 
 
@@ -91,55 +111,115 @@ def main() -> None:
     spec_i = importlib.util.spec_from_file_location("kl_inputs", TASK / "inputs.py")
     inp_mod = importlib.util.module_from_spec(spec_i)
     spec_i.loader.exec_module(inp_mod)
-    fused, fused2, base = _load(FUSED, "kl_fused"), _load(copy, "kl_fused_copy"), _load(task.baseline_path, "kl_base")
+    fused, fused2, base = (
+        _load(FUSED, "kl_fused"),
+        _load(copy, "kl_fused_copy"),
+        _load(task.baseline_path, "kl_base"),
+    )
     params = {"p": 0.1, "eps": 1e-5}
     big = task.find_shape("16384x8192")
     meds, ratios = [], []
     for i in range(10):
         spec = timing_spec([big], "bfloat16", ["candidate", "best", "baseline"], "cuda", "best", [])
         spec["order_seed"] = i
-        got = {m["impl"]: m for m in time_impls({"device": "cuda", "params": params, "timing": spec},
-                                                {"candidate": fused, "best": fused2, "baseline": base},
-                                                inp_mod.make_inputs)}
+        got = {
+            m["impl"]: m
+            for m in time_impls(
+                {"device": "cuda", "params": params, "timing": spec},
+                {"candidate": fused, "best": fused2, "baseline": base},
+                inp_mod.make_inputs,
+            )
+        }
         meds.append(got["candidate"]["median_ms"])
         ratios.append(got["candidate"]["median_ms"] / got["best"]["median_ms"])
-        out.setdefault("spread_blocks", []).append({k: {"median_ms": v["median_ms"], "n": v["n"], "hidden": v["hidden_calls"]}
-                                                    for k, v in got.items()})
-    out["spread_16384x8192"] = {"medians_ms": meds, "spread": (max(meds) - min(meds)) / statistics.median(meds),
-                                "ratio_to_copy": ratios, "ratio_spread": max(ratios) - min(ratios), "target": 0.01}
+        out.setdefault("spread_blocks", []).append(
+            {
+                k: {"median_ms": v["median_ms"], "n": v["n"], "hidden": v["hidden_calls"]}
+                for k, v in got.items()
+            }
+        )
+    out["spread_16384x8192"] = {
+        "medians_ms": meds,
+        "spread": (max(meds) - min(meds)) / statistics.median(meds),
+        "ratio_to_copy": ratios,
+        "ratio_spread": max(ratios) - min(ratios),
+        "target": 0.01,
+    }
     save()
 
     # 4: no-op trials, judged by the gate on records built from in-process timings.
     shapes = list(task.spec.shapes)
     trials = []
     for i in range(args.trials):
-        spec = timing_spec(shapes, "bfloat16", ["candidate", "best", "baseline"], "cuda", "best", [], max_s=0.3)
+        spec = timing_spec(
+            shapes, "bfloat16", ["candidate", "best", "baseline"], "cuda", "best", [], max_s=0.3
+        )
         spec.update(input_seed=7 + i, order_seed=100 + i)
         job = {"device": "cuda", "params": params, "timing": spec}
         t0 = time.monotonic()
-        msgs = list(time_impls(job, {"candidate": fused, "best": fused2, "baseline": base}, inp_mod.make_inputs))
-        rec = BenchmarkRecord(task=task.name, task_digest="-", language="triton", candidate=str(FUSED),
-                              candidate_sha256="-", impl_sha256={}, best="best", started_at="-", wall_s=0.0,
-                              device="cuda", device_name=torch.cuda.get_device_name(0), torch=torch.__version__,
-                              python="-", sandbox="in-process", interpreter=False, aa_impl="best", timings_count=True)
+        msgs = list(
+            time_impls(
+                job, {"candidate": fused, "best": fused2, "baseline": base}, inp_mod.make_inputs
+            )
+        )
+        rec = BenchmarkRecord(
+            task=task.name,
+            task_digest="-",
+            language="triton",
+            candidate=str(FUSED),
+            candidate_sha256="-",
+            impl_sha256={},
+            best="best",
+            started_at="-",
+            wall_s=0.0,
+            device="cuda",
+            device_name=torch.cuda.get_device_name(0),
+            torch=torch.__version__,
+            python="-",
+            sandbox="in-process",
+            interpreter=False,
+            aa_impl="best",
+            timings_count=True,
+        )
         record_from_messages(rec, task, shapes, "bfloat16", msgs)
         g = performance_gate(rec, task.spec.rules)
-        trials.append({"accepted": g.accepted, "objective": g.objective, "required_gain": g.required_gain,
-                       "problems": rec.problems, "s": round(time.monotonic() - t0, 2),
-                       "hidden_calls": sum(it.hidden_calls for sb in rec.shapes for it in sb.impls.values()),
-                       "calls": sum(it.n for sb in rec.shapes for it in sb.impls.values())})
-    out["noop_trials"] = {"n": len(trials), "accepted": sum(t["accepted"] for t in trials), "trials": trials}
+        trials.append(
+            {
+                "accepted": g.accepted,
+                "objective": g.objective,
+                "required_gain": g.required_gain,
+                "problems": rec.problems,
+                "s": round(time.monotonic() - t0, 2),
+                "hidden_calls": sum(
+                    it.hidden_calls for sb in rec.shapes for it in sb.impls.values()
+                ),
+                "calls": sum(it.n for sb in rec.shapes for it in sb.impls.values()),
+            }
+        )
+    out["noop_trials"] = {
+        "n": len(trials),
+        "accepted": sum(t["accepted"] for t in trials),
+        "trials": trials,
+    }
     save()
     shutil.rmtree(tmp, ignore_errors=True)
     a, b = out["bench_fused_vs_baseline"], out["bench_noop_sandboxed"]
-    print(f"bench fused vs baseline: wall {a['wall_s']:.1f} s (timing {a['timing_phase_s']} s), accepted={a['accepted']}, "
-          f"objective {a['objective']}")
-    print(f"bench no-op (sandboxed): wall {b['wall_s']:.1f} s, accepted={b['accepted']}, objective {b['objective']}")
+    print(
+        f"bench fused vs baseline: wall {a['wall_s']:.1f} s (timing {a['timing_phase_s']} s), accepted={a['accepted']}, "
+        f"objective {a['objective']}"
+    )
+    print(
+        f"bench no-op (sandboxed): wall {b['wall_s']:.1f} s, accepted={b['accepted']}, objective {b['objective']}"
+    )
     sp = out["spread_16384x8192"]
-    print(f"spread 16384x8192 x10: {sp['spread']:.3%} (target <= 1%); candidate/copy ratio spread {sp['ratio_spread']:.3%}")
+    print(
+        f"spread 16384x8192 x10: {sp['spread']:.3%} (target <= 1%); candidate/copy ratio spread {sp['ratio_spread']:.3%}"
+    )
     hid = sum(t["hidden_calls"] for t in trials), sum(t["calls"] for t in trials)
-    print(f"no-op trials accepted: {out['noop_trials']['accepted']} of {out['noop_trials']['n']} (target 0); "
-          f"honest calls flagged as hidden work: {hid[0]} of {hid[1]}")
+    print(
+        f"no-op trials accepted: {out['noop_trials']['accepted']} of {out['noop_trials']['n']} (target 0); "
+        f"honest calls flagged as hidden work: {hid[0]} of {hid[1]}"
+    )
 
 
 if __name__ == "__main__":

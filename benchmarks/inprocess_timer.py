@@ -71,10 +71,14 @@ class CudaTimer:
         self.spec = spec
         props = torch.cuda.get_device_properties(0)
         self.l2 = int(getattr(props, "L2_cache_size", 0) or 0)
-        self.flush = torch.empty(max(MIN_FLUSH_BYTES, 4 * self.l2), dtype=torch.uint8, device="cuda")
+        self.flush = torch.empty(
+            max(MIN_FLUSH_BYTES, 4 * self.l2), dtype=torch.uint8, device="cuda"
+        )
         self.cycles_per_ms = 0.0
         if _spin is not None:
-            _spin(int(spec.get("ramp_s", RAMP_S) * 2e9))  # ~RAMP_S at 2 GHz; longer while clocks ramp
+            _spin(
+                int(spec.get("ramp_s", RAMP_S) * 2e9)
+            )  # ~RAMP_S at 2 GHz; longer while clocks ramp
             _sync()
             probes = []
             for _ in range(5):
@@ -116,12 +120,17 @@ class CudaTimer:
             ref[impl] = out.detach().clone()
         for impl in impls:  # warm-up: compilation and autotuning stay out of the numbers
             t_w, n = _monotonic(), 0
-            while n < spec.get("warmup", 3) or (_monotonic() - t_w < spec.get("warmup_s", WARMUP_S) and n < 1000):
+            while n < spec.get("warmup", 3) or (
+                _monotonic() - t_w < spec.get("warmup_s", WARMUP_S) and n < 1000
+            ):
                 ev = self._once(lambda f=fns[impl]: f(**inputs, **kwargs))
                 n += 1
             _sync()
             rough[impl] = _elapsed(ev[0], ev[1])
-        method, calls = "events", {s: (lambda f=fns[slots[s]]: f(**inputs, **kwargs)) for s in slots}
+        method, calls = (
+            "events",
+            {s: (lambda f=fns[slots[s]]: f(**inputs, **kwargs)) for s in slots},
+        )
         res = None
         # A call whose stream time is this short either is tiny or hides its work on
         # another stream. Hidden work can start while the pre-call spin still runs, so the
@@ -129,7 +138,9 @@ class CudaTimer:
         # finds work outside the calling stream is timed device-wide from an idle GPU (all
         # slots alike, launch included); otherwise it is timed by graph replay. Longer
         # calls keep the per-call check of `_pick`, and the profiler's durations in bench.
-        small = spec.get("graphs", True) and min(rough.values()) < spec.get("graph_below_ms", GRAPH_BELOW_MS)
+        small = spec.get("graphs", True) and min(rough.values()) < spec.get(
+            "graph_below_ms", GRAPH_BELOW_MS
+        )
         escapes = small and self._escapes(fns, impls, inputs, kwargs, rough)
         if escapes:
             method = "device-wide"
@@ -139,12 +150,17 @@ class CudaTimer:
                 res = self._rounds(graphs[0], graphs[1], rng)
                 # A replay far faster than the same call timed alone lost work at capture
                 # (a candidate that behaved through the warm-up): time it per call.
-                if all(statistics.median(res[s]["samples"]) >= GRAPH_MIN_RATIO * rough[slots[s]] for s in slots):
+                if all(
+                    statistics.median(res[s]["samples"]) >= GRAPH_MIN_RATIO * rough[slots[s]]
+                    for s in slots
+                ):
                     method = f"graph:{graphs[1]}"
                 else:
                     res = None
         if res is None:
-            res = self._rounds(calls, 1, rng, {s: ref[slots[s]] for s in slots}, device_wide=escapes)
+            res = self._rounds(
+                calls, 1, rng, {s: ref[slots[s]] for s in slots}, device_wide=escapes
+            )
         for r in res.values():
             r["method"] = _method_text(method)
         for impl in spec.get("profile", []):
@@ -166,10 +182,18 @@ class CudaTimer:
         """
         for impl in impls:
             call, matched = (lambda f=fns[impl]: f(**inputs, **kwargs)), self._matched(rough[impl])
-            runs = [(self._once(call, spin=False), self._once(matched, spin=False)) for _ in range(5)]
+            runs = [
+                (self._once(call, spin=False), self._once(matched, spin=False)) for _ in range(5)
+            ]
             _sync()
             overhead, jitter = _sync_latency([c for _, c in runs])
-            if sum(_pick(_elapsed(r[0], r[1]), _elapsed(r[0], r[2]), overhead, jitter)[1] for r, _ in runs) >= 3:
+            if (
+                sum(
+                    _pick(_elapsed(r[0], r[1]), _elapsed(r[0], r[2]), overhead, jitter)[1]
+                    for r, _ in runs
+                )
+                >= 3
+            ):
                 return True
         return False
 
@@ -180,7 +204,9 @@ class CudaTimer:
         cycles = max(1, int(ms * self.cycles_per_ms))
         return lambda: _spin(cycles)
 
-    def _rounds(self, calls: dict, per_replay: int, rng, refs: dict | None = None, device_wide: bool = False) -> dict:
+    def _rounds(
+        self, calls: dict, per_replay: int, rng, refs: dict | None = None, device_wide: bool = False
+    ) -> dict:
         """Interleaved rounds. `refs` (per-call events only; a graph replay runs no Python,
         so it cannot change behaviour while timed) checks every timed output. With
         `device_wide`, every call starts from an idle GPU and counts to the device-wide end."""
@@ -198,7 +224,9 @@ class CudaTimer:
         every = spec.get("calibrate_every", CALIBRATE_EVERY)
         t_begin = _monotonic()
         reps = 0
-        while reps < spec.get("reps", 50) and (reps < spec.get("min_reps", 10) or _monotonic() - t_begin < budget_s):
+        while reps < spec.get("reps", 50) and (
+            reps < spec.get("min_reps", 10) or _monotonic() - t_begin < budget_s
+        ):
             order = list(slots)
             rng.shuffle(order)
             for s in order:
@@ -222,13 +250,21 @@ class CudaTimer:
                 samples.append(x / per_replay)
                 hidden += h
                 total += x
-            res[s] = {"samples": samples, "hidden": hidden, "total_ms": total,
-                      "mismatched": sum(ev[3] is False for ev in evs), "checked": sum(ev[3] is not None for ev in evs),
-                      "sync_overhead_ms": round(med, 5), "sync_jitter_ms": round(jitter, 5)}
+            res[s] = {
+                "samples": samples,
+                "hidden": hidden,
+                "total_ms": total,
+                "mismatched": sum(ev[3] is False for ev in evs),
+                "checked": sum(ev[3] is not None for ev in evs),
+                "sync_overhead_ms": round(med, 5),
+                "sync_jitter_ms": round(jitter, 5),
+            }
         return res
 
     def _input_sets(self, inputs: dict, make, min_total: int, max_sets: int) -> list[dict]:
-        one = sum(t.numel() * t.element_size() for t in inputs.values() if isinstance(t, torch.Tensor))
+        one = sum(
+            t.numel() * t.element_size() for t in inputs.values() if isinstance(t, torch.Tensor)
+        )
         n = max(1, min(max_sets, math.ceil(min_total / max(one, 1))))
         return [inputs] + [make(self.spec["input_seed"] + 1000 + i) for i in range(n - 1)]
 
@@ -273,7 +309,9 @@ class CudaTimer:
                 for i in range(n):
                     fn(**sets[i % len(sets)], **kwargs)
                 _sync()
-            us = sum(e.time_range.elapsed_us() for e in prof.events() if e.device_type == DeviceType.CUDA)
+            us = sum(
+                e.time_range.elapsed_us() for e in prof.events() if e.device_type == DeviceType.CUDA
+            )
         except Exception:  # noqa: BLE001 - the second timer is advisory; absence is recorded
             return None
         return us / n / 1e3 if us > 0 else None
@@ -290,11 +328,15 @@ def _sync_latency(calibrations: list) -> tuple[float, float]:
 
 def _method_text(method: str) -> str:
     if method == "device-wide":
-        return ("device-wide per call (work seen outside the calling stream): L2 flushed, idle GPU at the start "
-                "event, end after a device synchronize, host launch included, interleaved")
+        return (
+            "device-wide per call (work seen outside the calling stream): L2 flushed, idle GPU at the start "
+            "event, end after a device synchronize, host launch included, interleaved"
+        )
     if method.startswith("graph:"):
-        return (f"cuda-graph replay of {method.split(':')[1]} calls over rotating input sets > 3x L2, "
-                "interleaved")
+        return (
+            f"cuda-graph replay of {method.split(':')[1]} calls over rotating input sets > 3x L2, "
+            "interleaved"
+        )
     return "cuda-events, L2 flushed + spin before each call, device-synced, interleaved"
 
 
@@ -354,10 +396,15 @@ def time_impls(job: dict, fns: dict, make_inputs) -> Iterator[dict]:
 def _time_cpu(fns, slots, inputs, kwargs, spec, rng) -> dict:
     ref = {}
     for impl in dict.fromkeys(slots.values()):
-        ref[impl] = fns[impl](**inputs, **kwargs).detach().clone()  # untimed: what every timed call must equal
+        ref[impl] = (
+            fns[impl](**inputs, **kwargs).detach().clone()
+        )  # untimed: what every timed call must equal
         for _ in range(spec.get("cpu_warmup", 0)):
             fns[impl](**inputs, **kwargs)
-    res = {s: {"samples": [], "total_ms": 0.0, "method": _cpu_method(), "mismatched": 0, "checked": 0} for s in slots}
+    res = {
+        s: {"samples": [], "total_ms": 0.0, "method": _cpu_method(), "mismatched": 0, "checked": 0}
+        for s in slots
+    }
     budget_s = spec.get("max_s_per_shape", 2.0)
     t_begin = _monotonic()
     reps = 0
@@ -386,19 +433,42 @@ def _cpu_method() -> str:
     return f"cpu wall-clock, {torch.get_num_threads()} thread(s), interleaved"
 
 
-def timing_spec(shapes, dtype: str, impls: list[str], device: str, aa: str | None, profile: list[str],
-                reps: int | None = None, max_s: float | None = None, params: dict | None = None) -> dict:
+def timing_spec(
+    shapes,
+    dtype: str,
+    impls: list[str],
+    device: str,
+    aa: str | None,
+    profile: list[str],
+    reps: int | None = None,
+    max_s: float | None = None,
+    params: dict | None = None,
+) -> dict:
     """The spec the old benchmark() sent its single worker (its settings, seeds fixed by the caller)."""
     return {
-        "shapes": [{"dims": s.dims, "label": s.label} for s in shapes], "dtype": dtype, "impls": impls, "aa": aa,
-        "profile": profile if device == "cuda" else [], "params": params or {}, "input_seed": 7, "order_seed": 11,
-        "reps": reps or 400, "min_reps": 20, "warmup": 3, "warmup_s": 0.05,
+        "shapes": [{"dims": s.dims, "label": s.label} for s in shapes],
+        "dtype": dtype,
+        "impls": impls,
+        "aa": aa,
+        "profile": profile if device == "cuda" else [],
+        "params": params or {},
+        "input_seed": 7,
+        "order_seed": 11,
+        "reps": reps or 400,
+        "min_reps": 20,
+        "warmup": 3,
+        "warmup_s": 0.05,
         "max_s_per_shape": max_s or (0.6 if device == "cuda" else 0.8),
-        "cpu_reps": reps or 200, "cpu_min_reps": 15, "cpu_warmup": 2, "cpu_threads": 1,
+        "cpu_reps": reps or 200,
+        "cpu_min_reps": 15,
+        "cpu_warmup": 2,
+        "cpu_threads": 1,
     }
 
 
-def record_from_messages(rec: BenchmarkRecord, task, shapes, dtype: str, messages: list[dict]) -> None:
+def record_from_messages(
+    rec: BenchmarkRecord, task, shapes, dtype: str, messages: list[dict]
+) -> None:
     """Fill `rec.shapes` from `time_impls` messages (statistics recomputed from the samples)."""
     by_shape: dict[str, list[dict]] = {}
     for m in messages:
@@ -407,8 +477,15 @@ def record_from_messages(rec: BenchmarkRecord, task, shapes, dtype: str, message
         sb = ShapeBench(shape=shape.label, dtype=dtype, weight=shape.weight, tag=shape.tag)
         for m in by_shape.get(shape.label, []):
             med, p20, p80 = quantiles(m["samples_ms"])
-            sb.impls[m["impl"]] = ImplTiming(impl=m["impl"], median_ms=med, p20_ms=p20, p80_ms=p80,
-                                             n=len(m["samples_ms"]), method=m["method"],
-                                             hidden_calls=m["hidden_calls"], samples_ms=m["samples_ms"])
+            sb.impls[m["impl"]] = ImplTiming(
+                impl=m["impl"],
+                median_ms=med,
+                p20_ms=p20,
+                p80_ms=p80,
+                n=len(m["samples_ms"]),
+                method=m["method"],
+                hidden_calls=m["hidden_calls"],
+                samples_ms=m["samples_ms"],
+            )
         sb.noise_rel, sb.aa_rel_diff = noise(sb, rec.best, rec.aa_impl)
         rec.shapes.append(sb)

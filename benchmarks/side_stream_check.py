@@ -23,16 +23,35 @@ def main() -> None:
     runs = []
     for i in range(n):
         t0 = time.monotonic()
-        rec = evaluate(task, CHEAT, device="cuda", shapes="4096x8000", dtypes=["bfloat16"],
-                       against={"fused": FUSED}, screen=False)
+        rec = evaluate(
+            task,
+            CHEAT,
+            device="cuda",
+            shapes="4096x8000",
+            dtypes=["bfloat16"],
+            against={"fused": FUSED},
+            screen=False,
+        )
         med = {t.impl: t.median_ms for t in rec.timings}
-        runs.append({"run": i, "wall_s": round(time.monotonic() - t0, 1), "verdict": rec.verdict.category, "reasons": rec.verdict.reasons[:3],
-                     "median_ms": med, "ratio_candidate_over_fused": round(med["candidate"] / med["fused"], 4),
-                     "method": sorted({t.method for t in rec.timings})})
+        runs.append(
+            {
+                "run": i,
+                "wall_s": round(time.monotonic() - t0, 1),
+                "verdict": rec.verdict.category,
+                "reasons": rec.verdict.reasons[:3],
+                "median_ms": med,
+                "ratio_candidate_over_fused": round(med["candidate"] / med["fused"], 4),
+                "method": sorted({t.method for t in rec.timings}),
+            }
+        )
         print(json.dumps(runs[-1]), flush=True)
     ok = all(r["ratio_candidate_over_fused"] >= 0.8 for r in runs)
-    out.write_text(json.dumps({"runs": runs, "environment": rec.environment.model_dump(), "all_at_least_0.8": ok},
-                              indent=1))
+    out.write_text(
+        json.dumps(
+            {"runs": runs, "environment": rec.environment.model_dump(), "all_at_least_0.8": ok},
+            indent=1,
+        )
+    )
     sys.exit(0 if ok else 1)
 
 

@@ -43,8 +43,16 @@ def test_the_import_graph_keeps_every_contract():
         ("evaluate/trusted/plan.py", "import kernelloop.history.store", "Evaluation never knows"),
         ("history/digest.py", "import kernelloop.loop.state", "The store never knows"),
         ("loop/view.py", "import kernelloop.objective", "The view never computes"),
-        ("evaluate/trusted/judge.py", "import kernelloop.evaluate.worker.calls", "The trust boundary"),
-        ("evaluate/worker/timing.py", "import kernelloop.evaluate.trusted.compare", "The trust boundary"),
+        (
+            "evaluate/trusted/judge.py",
+            "import kernelloop.evaluate.worker.calls",
+            "The trust boundary",
+        ),
+        (
+            "evaluate/worker/timing.py",
+            "import kernelloop.evaluate.trusted.compare",
+            "The trust boundary",
+        ),
     ],
 )
 def test_an_arrow_drawn_the_wrong_way_breaks_its_contract(tmp_path, module, line, contract):

@@ -10,22 +10,37 @@ import pytest
 from kernelloop.versions import Versions, VersionsError, ref_component
 
 # Bytes a text round trip would damage: trailing whitespace, CRLF, a tab, no final newline.
-AWKWARD = b"import triton\r\nBLOCK = 1024   \n\tx = 1  \t\n# \xc3\xa9t\xc3\xa9\nno_final_newline = True"
+AWKWARD = (
+    b"import triton\r\nBLOCK = 1024   \n\tx = 1  \t\n# \xc3\xa9t\xc3\xa9\nno_final_newline = True"
+)
 
 
 def git(repo: Path, *args: str) -> str:
     return subprocess.run(
         ["git", "-C", str(repo), "-c", "user.name=Dev", "-c", "user.email=dev@example.com", *args],
-        check=True, capture_output=True, text=True,
+        check=True,
+        capture_output=True,
+        text=True,
     ).stdout
 
 
 def user_state(repo: Path) -> tuple[str, str, str, str]:
     """What the user sees: HEAD, the index, the working tree, their branches."""
-    head = subprocess.run(["git", "-C", str(repo), "rev-parse", "-q", "--verify", "HEAD"],
-                          capture_output=True, text=True).stdout
-    return (head, git(repo, "diff", "--cached"), git(repo, "status", "--porcelain", "--untracked-files=all"),
-            "".join(ln for ln in git(repo, "for-each-ref", "refs/heads").splitlines(True) if "kernelloop/" not in ln))
+    head = subprocess.run(
+        ["git", "-C", str(repo), "rev-parse", "-q", "--verify", "HEAD"],
+        capture_output=True,
+        text=True,
+    ).stdout
+    return (
+        head,
+        git(repo, "diff", "--cached"),
+        git(repo, "status", "--porcelain", "--untracked-files=all"),
+        "".join(
+            ln
+            for ln in git(repo, "for-each-ref", "refs/heads").splitlines(True)
+            if "kernelloop/" not in ln
+        ),
+    )
 
 
 @pytest.fixture
@@ -56,7 +71,9 @@ def test_inside_a_users_repo_variants_never_touch_head_index_or_worktree(user_re
     assert var.branch == "refs/heads/kernelloop/softmax/1/r2-1"
     head = git(user_repo, "rev-parse", "HEAD").strip()
     assert git(user_repo, "rev-parse", f"{base.commit}^").strip() == head
-    assert git(user_repo, "rev-parse", f"{var.commit}^").strip() == base.commit  # made from the best
+    assert (
+        git(user_repo, "rev-parse", f"{var.commit}^").strip() == base.commit
+    )  # made from the best
     assert v.best() == base.commit
     # the rest of the user's tree is carried along, as committed
     assert git(user_repo, "show", f"{var.commit}:README.md") == "team kernels\n"
@@ -92,7 +109,11 @@ def test_restore_is_byte_identical_even_with_autocrlf_and_backs_up_what_it_repla
     kernel.write_bytes(b"# hand edit in progress\n")
     backup = v.restore(old.commit, kernel)
     assert kernel.read_bytes() == AWKWARD
-    assert backup and git(user_repo, "show", f"{backup}:ops/softmax/kernel/baseline.py") == "# hand edit in progress\n"
+    assert (
+        backup
+        and git(user_repo, "show", f"{backup}:ops/softmax/kernel/baseline.py")
+        == "# hand edit in progress\n"
+    )
     assert v.restore(old.commit, kernel) is None  # nothing new to save the second time
     assert v.read(v.resolve("1/r1-1")) == AWKWARD  # branches resolve by their short name
 
@@ -107,11 +128,22 @@ def test_export_branch_carries_the_record_and_benchmark_md_on_top_of_head(user_r
     out = v.export(v.best(), "# Benchmark record: softmax\n", msg)
     assert user_state(user_repo) == before
     assert out.branch == "refs/heads/kernelloop/softmax/export"
-    assert git(user_repo, "rev-parse", f"{out.commit}^").strip() == git(user_repo, "rev-parse", "HEAD").strip()
-    assert git(user_repo, "show", f"{out.commit}:ops/softmax/kernel/baseline.py") == "BLOCK = 2048\n"
-    assert git(user_repo, "show", f"{out.commit}:ops/softmax/kernel/BENCHMARK.md").startswith("# Benchmark record")
-    trailers = subprocess.run(["git", "interpret-trailers", "--parse"], input=git(user_repo, "log", "-1",
-                              "--format=%B", out.commit), capture_output=True, text=True).stdout
+    assert (
+        git(user_repo, "rev-parse", f"{out.commit}^").strip()
+        == git(user_repo, "rev-parse", "HEAD").strip()
+    )
+    assert (
+        git(user_repo, "show", f"{out.commit}:ops/softmax/kernel/baseline.py") == "BLOCK = 2048\n"
+    )
+    assert git(user_repo, "show", f"{out.commit}:ops/softmax/kernel/BENCHMARK.md").startswith(
+        "# Benchmark record"
+    )
+    trailers = subprocess.run(
+        ["git", "interpret-trailers", "--parse"],
+        input=git(user_repo, "log", "-1", "--format=%B", out.commit),
+        capture_output=True,
+        text=True,
+    ).stdout
     assert "Kernelloop-Objective: 1.3100" in trailers
     with pytest.raises(VersionsError, match="--branch"):
         v.export(v.best(), "x", msg, branch="bad..name")
@@ -128,5 +160,7 @@ def test_task_names_become_valid_ref_components():
     assert ref_component(".hidden") == "hidden"
     assert ref_component("x.lock") == "x.lock_"
     for name in ("a..b", ".hidden", "x.lock", "ln_softmax_dropout"):
-        ok = subprocess.run(["git", "check-ref-format", f"refs/heads/kernelloop/{ref_component(name)}/best"])
+        ok = subprocess.run(
+            ["git", "check-ref-format", f"refs/heads/kernelloop/{ref_component(name)}/best"]
+        )
         assert ok.returncode == 0

@@ -14,7 +14,11 @@ def make_inputs(dims, dtype, device, generator, case="random"):
     elif case == "tiny":
         x = x * 1e-20
     elif case == "constant_rows":
-        x = torch.randn((rows, 1), generator=generator, device=device).expand(rows, cols).contiguous()
+        x = (
+            torch.randn((rows, 1), generator=generator, device=device)
+            .expand(rows, cols)
+            .contiguous()
+        )
     elif case != "random":
         raise ValueError(f"unknown input case {case!r}")
     return {"x": x.to(dtype), "residual": residual.to(dtype), "weight": weight.to(dtype)}

@@ -28,7 +28,9 @@ from kernelloop.objective import geomean
 from kernelloop.policy.decisions import PolicyDecision
 from kernelloop.task.spec import Rules
 
-TIMER_DISAGREEMENT = 0.05  # relative, on top of k × noise: timers differ (15% seen on one H200 GEMM)
+TIMER_DISAGREEMENT = (
+    0.05  # relative, on top of k × noise: timers differ (15% seen on one H200 GEMM)
+)
 
 
 class ShapeGate(BaseModel):
@@ -51,7 +53,9 @@ class GateResult(BaseModel):
     accepted: bool
     category: str
     reasons: list[str] = Field(default_factory=list)
-    objective: float | None = Field(default=None, description="weighted geomean speedup over the best")
+    objective: float | None = Field(
+        default=None, description="weighted geomean speedup over the best"
+    )
     required_gain: float | None = None
     noise_rel: float | None = None
     shapes: list[ShapeGate] = Field(default_factory=list)
@@ -67,19 +71,30 @@ def decide(
     """The combined verdict for one candidate (exit code 0 iff `accepted`)."""
     refused = [d for d in policy if not d.allowed]
     if refused:
-        return GateResult(accepted=False, category="policy", reasons=[f"{d.rule}: {d.reason}" for d in refused])
+        return GateResult(
+            accepted=False, category="policy", reasons=[f"{d.rule}: {d.reason}" for d in refused]
+        )
     if correctness is None:
         return _no("no_record", "no correctness record: nothing merges without one")
     if not correctness.verdict.accepted:
-        return GateResult(accepted=False, category=correctness.verdict.category,
-                          reasons=list(correctness.verdict.reasons) or ["the correctness evaluation rejected it"])
+        return GateResult(
+            accepted=False,
+            category=correctness.verdict.category,
+            reasons=list(correctness.verdict.reasons) or ["the correctness evaluation rejected it"],
+        )
     if bench is None:
         return _no("no_record", "no benchmark record: no record, no merge")
     if bench.candidate_sha256 != correctness.candidate_sha256:
-        return _no("no_record", "the benchmark record is for different bytes than the correctness record; "
-                                "benchmark the candidate that was checked")
+        return _no(
+            "no_record",
+            "the benchmark record is for different bytes than the correctness record; "
+            "benchmark the candidate that was checked",
+        )
     if bench.task_digest != correctness.task_digest:
-        return _no("no_record", "the benchmark and correctness records come from different versions of the task")
+        return _no(
+            "no_record",
+            "the benchmark and correctness records come from different versions of the task",
+        )
     return performance_gate(bench, rules)
 
 
@@ -90,8 +105,11 @@ def performance_gate(bench: BenchmarkRecord, rules: Rules) -> GateResult:
     if bench.problems:
         return _no("timing", *bench.problems)
     if not bench.timings_count:
-        return _no("timing", f"timings on {bench.device} ({'Triton interpreter' if bench.interpreter else bench.method}) "
-                             f"never accept a speedup; benchmark on a GPU")
+        return _no(
+            "timing",
+            f"timings on {bench.device} ({'Triton interpreter' if bench.interpreter else bench.method}) "
+            f"never accept a speedup; benchmark on a GPU",
+        )
     shapes, missing = _per_shape(bench)
     if missing:
         return _no("timing", *missing)
@@ -110,11 +128,15 @@ def performance_gate(bench: BenchmarkRecord, rules: Rules) -> GateResult:
         )
     for s in shapes:
         if s.speedup_vs_best < 1.0 - rules.max_shape_regression:
-            res.reasons.append(f"{s.shape}: {1 - s.speedup_vs_best:.1%} slower than {vs} "
-                               f"(limit {rules.max_shape_regression:.0%} per shape)")
+            res.reasons.append(
+                f"{s.shape}: {1 - s.speedup_vs_best:.1%} slower than {vs} "
+                f"(limit {rules.max_shape_regression:.0%} per shape)"
+            )
         if s.tag == "long_tail" and s.speedup_vs_baseline < rules.long_tail_floor:
-            res.reasons.append(f"{s.shape} (long tail): {s.speedup_vs_baseline:.2f}x the baseline's speed, "
-                               f"below the floor {rules.long_tail_floor:.2f}x")
+            res.reasons.append(
+                f"{s.shape} (long tail): {s.speedup_vs_baseline:.2f}x the baseline's speed, "
+                f"below the floor {rules.long_tail_floor:.2f}x"
+            )
     _second_timer(bench, res, rules)
     res.accepted = not res.reasons
     res.category = "accepted" if res.accepted else "slower"
@@ -128,9 +150,15 @@ def _per_shape(bench: BenchmarkRecord) -> tuple[list[ShapeGate], list[str]]:
         if cand is None or best is None or base is None:
             missing.append(f"{sb.shape}: the record lacks candidate, best or baseline timings")
             continue
-        g = ShapeGate(shape=sb.shape, tag=sb.tag, weight=sb.weight, noise_rel=sb.noise_rel,
-                      speedup_vs_best=speedup(sb, bench.best), speedup_vs_baseline=speedup(sb, "baseline"),
-                      pct_of_floor=cand.pct_of_floor)
+        g = ShapeGate(
+            shape=sb.shape,
+            tag=sb.tag,
+            weight=sb.weight,
+            noise_rel=sb.noise_rel,
+            speedup_vs_best=speedup(sb, bench.best),
+            speedup_vs_baseline=speedup(sb, "baseline"),
+            pct_of_floor=cand.pct_of_floor,
+        )
         if cand.profiler_ms and best.profiler_ms:
             g.profiler_speedup_vs_best = best.profiler_ms / cand.profiler_ms
         shapes.append(g)
@@ -155,9 +183,16 @@ def _second_timer(bench: BenchmarkRecord, res: GateResult, rules: Rules) -> None
                 f"{s.profiler_speedup_vs_best:.3f}x: the timers disagree beyond the noise"
             )
     prof_obj = geomean((s.weight, s.profiler_speedup_vs_best) for s in res.shapes)
-    if prof_obj is not None and prof_obj <= 1.0 and res.objective is not None and res.objective > 1.0:
-        res.reasons.append(f"the second timer does not confirm the gain: profiler kernel durations give "
-                           f"{prof_obj:.4f}x over the best")
+    if (
+        prof_obj is not None
+        and prof_obj <= 1.0
+        and res.objective is not None
+        and res.objective > 1.0
+    ):
+        res.reasons.append(
+            f"the second timer does not confirm the gain: profiler kernel durations give "
+            f"{prof_obj:.4f}x over the best"
+        )
 
 
 def _no(category: str, *reasons: str) -> GateResult:

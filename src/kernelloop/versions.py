@@ -62,10 +62,13 @@ class Versions:
         folder = Path(task_folder).resolve()
         probe = subprocess.run(
             ["git", "-C", str(folder), "rev-parse", "--show-toplevel", "--show-prefix"],
-            capture_output=True, text=True,
+            capture_output=True,
+            text=True,
         )
         if probe.returncode != 0:
-            init = subprocess.run(["git", "init", "-q", str(folder)], capture_output=True, text=True)
+            init = subprocess.run(
+                ["git", "init", "-q", str(folder)], capture_output=True, text=True
+            )
             if init.returncode != 0:
                 raise VersionsError(
                     f"{folder}: not in a git repository and `git init` failed ({init.stderr.strip()}); "
@@ -83,15 +86,25 @@ class Versions:
 
     def _identity_env(self) -> dict[str, str]:
         env = dict(os.environ)
-        ok = subprocess.run(["git", "-C", str(self.repo), "var", "GIT_COMMITTER_IDENT"],
-                            capture_output=True).returncode == 0
+        ok = (
+            subprocess.run(
+                ["git", "-C", str(self.repo), "var", "GIT_COMMITTER_IDENT"], capture_output=True
+            ).returncode
+            == 0
+        )
         if not ok:  # no user.name/email configured: commit as kernelloop rather than fail
             env.update(_FALLBACK_IDENT)
         return env
 
-    def _git(self, *args: str, input: bytes | None = None, env: dict[str, str] | None = None) -> bytes:
-        proc = subprocess.run(["git", "-C", str(self.repo), *args], input=input,
-                              capture_output=True, env=env or self._env)
+    def _git(
+        self, *args: str, input: bytes | None = None, env: dict[str, str] | None = None
+    ) -> bytes:
+        proc = subprocess.run(
+            ["git", "-C", str(self.repo), *args],
+            input=input,
+            capture_output=True,
+            env=env or self._env,
+        )
         if proc.returncode != 0:
             raise VersionsError(
                 f"git {args[0]} failed in {self.repo}: {proc.stderr.decode(errors='replace').strip()}; "
@@ -100,12 +113,17 @@ class Versions:
         return proc.stdout
 
     def _rev(self, rev: str) -> str | None:
-        out = subprocess.run(["git", "-C", str(self.repo), "rev-parse", "-q", "--verify", f"{rev}^{{commit}}"],
-                             capture_output=True, text=True)
+        out = subprocess.run(
+            ["git", "-C", str(self.repo), "rev-parse", "-q", "--verify", f"{rev}^{{commit}}"],
+            capture_output=True,
+            text=True,
+        )
         return out.stdout.strip() if out.returncode == 0 else None
 
     def hash_blob(self, data: bytes) -> str:
-        return self._git("hash-object", "-w", "--no-filters", "--stdin", input=data).decode().strip()
+        return (
+            self._git("hash-object", "-w", "--no-filters", "--stdin", input=data).decode().strip()
+        )
 
     def _tree(self, base: str | None, files: dict[str, bytes]) -> str:
         """A tree: `base`'s tree with `files` (path -> bytes) added or replaced."""
@@ -152,14 +170,23 @@ class Versions:
         root = self._rev(root_ref)
         if root:
             return root
-        listed = self._git("ls-files", "-z", "--others", "--cached", "--exclude-standard", "--",
-                           self.task_prefix or ".").decode()
+        listed = self._git(
+            "ls-files",
+            "-z",
+            "--others",
+            "--cached",
+            "--exclude-standard",
+            "--",
+            self.task_prefix or ".",
+        ).decode()
         files = {}
         for path in filter(None, listed.split("\0")):
             full = self.repo / path
             if full.is_file() and full.stat().st_size < 1_000_000 and "__pycache__" not in path:
                 files[path] = full.read_bytes()
-        root = self._commit(self._tree(None, files), [], f"kernelloop: snapshot of task {self.task}\n")
+        root = self._commit(
+            self._tree(None, files), [], f"kernelloop: snapshot of task {self.task}\n"
+        )
         self._set_ref(root_ref, root, "task snapshot")
         return root
 
@@ -169,8 +196,9 @@ class Versions:
     def set_best(self, commit: str, reason: str = "new best") -> None:
         self._set_ref(self._branch("best"), commit, reason)
 
-    def commit_source(self, name: str, source: str | bytes, message: str,
-                      parent: str | None = None) -> Variant:
+    def commit_source(
+        self, name: str, source: str | bytes, message: str, parent: str | None = None
+    ) -> Variant:
         """Commit `source` as the kernel file on branch kernelloop/<task>/<name>."""
         data = source.encode() if isinstance(source, str) else source
         parent = parent or self.best() or self.base_commit()
@@ -181,16 +209,26 @@ class Versions:
 
     def commit_baseline(self, run_id: int, source: str | bytes) -> Variant:
         """Generation 0 of a run; it becomes the best if the task has none yet."""
-        v = self.commit_source(f"{run_id}/r0-baseline", source,
-                               f"kernelloop {self.task} run {run_id}: baseline\n",
-                               parent=self.best() or self.base_commit())
+        v = self.commit_source(
+            f"{run_id}/r0-baseline",
+            source,
+            f"kernelloop {self.task} run {run_id}: baseline\n",
+            parent=self.best() or self.base_commit(),
+        )
         if self.best() is None:
             self.set_best(v.commit, "baseline")
         return v
 
-    def commit_variant(self, run_id: int, round_index: int, k: int, source: str | bytes,
-                       hypothesis: str, proposal_id: int | None = None,
-                       parent: str | None = None) -> Variant:
+    def commit_variant(
+        self,
+        run_id: int,
+        round_index: int,
+        k: int,
+        source: str | bytes,
+        hypothesis: str,
+        proposal_id: int | None = None,
+        parent: str | None = None,
+    ) -> Variant:
         """A proposal's source, on its own branch made from `parent` (default: the best)."""
         title = " ".join(hypothesis.split())[:72] or "candidate"
         msg = f"kernelloop {self.task} r{round_index}-{k}: {title}\n\n{hypothesis.strip()}\n"
@@ -223,7 +261,8 @@ class Versions:
         if dest.exists() and dest.read_bytes() != data:
             stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
             backup = self.commit_source(
-                f"backup/{stamp}", dest.read_bytes(),
+                f"backup/{stamp}",
+                dest.read_bytes(),
                 f"kernelloop {self.task}: kernel file before rollback to {commit[:12]}\n",
             ).branch
         dest.parent.mkdir(parents=True, exist_ok=True)
@@ -232,12 +271,16 @@ class Versions:
         os.replace(tmp, dest)  # atomic: a crash leaves the old or the new kernel, never half
         return backup
 
-    def export(self, commit: str, benchmark_md: str, message: str, branch: str | None = None) -> Variant:
+    def export(
+        self, commit: str, benchmark_md: str, message: str, branch: str | None = None
+    ) -> Variant:
         """A reviewable commit on top of the user's HEAD: the kernel from `commit` plus
         BENCHMARK.md beside it, with the benchmark record in the commit message."""
         ref = f"refs/heads/{branch}" if branch else self._branch("export")
         if subprocess.run(["git", "check-ref-format", ref], capture_output=True).returncode != 0:
-            raise VersionsError(f"{branch!r} is not a valid branch name; pick another with --branch.")
+            raise VersionsError(
+                f"{branch!r} is not a valid branch name; pick another with --branch."
+            )
         parent = self.base_commit()
         md_path = str(Path(self.kernel_path).parent / "BENCHMARK.md").removeprefix("./")
         files = {self.kernel_path: self.read(commit), md_path: benchmark_md.encode()}

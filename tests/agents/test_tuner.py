@@ -88,7 +88,9 @@ def test_without_metrics_it_searches_the_neighbourhood_until_exhausted(task):
     while batch := agent.propose(context(FUSED)):
         assert len(batch) == 1
         # Each probe either has no metrics to go on or reverses the one just measured slower.
-        assert "no profile metrics" in batch[0].hypothesis or "measured slower" in batch[0].hypothesis
+        assert (
+            "no profile metrics" in batch[0].hypothesis or "measured slower" in batch[0].hypothesis
+        )
         agent.observe(batch[0], "rejected (slower): 0.97x")
         sources.append(batch[0].source)
     # ROWS_PER_PROGRAM 4 -> 8, 2; NUM_WARPS 8 -> 16, 4; NUM_STAGES 2 -> 3, 1: six neighbours.
@@ -122,21 +124,29 @@ def test_a_move_measured_slower_is_followed_by_the_opposite_one(task):
     agent = TunerAgent(task, per_round=1)
     (first,) = agent.propose(context(FUSED))
     tunable, step = first.direction.split(": ")[1].split()
-    agent.observe(first, "rejected: weighted geomean speedup 0.9532x over the best does not beat the required 1.0050x")
+    agent.observe(
+        first,
+        "rejected: weighted geomean speedup 0.9532x over the best does not beat the required 1.0050x",
+    )
     (nxt,) = agent.propose(context(FUSED))
     assert nxt.direction.endswith(f"{tunable} {'up' if step == 'down' else 'down'}"), nxt.direction
     assert "measured slower" in nxt.hypothesis
     # A correctness rejection says nothing about speed: no reversal.
     agent2 = TunerAgent(task, per_round=1)
     (first2,) = agent2.propose(context(FUSED))
-    agent2.observe(first2, "rejected: extreme/large_offset 7x129 float32: 3 of 903 elements outside atol")
+    agent2.observe(
+        first2, "rejected: extreme/large_offset 7x129 float32: 3 of 903 elements outside atol"
+    )
     (nxt2,) = agent2.propose(context(FUSED))
     assert "measured slower" not in nxt2.hypothesis
     # Nor does a correct candidate whose timings do not count (the interpreter on a CPU).
     agent3 = TunerAgent(task, per_round=1)
     (first3,) = agent3.propose(context(FUSED))
-    agent3.observe(first3, "rejected: correct, but timings on this device do not count (interpreter): "
-                           "a speedup can only be accepted from GPU measurements")
+    agent3.observe(
+        first3,
+        "rejected: correct, but timings on this device do not count (interpreter): "
+        "a speedup can only be accepted from GPU measurements",
+    )
     (nxt3,) = agent3.propose(context(FUSED))
     assert "measured slower" not in nxt3.hypothesis
 
@@ -282,7 +292,8 @@ def test_conditions_compare_numbers_and_words():
 
 def test_a_metric_the_profile_lacks_reads_not_measured_in_the_hypothesis(task):
     # On a CPU the compiler gives registers but no achieved occupancy.
-    first = TunerAgent(task, per_round=1).propose(context(FUSED, {"occupancy_limiter": "registers",
-                                                                  "registers_per_thread": 168}))[0]
+    first = TunerAgent(task, per_round=1).propose(
+        context(FUSED, {"occupancy_limiter": "registers", "registers_per_thread": 168})
+    )[0]
     assert "achieved occupancy not measured)" in first.hypothesis, first.hypothesis
     assert "?" not in first.hypothesis and "%" not in first.hypothesis

@@ -33,8 +33,14 @@ def task():
 def timed(task, tmp_path_factory) -> BenchmarkRecord:
     copy = tmp_path_factory.mktemp("best") / "fast_copy.py"
     shutil.copyfile(CANDS / "fast.py", copy)
-    return benchmark(task, CANDS / "fast.py", best=copy, device="cpu", max_s_per_shape=0.5,
-                     against={"slow": CANDS / "slow.py", "tail_trap": CANDS / "tail_trap.py"})
+    return benchmark(
+        task,
+        CANDS / "fast.py",
+        best=copy,
+        device="cpu",
+        max_s_per_shape=0.5,
+        against={"slow": CANDS / "slow.py", "tail_trap": CANDS / "tail_trap.py"},
+    )
 
 
 def as_pair(rec: BenchmarkRecord, cand: str, best: str) -> BenchmarkRecord:
@@ -91,33 +97,53 @@ def test_tail_trap_wins_common_shapes_but_is_refused_on_the_long_tail(task, time
 def test_full_verdict_with_a_real_correctness_record(task):
     rec = evaluate(task, CANDS / "fast.py", device="cpu", shapes="256x1024,2048x16", timing=False)
     assert rec.verdict.accepted, rec.verdict.reasons
-    bench = benchmark(task, CANDS / "fast.py", device="cpu", shapes="256x1024,2048x16", max_s_per_shape=0.3)
+    bench = benchmark(
+        task, CANDS / "fast.py", device="cpu", shapes="256x1024,2048x16", max_s_per_shape=0.3
+    )
     verdict = decide(rec, bench, task.spec.rules)
     assert verdict.accepted, verdict.reasons
 
 
 def test_inflated_clock_is_caught_by_the_trusted_clock(task):
     # Behind the screen (which refuses the patch, below), the trusted clock still catches it.
-    rec = benchmark(task, CHEATS / "inflate_clock.py", device="cpu", shapes="256x1024", max_s_per_shape=0.3,
-                    screen=False)
+    rec = benchmark(
+        task,
+        CHEATS / "inflate_clock.py",
+        device="cpu",
+        shapes="256x1024",
+        max_s_per_shape=0.3,
+        screen=False,
+    )
     # Whichever defence fires first stops the rounds: the trusted clock ("not real") or the
     # in-process tamper tripwire (CI saw either). A timer swapped where the tripwire cannot
     # see it is caught by the trusted clock alone in tests/redteam/test_timing.py (c).
-    assert any("not real" in p or "replaced harness functions" in p for p in rec.problems), rec.problems
+    assert any("not real" in p or "replaced harness functions" in p for p in rec.problems), (
+        rec.problems
+    )
     gate = performance_gate(rec, task.spec.rules)
     assert not gate.accepted and gate.category in ("timing", "tamper"), gate
 
 
 def test_a_candidate_that_changes_while_timed_is_caught(task):
-    rec = benchmark(task, CHEATS / "cheaper_when_timed.py", device="cpu", shapes="256x1024", max_s_per_shape=0.3,
-                    aa=False)
-    assert any("behaves differently while timed" in p and "candidate" in p for p in rec.problems), rec.problems
+    rec = benchmark(
+        task,
+        CHEATS / "cheaper_when_timed.py",
+        device="cpu",
+        shapes="256x1024",
+        max_s_per_shape=0.3,
+        aa=False,
+    )
+    assert any("behaves differently while timed" in p and "candidate" in p for p in rec.problems), (
+        rec.problems
+    )
     assert not any("baseline" in p for p in rec.problems)  # honest implementations are not flagged
     assert performance_gate(rec, task.spec.rules).category == "timing"
 
 
 def test_the_static_screen_refuses_before_any_worker_runs(task):
-    rec = benchmark(task, CHEATS / "inflate_clock.py", device="cpu", shapes="256x1024", max_s_per_shape=0.3)
+    rec = benchmark(
+        task, CHEATS / "inflate_clock.py", device="cpu", shapes="256x1024", max_s_per_shape=0.3
+    )
     assert rec.problems and all(p.startswith("static screen:") for p in rec.problems), rec.problems
     assert rec.sandbox == "not run" and rec.shapes == [] and rec.static_findings == rec.problems
     gate = performance_gate(rec, task.spec.rules)
@@ -130,15 +156,30 @@ def test_forged_channel_lines_are_a_problem(flagship):
     lines without the run's secret key are refused."""
     from tests.cheats.runner import CANDIDATES
 
-    rec = benchmark(flagship, CANDIDATES / "forge_channel.py", device="cpu", shapes="7x129", dtype="float32",
-                    reps=2, aa=False, screen=False)
+    rec = benchmark(
+        flagship,
+        CANDIDATES / "forge_channel.py",
+        device="cpu",
+        shapes="7x129",
+        dtype="float32",
+        reps=2,
+        aa=False,
+        screen=False,
+    )
     assert any("forged" in p or "key" in p for p in rec.problems), rec.problems
     assert not performance_gate(rec, flagship.spec.rules).accepted
 
 
 def test_interpreter_timings_never_count(flagship):
-    rec = benchmark(flagship, flagship.folder / "candidates" / "fused_naive.py", device="cpu", shapes="7x129",
-                    dtype="float32", reps=2, aa=False)
+    rec = benchmark(
+        flagship,
+        flagship.folder / "candidates" / "fused_naive.py",
+        device="cpu",
+        shapes="7x129",
+        dtype="float32",
+        reps=2,
+        aa=False,
+    )
     assert rec.problems == []
     assert rec.interpreter and not rec.timings_count
     assert "interpreter" in rec.method
@@ -147,13 +188,44 @@ def test_interpreter_timings_never_count(flagship):
 
 def test_cli_prints_the_per_shape_table(tmp_path):
     out = tmp_path / "rec.json"
-    p = subprocess.run([sys.executable, "-m", "kernelloop.cli", "bench", str(CPU_TASK), str(CANDS / "fast.py"),
-                        "--device", "cpu", "--shapes", "512x512", "--against", str(CANDS / "slow.py"),
-                        "--record", str(out)], capture_output=True, text=True, timeout=120)
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "kernelloop.cli",
+            "bench",
+            str(CPU_TASK),
+            str(CANDS / "fast.py"),
+            "--device",
+            "cpu",
+            "--shapes",
+            "512x512",
+            "--against",
+            str(CANDS / "slow.py"),
+            "--record",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert p.returncode == 0, p.stdout + p.stderr
     assert "512x512" in p.stdout and "slow" in p.stdout and "PERFORMANCE GATE: PASS" in p.stdout
     rec = BenchmarkRecord.model_validate_json(out.read_text())
     assert set(rec.shapes[0].impls) >= {"candidate", "baseline", "slow"}
-    bad = subprocess.run([sys.executable, "-m", "kernelloop.cli", "bench", str(CPU_TASK), str(CANDS / "fast.py"),
-                          "--against", str(tmp_path / "missing.py")], capture_output=True, text=True, timeout=60)
+    bad = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "kernelloop.cli",
+            "bench",
+            str(CPU_TASK),
+            str(CANDS / "fast.py"),
+            "--against",
+            str(tmp_path / "missing.py"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert bad.returncode == 2 and "does not exist" in bad.stderr

@@ -37,8 +37,15 @@ def test_fused_beats_baseline_with_both_timers(flagship):
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 def test_side_stream_work_is_timed_device_wide(flagship):
     # screen=False: the static screen refuses streams; this tests the timer behind it.
-    rec = benchmark(flagship, CHEATS / "side_stream.py", device="cuda", shapes="4096x8000", dtype="bfloat16",
-                    profile=False, screen=False)
+    rec = benchmark(
+        flagship,
+        CHEATS / "side_stream.py",
+        device="cuda",
+        shapes="4096x8000",
+        dtype="bfloat16",
+        profile=False,
+        screen=False,
+    )
     sb = rec.shapes[0]
     assert sb.impls["candidate"].hidden_calls > 0
     assert any("outside the calling stream" in w for w in rec.warnings)

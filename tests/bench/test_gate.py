@@ -50,14 +50,18 @@ def test_long_tail_below_floor_vs_baseline_is_refused():
 
 
 def test_interpreter_timings_never_accept():
-    res = performance_gate(record(uniform(0.1), best=uniform(1.0), device="cpu", counts=False), RULES)
+    res = performance_gate(
+        record(uniform(0.1), best=uniform(1.0), device="cpu", counts=False), RULES
+    )
     assert not res.accepted
     assert res.category == "timing"
     assert "never accept a speedup" in res.reasons[0]
 
 
 def test_record_problems_reject():
-    res = performance_gate(record(uniform(0.5), best=uniform(1.0), problems=["4096x8000: impossible"]), RULES)
+    res = performance_gate(
+        record(uniform(0.5), best=uniform(1.0), problems=["4096x8000: impossible"]), RULES
+    )
     assert (res.accepted, res.category, res.reasons) == (False, "timing", ["4096x8000: impossible"])
 
 
@@ -77,10 +81,22 @@ def test_second_timer_agreeing_passes():
 
 
 def _correctness(ok: bool = True, sha: str = "abc", digest: str = "d") -> EvaluationRecord:
-    env = Environment(device="cuda", device_name="H200", torch="2.11", python="3.12", sandbox="bwrap")
-    v = Verdict(accepted=ok, category="accepted" if ok else "wrong", reasons=[] if ok else ["16x8 wrong"])
-    return EvaluationRecord(task="t", task_digest=digest, candidate="c.py", candidate_sha256=sha,
-                            started_at="now", wall_s=1.0, environment=env, verdict=v)
+    env = Environment(
+        device="cuda", device_name="H200", torch="2.11", python="3.12", sandbox="bwrap"
+    )
+    v = Verdict(
+        accepted=ok, category="accepted" if ok else "wrong", reasons=[] if ok else ["16x8 wrong"]
+    )
+    return EvaluationRecord(
+        task="t",
+        task_digest=digest,
+        candidate="c.py",
+        candidate_sha256=sha,
+        started_at="now",
+        wall_s=1.0,
+        environment=env,
+        verdict=v,
+    )
 
 
 def test_no_record_no_merge():

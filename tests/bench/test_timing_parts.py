@@ -50,10 +50,18 @@ def test_graph_plan_ends_on_the_benchmark_inputs():
 
 def test_idle_probe_flags_a_busy_gpu_not_host_jitter():
     cal = protocol.idle_stats([(0.04, 0.015)] * 27 + [(0.06, 0.016)] * 3)
-    assert not protocol.idle_busy([(0.05, 0.015), (0.2, 0.015), (0.045, 0.016)], cal)  # one slow wake-up
-    assert protocol.idle_busy([(2.1, 0.015), (1.8, 0.016), (2.5, 0.015)], cal)  # time-sliced with another context
-    assert protocol.idle_busy([(0.05, 0.3), (0.05, 0.25), (0.05, 0.4)], cal)  # bandwidth shared (MPS)
-    assert not protocol.idle_busy([(0.2, 0.1), (0.19, 0.09), (0.2, 0.1)], cal)  # an honest H200 probe that 1.5x flagged
+    assert not protocol.idle_busy(
+        [(0.05, 0.015), (0.2, 0.015), (0.045, 0.016)], cal
+    )  # one slow wake-up
+    assert protocol.idle_busy(
+        [(2.1, 0.015), (1.8, 0.016), (2.5, 0.015)], cal
+    )  # time-sliced with another context
+    assert protocol.idle_busy(
+        [(0.05, 0.3), (0.05, 0.25), (0.05, 0.4)], cal
+    )  # bandwidth shared (MPS)
+    assert not protocol.idle_busy(
+        [(0.2, 0.1), (0.19, 0.09), (0.2, 0.1)], cal
+    )  # an honest H200 probe that 1.5x flagged
 
 
 # ---- what a worker may answer ---------------------------------------------------------
@@ -62,10 +70,14 @@ def _line(**msg) -> bytes:
 
 
 def test_wire_accepts_a_valid_batch_and_refuses_forged_stale_or_malformed_lines():
-    kind, body = wire.parse(_line(type="batch", seq=4, calls=[[1.0, 1.1]], cals=[[1.0, 1.02]]), KEY, 4, "batch")
+    kind, body = wire.parse(
+        _line(type="batch", seq=4, calls=[[1.0, 1.1]], cals=[[1.0, 1.02]]), KEY, 4, "batch"
+    )
     assert kind == "batch" and body.calls == [[1.0, 1.1]]
     cases = {
-        "forged": json.dumps({"key": "x" * 32, "type": "batch", "seq": 4, "calls": [[1.0]]}).encode(),
+        "forged": json.dumps(
+            {"key": "x" * 32, "type": "batch", "seq": 4, "calls": [[1.0]]}
+        ).encode(),
         "numbered": _line(type="batch", seq=3, calls=[[1.0]]),
         "was due": _line(type="prepared", seq=4, rough_ms=1.0),
         "malformed": _line(type="batch", seq=4, calls=[[-1.0]]),
@@ -75,15 +87,28 @@ def test_wire_accepts_a_valid_batch_and_refuses_forged_stale_or_malformed_lines(
         with pytest.raises(wire.WireError, match=phrase):
             wire.parse(raw, KEY, 4, "batch")
     with pytest.raises(wire.WireError, match="malformed"):
-        wire.parse(b'{"key": "' + KEY.encode() + b'", "type": "batch", "seq": 4, "calls": [[NaN]]}', KEY, 4, "batch")
+        wire.parse(
+            b'{"key": "' + KEY.encode() + b'", "type": "batch", "seq": 4, "calls": [[NaN]]}',
+            KEY,
+            4,
+            "batch",
+        )
     kind, body = wire.parse(_line(type="error", seq=4, error="boom"), KEY, 4, "batch")
     assert kind == "error" and body.error == "boom"
 
 
 # ---- cross-checks ---------------------------------------------------------------------
 def _answer(calls, wall_s, cals=(), pre=(), post=()):
-    body = SimpleNamespace(calls=[list(c) for c in calls], cals=list(cals), pre=list(pre), post=list(post),
-                           mismatched=0, checked=len(calls), no_launch=0, sample_hex="")
+    body = SimpleNamespace(
+        calls=[list(c) for c in calls],
+        cals=list(cals),
+        pre=list(pre),
+        post=list(post),
+        mismatched=0,
+        checked=len(calls),
+        no_launch=0,
+        sample_hex="",
+    )
     return SimpleNamespace(body=body, wall_s=wall_s, sent=0.0, received=wall_s)
 
 
@@ -93,7 +118,9 @@ def test_a_batch_cannot_claim_more_time_than_elapsed():
     assert bad and "not real" in bad
 
 
-def _acc(per_call_ms: float, reported_ms: float, overhead_ms: float, batches: int = 8, n: int = 10) -> checks.Acc:
+def _acc(
+    per_call_ms: float, reported_ms: float, overhead_ms: float, batches: int = 8, n: int = 10
+) -> checks.Acc:
     acc = checks.Acc()
     for _ in range(batches):
         acc.add(_answer([[reported_ms]] * n, n * (per_call_ms + overhead_ms) / 1e3), [])
@@ -101,7 +128,11 @@ def _acc(per_call_ms: float, reported_ms: float, overhead_ms: float, batches: in
 
 
 def test_a_claimed_saving_must_be_one_the_trusted_clock_saw():
-    honest = {"candidate": _acc(0.5, 0.5, 0.1), "best": _acc(1.0, 1.0, 0.1), "baseline": _acc(3.0, 3.0, 0.12)}
+    honest = {
+        "candidate": _acc(0.5, 0.5, 0.1),
+        "best": _acc(1.0, 1.0, 0.1),
+        "baseline": _acc(3.0, 3.0, 0.12),
+    }
     assert checks.saving_check("s", honest, "candidate", "cpu") == (0.0, None)
     lying = dict(honest, candidate=_acc(1.0, 0.01, 0.1))  # as slow as the best, reports 1/100
     added, bad = checks.saving_check("s", lying, "candidate", "cpu")
@@ -111,8 +142,11 @@ def test_a_claimed_saving_must_be_one_the_trusted_clock_saw():
 def test_time_spilling_outside_the_calls_is_added_back_not_rejected():
     # 250 ms calls that leave 12 ms of their own work (garbage collection) outside the
     # measured interval: judged by the trusted clock's view, not accused of lying.
-    accs = {"candidate": _acc(262.0, 250.0, 0.5, n=1), "best": _acc(7.0, 7.0, 0.5, n=1),
-            "best#aa": _acc(7.0, 7.0, 0.55, n=1)}
+    accs = {
+        "candidate": _acc(262.0, 250.0, 0.5, n=1),
+        "best": _acc(7.0, 7.0, 0.5, n=1),
+        "best#aa": _acc(7.0, 7.0, 0.55, n=1),
+    }
     added, bad = checks.saving_check("s", accs, "candidate", "cpu")
     assert bad is None and added == pytest.approx(12.0, abs=0.1)
 
@@ -135,12 +169,22 @@ def test_noise_counts_rounds_not_calls():
     per_call = paired_log_ratio(_timing(num, 1), _timing(den, 1))
     per_round = paired_log_ratio(_timing(num, 10), _timing(den, 10))
     assert per_round[1] > 2 * per_call[1]  # the clustered noise is not hidden by the call count
-    assert paired_log_ratio(_timing(num[:40], 10), _timing(den[:40], 10)) is None  # four rounds say nothing
+    assert (
+        paired_log_ratio(_timing(num[:40], 10), _timing(den[:40], 10)) is None
+    )  # four rounds say nothing
 
 
 def _timing(samples: list[float], round_size: int) -> ImplTiming:
-    return ImplTiming(impl="x", median_ms=1.0, p20_ms=1.0, p80_ms=1.0, n=len(samples), method="-",
-                      samples_ms=samples, round_size=round_size)
+    return ImplTiming(
+        impl="x",
+        median_ms=1.0,
+        p20_ms=1.0,
+        p80_ms=1.0,
+        n=len(samples),
+        method="-",
+        samples_ms=samples,
+        round_size=round_size,
+    )
 
 
 def test_output_files_are_read_by_name_never_through_a_link(tmp_path):
@@ -196,13 +240,26 @@ STOPPED = ("T", "t", "Z", "X", "gone")  # stopped, or a zombie / already reaped
 def test_the_freezer_stops_and_resumes_a_whole_tree_including_new_sessions():
     # As in the sandbox: a private pid namespace, where even a double-forked daemon in a
     # new session is re-parented to the namespace's first process, inside the tree.
-    root = subprocess.Popen(["unshare", "--pid", "--fork", "--kill-child", "--mount", "--mount-proc",
-                             sys.executable, "-c", SPAWNER])
+    root = subprocess.Popen(
+        [
+            "unshare",
+            "--pid",
+            "--fork",
+            "--kill-child",
+            "--mount",
+            "--mount-proc",
+            sys.executable,
+            "-c",
+            SPAWNER,
+        ]
+    )
     fz = Freezer(root.pid)
     try:
         deadline = time.monotonic() + 20
         busy = []
-        while len(busy) < 2 and time.monotonic() < deadline:  # the setsid child and the daemon, spinning
+        while (
+            len(busy) < 2 and time.monotonic() < deadline
+        ):  # the setsid child and the daemon, spinning
             time.sleep(0.05)
             busy = [p for p in tree(root.pid) if _state(p) == "R"]
         assert len(busy) >= 2, [(p, _state(p)) for p in tree(root.pid)]
@@ -211,7 +268,9 @@ def test_the_freezer_stops_and_resumes_a_whole_tree_including_new_sessions():
         assert all(_state(p) in STOPPED for p in members), [(p, _state(p)) for p in members]
         cpu = {p: open(f"/proc/{p}/stat").read().rsplit(")", 1)[1].split()[11] for p in busy}
         time.sleep(0.3)
-        assert {p: open(f"/proc/{p}/stat").read().rsplit(")", 1)[1].split()[11] for p in busy} == cpu  # no CPU time
+        assert {
+            p: open(f"/proc/{p}/stat").read().rsplit(")", 1)[1].split()[11] for p in busy
+        } == cpu  # no CPU time
         fz.cont()
         time.sleep(0.2)
         assert all(_state(p) in ("R", "S") for p in busy)

@@ -7,11 +7,18 @@ from pathlib import Path
 from kernelloop.evaluate.trusted.run import evaluate
 
 CANDIDATES = Path(__file__).parent / "candidates"
-SMALL = {"device": "cpu", "shapes": "7x129", "dtypes": ["float32"], "timing": False, "timeout_s": 180}
+SMALL = {
+    "device": "cpu",
+    "shapes": "7x129",
+    "dtypes": ["float32"],
+    "timing": False,
+    "timeout_s": 180,
+}
 
 
 def evaluate_all(task, jobs: dict[str, dict], workers: int = 2) -> dict:
     """{name: EvaluationRecord} for {name: evaluate() keyword arguments incl. `path`}."""
+
     def one(item):
         name, kw = item
         kw = {**SMALL, **kw}

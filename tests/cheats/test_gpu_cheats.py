@@ -9,7 +9,10 @@ from tests.cheats.runner import CANDIDATES
 from tests.conftest import FUSED
 
 GPU = {"device": "cuda", "shapes": "4096x8000", "dtypes": ["bfloat16"]}
-pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU"),
+]
 
 
 def test_stale_device_memory_reads_as_poison(flagship):
@@ -19,7 +22,9 @@ def test_stale_device_memory_reads_as_poison(flagship):
 
 def test_side_stream_refused_and_not_faster_behind_the_screen(flagship):
     assert evaluate(flagship, CANDIDATES / "side_stream_gpu.py", **GPU).verdict.category == "static"
-    rec = evaluate(flagship, CANDIDATES / "side_stream_gpu.py", against={"fused": FUSED}, screen=False, **GPU)
+    rec = evaluate(
+        flagship, CANDIDATES / "side_stream_gpu.py", against={"fused": FUSED}, screen=False, **GPU
+    )
     # The cheat orders its side stream after the calling stream, and correctness syncs the
     # whole device, so its result is right: only the timer stands in its way. The probe
     # from an idle GPU sees the escaped work and the shape is timed device-wide, so the

@@ -16,6 +16,9 @@ def test_fused_accepted_in_20_fresh_evaluations(flagship):
     shapes = set()
     for rec in records.values():
         assert all(c.passed for c in rec.checks if c.suite == "sensitivity")
-        assert {c.case for c in rec.checks if c.suite == "sensitivity"} >= {"zeros", "pass-through of residual"}
+        assert {c.case for c in rec.checks if c.suite == "sensitivity"} >= {
+            "zeros",
+            "pass-through of residual",
+        }
         shapes |= {c.shape for c in rec.checks} - {"7x129", "all"}
     assert len(shapes) >= 10  # the unseen shape really is drawn afresh

@@ -21,7 +21,10 @@ def _prove(task, shapes: str, dtype: str) -> Judge:
         like = inputs[task.spec.task.output_like]
         if call.suite == "stochastic" and call.rate > 0:
             ones = torch.ones_like(like, dtype=torch.bool)
-            refs = {"keep": judge._ref(inputs, call, keep_mask=ones), "drop": judge._ref(inputs, call, keep_mask=~ones)}
+            refs = {
+                "keep": judge._ref(inputs, call, keep_mask=ones),
+                "drop": judge._ref(inputs, call, keep_mask=~ones),
+            }
         else:
             refs = {"ref": judge._ref(inputs, call)}
         trivial = trivial_outputs(inputs, like, refs.get("ref", refs.get("keep")))
@@ -42,8 +45,12 @@ def test_loose_task_is_refused_as_unproven(tmp_path):
     folder = tmp_path / "loose"
     shutil.copytree(FLAGSHIP, folder, ignore=shutil.ignore_patterns(".kernelloop", "__pycache__"))
     toml = (folder / "task.toml").read_text()
-    toml = re.sub(r"\[stochastic\].*?\n\n", "", toml, flags=re.S).replace("p = 0.1", "p = 0.0\nseed = 0")
-    toml = re.sub(r"(bfloat16|float16|float32) = \{ atol = [^}]*\}", r"\1 = { atol = 0.5, rtol = 0.5 }", toml)
+    toml = re.sub(r"\[stochastic\].*?\n\n", "", toml, flags=re.S).replace(
+        "p = 0.1", "p = 0.0\nseed = 0"
+    )
+    toml = re.sub(
+        r"(bfloat16|float16|float32) = \{ atol = [^}]*\}", r"\1 = { atol = 0.5, rtol = 0.5 }", toml
+    )
     toml = re.sub(r"extreme = \[[^\]]*\]", "extreme = []", toml)
     (folder / "task.toml").write_text(toml)
     judge = _prove(load_task(folder), "7x129", "float32")

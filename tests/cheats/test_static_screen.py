@@ -40,10 +40,24 @@ SCREENED = {
 }
 # Cheats written only with what honest kernels also use: the runtime gate must catch them.
 RUNTIME_ONLY = [
-    "stale_empty.py", "trivial_residual.py", "trivial_zeros.py", "nan_wildcard.py", "alias_residual.py",
-    "mutate_input.py", "honest_once.py", "tested_shapes_only.py", "one_pass_variance.py", "no_max_softmax.py",
-    "hidden_state.py", "cache_by_shape.py", "cache_ignores_seed.py", "persistent_buffer.py", "detect_timing.py", "cheaper_when_timed.py",
-    "crash_on_extreme.py", "illegal_address_gpu.py",
+    "stale_empty.py",
+    "trivial_residual.py",
+    "trivial_zeros.py",
+    "nan_wildcard.py",
+    "alias_residual.py",
+    "mutate_input.py",
+    "honest_once.py",
+    "tested_shapes_only.py",
+    "one_pass_variance.py",
+    "no_max_softmax.py",
+    "hidden_state.py",
+    "cache_by_shape.py",
+    "cache_ignores_seed.py",
+    "persistent_buffer.py",
+    "detect_timing.py",
+    "cheaper_when_timed.py",
+    "crash_on_extreme.py",
+    "illegal_address_gpu.py",
 ]
 
 
@@ -137,7 +151,9 @@ def forward(x):
 
 @pytest.mark.parametrize("name", sorted(AGENT_IDIOMS))
 def test_agent_idioms_pass(name):
-    assert screen_source(AGENT_IDIOMS[name]) == [], [f.render() for f in screen_source(AGENT_IDIOMS[name])]
+    assert screen_source(AGENT_IDIOMS[name]) == [], [
+        f.render() for f in screen_source(AGENT_IDIOMS[name])
+    ]
 
 
 @pytest.mark.parametrize("name", sorted(SCREENED))
@@ -152,45 +168,59 @@ def test_runtime_cheats_pass_the_screen(name):
     assert screen_source((CANDIDATES / name).read_text()) == []
 
 
-@pytest.mark.parametrize("src, phrase", [
-    ("import torch\nt = torch\n", "as a value"),
-    ("import torch\nx = getattr(torch, 'ops')\n", "`torch.ops`"),
-    ("def f(k, n):\n    return getattr(k, n)\n", "uses `getattr`"),
-    ("def f(k):\n    return getattr(k, '_cache')\n", 'getattr(…, "_cache")'),
-    ("def f(k):\n    return getattr(k, 'f_back')\n", 'getattr(…, "f_back")'),
-    ("def f(k):\n    return getattr(k, 'n', default=None)\n", "uses `getattr`"),
-    ("import torch\nx = getattr(getattr(torch, 'cuda'), 'Stream')\n", "`torch.cuda.Stream`"),
-    ("import torch\nc = torch.cuda\nc.Stream()\n", "module `torch.cuda` as a value"),
-    ("import torch\ndef f(m):\n    return m.Stream()\nf(torch.cuda)\n", "module `torch.cuda` as a value"),
-    ("def f(x, open=open):\n    return open('/etc/passwd')\n", "uses `open`"),
-    ("exec = print\nexec('x')\n", "uses `exec`"),
-    ("class C:\n    input = 1\n    input('x')\n", "uses `input`"),
-    # The two string routes to `__import__` the red team found (issue 12).
-    ("import operator\ng = operator.attrgetter('__globals__')\n", "`operator.attrgetter`"),
-    ("import operator\ng = operator.attrgetter('__globals__')\n", "names `__globals__`"),
-    ("from operator import methodcaller\n", "`operator.methodcaller`"),
-    ("import typing\ndef f(x: \"__import__('os')\"): pass\n", "uses `__import__`"),
-    ("from typing import get_type_hints\n", "`typing.get_type_hints`"),
-    ("import typing\ntyping.ForwardRef('x')\n", "`typing.ForwardRef`"),
-    ("import functools\n@functools.singledispatch\ndef f(x): pass\n@f.register\ndef _(x: 'list[\"os\"]') -> \"__builtins__\": pass\n", "`__builtins__`"),
-    ("def f(x: 'not valid ('): pass\n", "string annotation that is not a Python expression"),
-    ("import functools\ndef f(k):\n    return functools.update_wrapper(k, f, assigned=('__globals__',))\n", "names `__globals__`"),
-    ("def f(k):\n    return '{0.__globals__}'.format(k)\n", "format template"),
-    ("X = type('X', (object,), {})\n", "type(name, bases, dict)"),
-    ("import torch as T\nT.cuda.synchronize = None\n", "assigns to `torch.cuda.synchronize`"),
-    ("from torch import Tensor\nTensor.clone = None\n", "assigns to `torch.Tensor.clone`"),
-    ("def f(x):\n    return x.__class__\n", "`.__class__`"),
-    ("def f(g):\n    return g.gi_frame.f_back\n", "frames"),
-    ("from . import helper\n", "relative import"),
-    ("from torch import *\n", "import *"),
-    ("import triton\ntriton.runtime.driver.active\n", "triton.runtime"),
-    ("import triton.language as tl\nx = tl._core\n", "private"),
-    ("import torch\ndef f(x):\n    return x.numpy()\n", "`.numpy`"),
-    ("import torch\ntorch.ops.aten.add\n", "torch.ops"),
-    ("__builtins__['open']\n", "`__builtins__`"),
-])
+@pytest.mark.parametrize(
+    "src, phrase",
+    [
+        ("import torch\nt = torch\n", "as a value"),
+        ("import torch\nx = getattr(torch, 'ops')\n", "`torch.ops`"),
+        ("def f(k, n):\n    return getattr(k, n)\n", "uses `getattr`"),
+        ("def f(k):\n    return getattr(k, '_cache')\n", 'getattr(…, "_cache")'),
+        ("def f(k):\n    return getattr(k, 'f_back')\n", 'getattr(…, "f_back")'),
+        ("def f(k):\n    return getattr(k, 'n', default=None)\n", "uses `getattr`"),
+        ("import torch\nx = getattr(getattr(torch, 'cuda'), 'Stream')\n", "`torch.cuda.Stream`"),
+        ("import torch\nc = torch.cuda\nc.Stream()\n", "module `torch.cuda` as a value"),
+        (
+            "import torch\ndef f(m):\n    return m.Stream()\nf(torch.cuda)\n",
+            "module `torch.cuda` as a value",
+        ),
+        ("def f(x, open=open):\n    return open('/etc/passwd')\n", "uses `open`"),
+        ("exec = print\nexec('x')\n", "uses `exec`"),
+        ("class C:\n    input = 1\n    input('x')\n", "uses `input`"),
+        # The two string routes to `__import__` the red team found (issue 12).
+        ("import operator\ng = operator.attrgetter('__globals__')\n", "`operator.attrgetter`"),
+        ("import operator\ng = operator.attrgetter('__globals__')\n", "names `__globals__`"),
+        ("from operator import methodcaller\n", "`operator.methodcaller`"),
+        ("import typing\ndef f(x: \"__import__('os')\"): pass\n", "uses `__import__`"),
+        ("from typing import get_type_hints\n", "`typing.get_type_hints`"),
+        ("import typing\ntyping.ForwardRef('x')\n", "`typing.ForwardRef`"),
+        (
+            'import functools\n@functools.singledispatch\ndef f(x): pass\n@f.register\ndef _(x: \'list["os"]\') -> "__builtins__": pass\n',
+            "`__builtins__`",
+        ),
+        ("def f(x: 'not valid ('): pass\n", "string annotation that is not a Python expression"),
+        (
+            "import functools\ndef f(k):\n    return functools.update_wrapper(k, f, assigned=('__globals__',))\n",
+            "names `__globals__`",
+        ),
+        ("def f(k):\n    return '{0.__globals__}'.format(k)\n", "format template"),
+        ("X = type('X', (object,), {})\n", "type(name, bases, dict)"),
+        ("import torch as T\nT.cuda.synchronize = None\n", "assigns to `torch.cuda.synchronize`"),
+        ("from torch import Tensor\nTensor.clone = None\n", "assigns to `torch.Tensor.clone`"),
+        ("def f(x):\n    return x.__class__\n", "`.__class__`"),
+        ("def f(g):\n    return g.gi_frame.f_back\n", "frames"),
+        ("from . import helper\n", "relative import"),
+        ("from torch import *\n", "import *"),
+        ("import triton\ntriton.runtime.driver.active\n", "triton.runtime"),
+        ("import triton.language as tl\nx = tl._core\n", "private"),
+        ("import torch\ndef f(x):\n    return x.numpy()\n", "`.numpy`"),
+        ("import torch\ntorch.ops.aten.add\n", "torch.ops"),
+        ("__builtins__['open']\n", "`__builtins__`"),
+    ],
+)
 def test_rules(src, phrase):
-    assert any(phrase in f.message for f in screen_source(src)), [f.render() for f in screen_source(src)]
+    assert any(phrase in f.message for f in screen_source(src)), [
+        f.render() for f in screen_source(src)
+    ]
 
 
 def test_torch_language_may_compute_but_not_hide_work():
@@ -200,7 +230,9 @@ def test_torch_language_may_compute_but_not_hide_work():
 
 
 def test_refused_candidate_starts_no_worker(flagship):
-    rec = evaluate(flagship, CANDIDATES / "patch_timers.py", device="cpu", shapes="7x129", dtypes=["float32"])
+    rec = evaluate(
+        flagship, CANDIDATES / "patch_timers.py", device="cpu", shapes="7x129", dtypes=["float32"]
+    )
     assert rec.verdict.category == "static"
     assert rec.environment.sandbox == "not started"
     assert rec.wall_s < 2

@@ -14,15 +14,18 @@ from tests.conftest import FLAGSHIP, ROOT
 REFUSED = "import os\nimport torch\n\ndef forward(x, residual, weight, bias, *, p, eps, seed):\n    return torch.empty_like(x)\n"
 
 
-@pytest.mark.parametrize("category, accepted, text", [
-    ("static", False, "REJECTED at the static screen (policy)"),
-    ("no_kernel", False, "REJECTED by correctness (no_kernel)"),
-    ("tamper", False, "REJECTED by correctness (tamper)"),
-    ("timing", False, "PERFORMANCE GATE: FAIL (timing)"),
-    ("slower", False, "PERFORMANCE GATE: FAIL (slower)"),
-    ("policy", False, "REFUSED by the loop's rules (policy)"),
-    ("accepted", True, "ACCEPTED"),
-])
+@pytest.mark.parametrize(
+    "category, accepted, text",
+    [
+        ("static", False, "REJECTED at the static screen (policy)"),
+        ("no_kernel", False, "REJECTED by correctness (no_kernel)"),
+        ("tamper", False, "REJECTED by correctness (tamper)"),
+        ("timing", False, "PERFORMANCE GATE: FAIL (timing)"),
+        ("slower", False, "PERFORMANCE GATE: FAIL (slower)"),
+        ("policy", False, "REFUSED by the loop's rules (policy)"),
+        ("accepted", True, "ACCEPTED"),
+    ],
+)
 def test_headline_names_the_stage(category, accepted, text):
     assert headline(category, accepted) == text
 
@@ -32,18 +35,40 @@ def test_every_category_has_a_stage():
 
     from kernelloop.evaluate.trusted.record import Category
 
-    assert {stage(c) for c in get_args(Category)} == {"accepted", "static screen", "policy", "performance gate",
-                                                      "correctness"}
+    assert {stage(c) for c in get_args(Category)} == {
+        "accepted",
+        "static screen",
+        "policy",
+        "performance gate",
+        "correctness",
+    }
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("command, note", [("evaluate", "(not run)"), ("bench", "(not benchmarked)"),
-                                           ("profile", "(not profiled)")])
+@pytest.mark.parametrize(
+    "command, note",
+    [("evaluate", "(not run)"), ("bench", "(not benchmarked)"), ("profile", "(not profiled)")],
+)
 def test_commands_label_a_static_rejection(tmp_path, command, note):
     cand = tmp_path / "refused.py"
     cand.write_text(REFUSED)
-    r = subprocess.run([sys.executable, "-m", "kernelloop.cli", command, str(FLAGSHIP), str(cand), "--device", "cpu"],
-                       capture_output=True, text=True, timeout=180, cwd=ROOT, env=_env())
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "kernelloop.cli",
+            command,
+            str(FLAGSHIP),
+            str(cand),
+            "--device",
+            "cpu",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        cwd=ROOT,
+        env=_env(),
+    )
     out = " ".join(r.stdout.split())  # Rich wraps long lines
     assert r.returncode == 1, r.stderr[-2000:]
     assert f"REJECTED at the static screen (policy) {note}: " in out and "imports `os`" in out, out

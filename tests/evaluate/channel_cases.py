@@ -15,19 +15,59 @@ from dataclasses import dataclass, field
 from hypothesis import strategies as st
 
 KINDS = ("str", "int", "float", "bool", "list", "dict", "null")
-FLOATS = {"elapsed_s", "median_ms", "p20_ms", "p80_ms", "timed_ms_total", "profiler_ms", "shape_wall_s"}
+FLOATS = {
+    "elapsed_s",
+    "median_ms",
+    "p20_ms",
+    "p80_ms",
+    "timed_ms_total",
+    "profiler_ms",
+    "shape_wall_s",
+}
 NAMES = {"impl", "shape", "dtype", "torch", "python", "method", "name", "out_dtype", "out_device"}
 LITERALS = {"type", "ok", "device", "when"}
-TYPES = {"hello", "call", "timing", "timing_begin", "timing_error", "timing_audit", "tamper", "compile",
-         "processes", "import_error", "fatal", "done"}
-ONCE = ["hello", "compile", "done", "timing_begin", "timing_audit", "processes", "import_error", "fatal",
-        "timing_error"]
+TYPES = {
+    "hello",
+    "call",
+    "timing",
+    "timing_begin",
+    "timing_error",
+    "timing_audit",
+    "tamper",
+    "compile",
+    "processes",
+    "import_error",
+    "fatal",
+    "done",
+}
+ONCE = [
+    "hello",
+    "compile",
+    "done",
+    "timing_begin",
+    "timing_audit",
+    "processes",
+    "import_error",
+    "fatal",
+    "timing_error",
+]
 
 
 def hello(device: str = "cpu") -> dict:
-    return {"type": "hello", "env": {"device": device, "torch": "2.11.0", "python": "3.12.3", "interpreter": True,
-                                     "triton": "3.6.0", "device_name": "x86_64", "compute_capability": None,
-                                     "cuda": None, "argv0": "/usr/bin/python3"}}
+    return {
+        "type": "hello",
+        "env": {
+            "device": device,
+            "torch": "2.11.0",
+            "python": "3.12.3",
+            "interpreter": True,
+            "triton": "3.6.0",
+            "device_name": "x86_64",
+            "compute_capability": None,
+            "cuda": None,
+            "argv0": "/usr/bin/python3",
+        },
+    }
 
 
 def call_failed(cid: str, error: str = "Traceback …\nRuntimeError: no") -> dict:
@@ -35,11 +75,27 @@ def call_failed(cid: str, error: str = "Traceback …\nRuntimeError: no") -> dic
 
 
 def call_tensor(cid: str, shape=(7, 129), dtype: str = "float32", file: bool = True) -> dict:
-    msg = {"type": "call", "id": cid, "ok": True, "elapsed_s": 0.01, "launches": {"candidate:_fused": 1},
-           "ops": {"empty_like": 1}, "traced_ops": {"empty_like": 1}, "trace_error": "", "tampered": [], "threads": 0,
-           "out_type": "torch.Tensor",
-           "out_shape": list(shape), "out_dtype": dtype, "out_device": "cpu", "out_contiguous": True, "aliases": [],
-           "mutated": [], "reuses_output": False, "changed_after_return": False}
+    msg = {
+        "type": "call",
+        "id": cid,
+        "ok": True,
+        "elapsed_s": 0.01,
+        "launches": {"candidate:_fused": 1},
+        "ops": {"empty_like": 1},
+        "traced_ops": {"empty_like": 1},
+        "trace_error": "",
+        "tampered": [],
+        "threads": 0,
+        "out_type": "torch.Tensor",
+        "out_shape": list(shape),
+        "out_dtype": dtype,
+        "out_device": "cpu",
+        "out_contiguous": True,
+        "aliases": [],
+        "mutated": [],
+        "reuses_output": False,
+        "changed_after_return": False,
+    }
     if file:
         msg["file"] = f"{cid}.bin"
     return msg
@@ -49,17 +105,51 @@ def others() -> dict[str, dict]:
     """One valid message of every other type (in a valid order after hello)."""
     return {
         "timing_begin": {"type": "timing_begin"},
-        "timing": {"type": "timing", "impl": "candidate", "shape": "7x129", "dtype": "float32", "median_ms": 1.5,
-                   "p20_ms": 1.4, "p80_ms": 1.6, "n": 3, "method": "interpreter wall-clock (does not count)",
-                   "samples_ms": [1.4, 1.5, 1.6], "timed_ms_total": 4.5, "hidden_calls": 0, "mismatched_calls": 0,
-                   "checked_calls": 3, "profiler_ms": None, "shape_wall_s": 0.01},
+        "timing": {
+            "type": "timing",
+            "impl": "candidate",
+            "shape": "7x129",
+            "dtype": "float32",
+            "median_ms": 1.5,
+            "p20_ms": 1.4,
+            "p80_ms": 1.6,
+            "n": 3,
+            "method": "interpreter wall-clock (does not count)",
+            "samples_ms": [1.4, 1.5, 1.6],
+            "timed_ms_total": 4.5,
+            "hidden_calls": 0,
+            "mismatched_calls": 0,
+            "checked_calls": 3,
+            "profiler_ms": None,
+            "shape_wall_s": 0.01,
+        },
         "timing_error": {"type": "timing_error", "error": "Traceback\nValueError: x"},
-        "timing_audit": {"type": "timing_audit", "impl": "candidate", "calls": 3, "without_launch": 0},
+        "timing_audit": {
+            "type": "timing_audit",
+            "impl": "candidate",
+            "calls": 3,
+            "without_launch": 0,
+        },
         "tamper": {"type": "tamper", "when": "import", "changed": ["torch.cuda.synchronize"]},
-        "compile": {"type": "compile", "kernels": [{"impl": "candidate", "name": "_fused", "n_regs": 32,
-                                                    "n_spills": 0, "shared_bytes": 0, "num_warps": 4}]},
+        "compile": {
+            "type": "compile",
+            "kernels": [
+                {
+                    "impl": "candidate",
+                    "name": "_fused",
+                    "n_regs": 32,
+                    "n_spills": 0,
+                    "shared_bytes": 0,
+                    "num_warps": 4,
+                }
+            ],
+        },
         "processes": {"type": "processes", "found": ["pid 12: sleep 100"], "count": 1},
-        "import_error": {"type": "import_error", "impl": "candidate", "error": "ModuleNotFoundError: x"},
+        "import_error": {
+            "type": "import_error",
+            "impl": "candidate",
+            "error": "ModuleNotFoundError: x",
+        },
         "fatal": {"type": "fatal", "error": "sticky CUDA error"},
         "done": {"type": "done"},
     }
@@ -73,9 +163,20 @@ def kind(v) -> str:
     return {int: "int", float: "float", str: "str", list: "list", dict: "dict"}[type(v)]
 
 
-TYPED_NULLABLE = {"triton": {"str"}, "device_name": {"str"}, "compute_capability": {"str"}, "cuda": {"str"},
-                  "argv0": {"str"}, "file": {"str"}, "sm_count": {"int"}, "n_regs": {"int"}, "n_spills": {"int"},
-                  "shared_bytes": {"int"}, "num_warps": {"int"}, "profiler_ms": {"int", "float"}}
+TYPED_NULLABLE = {
+    "triton": {"str"},
+    "device_name": {"str"},
+    "compute_capability": {"str"},
+    "cuda": {"str"},
+    "argv0": {"str"},
+    "file": {"str"},
+    "sm_count": {"int"},
+    "n_regs": {"int"},
+    "n_spills": {"int"},
+    "shared_bytes": {"int"},
+    "num_warps": {"int"},
+    "profiler_ms": {"int", "float"},
+}
 
 
 def allowed(field: str, value) -> set[str]:
@@ -86,11 +187,20 @@ def allowed(field: str, value) -> set[str]:
     return {"int", "float"} if field in FLOATS or k == "float" else {k}
 
 
-json_leaf = st.one_of(st.none(), st.booleans(), st.integers(-(2**80), 2**80),
-                      st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=30))
-json_any = st.recursive(json_leaf, lambda kids: st.one_of(st.lists(kids, max_size=4),
-                                                        st.dictionaries(st.text(max_size=8), kids, max_size=4)),
-                        max_leaves=12)
+json_leaf = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**80), 2**80),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=30),
+)
+json_any = st.recursive(
+    json_leaf,
+    lambda kids: st.one_of(
+        st.lists(kids, max_size=4), st.dictionaries(st.text(max_size=8), kids, max_size=4)
+    ),
+    max_leaves=12,
+)
 
 
 # Built once: hypothesis validates a strategy the first time it is used, which costs more
@@ -105,8 +215,11 @@ _OF_KIND = {
     "null": st.none(),
 }
 _KINDS = {k: st.sampled_from([x for x in KINDS if x != k]) for k in KINDS}
-_OUT_OF_RANGE = st.one_of(st.integers(-(2**60), -1), st.integers(10**13, 10**30),
-                          st.sampled_from([math.nan, math.inf, -math.inf, 1e13, 1e300, -0.5]))
+_OUT_OF_RANGE = st.one_of(
+    st.integers(-(2**60), -1),
+    st.integers(10**13, 10**30),
+    st.sampled_from([math.nan, math.inf, -math.inf, 1e13, 1e300, -0.5]),
+)
 _HOW = st.sampled_from(["kind", "range", "long", "extra", "missing", "control", "literal"])
 _CONTROL = st.sampled_from(["\x1b", "\x00", "\n", "\u202e", "\u200b", "\x7f", "\x9b"])
 _OK = st.sampled_from([0, 1, "true", "false", None])
@@ -173,8 +286,12 @@ _TEMPLATE = st.sampled_from(sorted(["hello", "call_failed", "call_tensor", *othe
 def broken_message(draw, cids: list[str]) -> tuple[str, dict, str]:
     """(template name, a message made invalid in one way, what was done); the caller
     places it where a valid message of its template would be valid."""
-    templates = {"hello": hello(), "call_failed": call_failed(cids[0]), "call_tensor": call_tensor(cids[0]),
-                 **others()}
+    templates = {
+        "hello": hello(),
+        "call_failed": call_failed(cids[0]),
+        "call_tensor": call_tensor(cids[0]),
+        **others(),
+    }
     name = draw(_TEMPLATE)
     msg = copy.deepcopy(templates[name])
     paths = [p for p in _fields(msg) if not (name == "hello" and p == ("type",))]
@@ -182,8 +299,12 @@ def broken_message(draw, cids: list[str]) -> tuple[str, dict, str]:
     field = path[-1]
     value = _get(msg, path)
     how = draw(_HOW)
-    if how == "kind" or (how == "range" and kind(value) not in ("int", "float")) or (
-            how == "control" and field not in NAMES) or (how == "literal" and field not in LITERALS):
+    if (
+        how == "kind"
+        or (how == "range" and kind(value) not in ("int", "float"))
+        or (how == "control" and field not in NAMES)
+        or (how == "literal" and field not in LITERALS)
+    ):
         wrong = [k for k in KINDS if k not in allowed(field, value)]
         if not wrong:
             how = "extra"

@@ -40,19 +40,79 @@ PLAN = plan_calls(TASK, [TASK.find_shape("7x129")], ["float32"])
 IDS = [c.id for c in PLAN.calls]
 
 # Strategies built once (hypothesis validates each on first use, which costs more than a draw).
-_PREFIX_KINDS = st.lists(st.sampled_from(["call", "timing", "timing_begin", "timing_audit", "tamper", "compile",
-                                          "processes", "timing_error", "import_error"]), max_size=5, unique=True)
+_PREFIX_KINDS = st.lists(
+    st.sampled_from(
+        [
+            "call",
+            "timing",
+            "timing_begin",
+            "timing_audit",
+            "tamper",
+            "compile",
+            "processes",
+            "timing_error",
+            "import_error",
+        ]
+    ),
+    max_size=5,
+    unique=True,
+)
 _PREFIX_IDS = st.lists(st.sampled_from(IDS[1:]), max_size=3, unique=True)
 _SHORT = st.text(max_size=60)
-_SEQ = st.sampled_from(["key", "type", "unknown_id", "repeat_id", "before_hello", "second_once", "after_done",
-                        "raw", "forged_file", "second_tamper", "repeat_timing"])
-_BAD_KEY = st.one_of(st.text(max_size=40), st.integers(), st.none(), st.lists(st.text(max_size=3), max_size=2),
-                     st.just(KEY.upper()), st.just(KEY + " "), st.just("é" * 32))
-_BAD_TYPE = st.one_of(st.text(max_size=20), st.integers(), st.none(), st.lists(st.text(max_size=5), max_size=2))
-_BAD_ID = st.one_of(st.text(max_size=70), st.sampled_from(["../../etc/passwd", "/tmp/x", ".", "..", "a/b",
-                                                          IDS[0] + "x", IDS[0].upper(), IDS[0] + "\x00"]))
-_FORGED_FILE = st.sampled_from(["../outside/canary.txt", "/etc/passwd", f"../{IDS[0]}.bin", f"{IDS[1]}.bin",
-                                "canary.txt", f"{IDS[0]}.bin/..", f"./{IDS[0]}.bin", ""])
+_SEQ = st.sampled_from(
+    [
+        "key",
+        "type",
+        "unknown_id",
+        "repeat_id",
+        "before_hello",
+        "second_once",
+        "after_done",
+        "raw",
+        "forged_file",
+        "second_tamper",
+        "repeat_timing",
+    ]
+)
+_BAD_KEY = st.one_of(
+    st.text(max_size=40),
+    st.integers(),
+    st.none(),
+    st.lists(st.text(max_size=3), max_size=2),
+    st.just(KEY.upper()),
+    st.just(KEY + " "),
+    st.just("é" * 32),
+)
+_BAD_TYPE = st.one_of(
+    st.text(max_size=20), st.integers(), st.none(), st.lists(st.text(max_size=5), max_size=2)
+)
+_BAD_ID = st.one_of(
+    st.text(max_size=70),
+    st.sampled_from(
+        [
+            "../../etc/passwd",
+            "/tmp/x",
+            ".",
+            "..",
+            "a/b",
+            IDS[0] + "x",
+            IDS[0].upper(),
+            IDS[0] + "\x00",
+        ]
+    ),
+)
+_FORGED_FILE = st.sampled_from(
+    [
+        "../outside/canary.txt",
+        "/etc/passwd",
+        f"../{IDS[0]}.bin",
+        f"{IDS[1]}.bin",
+        "canary.txt",
+        f"{IDS[0]}.bin/..",
+        f"./{IDS[0]}.bin",
+        "",
+    ]
+)
 _BEFORE_HELLO = st.sampled_from([cc.call_failed(IDS[0]), *cc.others().values()])
 _AFTER_DONE = st.sampled_from([cc.call_failed(IDS[0]), cc.others()["timing"]])
 _ONCE = st.sampled_from(cc.ONCE)
@@ -80,11 +140,20 @@ def world(tmp_path_factory):
     root = tmp_path_factory.mktemp("fuzz")
     canary = Canary.plant(root / "outside")
     (root / "out").mkdir()
-    return {"task": TASK, "plan": PLAN, "ids": IDS, "root": root, "canary": canary, "out": root / "out",
-            "judge": Judge(TASK, "cpu")}
+    return {
+        "task": TASK,
+        "plan": PLAN,
+        "ids": IDS,
+        "root": root,
+        "canary": canary,
+        "out": root / "out",
+        "judge": Judge(TASK, "cpu"),
+    }
 
 
-def run(world, lines: list[bytes], max_messages: int | None = None, files: dict | None = None) -> dict:
+def run(
+    world, lines: list[bytes], max_messages: int | None = None, files: dict | None = None
+) -> dict:
     """_consume on `lines` with the module's judge and out dir; checks what must hold
     whatever the lines were."""
     out, judge = world["out"], world["judge"]
@@ -95,13 +164,17 @@ def run(world, lines: list[bytes], max_messages: int | None = None, files: dict 
     limit = max_messages or len(world["plan"].calls) + 40
     try:
         with OutputDir(out) as outputs:
-            state = _consume(Lines(lines), world["plan"], judge, outputs, lambda _m: None, KEY, limit)
+            state = _consume(
+                Lines(lines), world["plan"], judge, outputs, lambda _m: None, KEY, limit
+            )
         texts = [state["protocol"], *state["warnings"], *(f.reason for f in judge.failures)]
         for t in texts:
             assert len(t) <= 1200, t[:200]
             assert all(visible(ch) for ch in t), repr(t[:300])
         if state["protocol"]:
-            assert not [p for p in out.iterdir() if not p.is_dir()], "the out dir was not cleared after the violation"
+            assert not [p for p in out.iterdir() if not p.is_dir()], (
+                "the out dir was not cleared after the violation"
+            )
         return state
     finally:
         for p in out.iterdir():
@@ -151,18 +224,35 @@ def _raw_bad(draw) -> tuple[bytes, str]:
         depth = draw(st.integers(2_000, 200_000))
         return b"[" * depth + b"]" * depth + b"\n", "deep nesting"
     if choice == "huge":
-        return b'{"type": "done", "pad": "' + b"a" * ((1 << 20) + draw(st.integers(0, 100))) + b'"}\n', "oversized line"
+        return b'{"type": "done", "pad": "' + b"a" * (
+            (1 << 20) + draw(st.integers(0, 100))
+        ) + b'"}\n', "oversized line"
     if choice == "nan":
         lit = draw(_NAN)
-        return (b'{"type": "timing_audit", "impl": "candidate", "calls": ' + lit + b', "without_launch": 0, "key": "'
-                + KEY.encode() + b'"}\n'), "NaN literal"
+        return (
+            b'{"type": "timing_audit", "impl": "candidate", "calls": '
+            + lit
+            + b', "without_launch": 0, "key": "'
+            + KEY.encode()
+            + b'"}\n'
+        ), "NaN literal"
     if choice == "dupkey":
-        return (b'{"type": "call", "type": "done", "key": "' + KEY.encode() + b'"}\n'), "duplicate key"
+        return (
+            b'{"type": "call", "type": "done", "key": "' + KEY.encode() + b'"}\n'
+        ), "duplicate key"
     if choice == "bigint":
-        return (b'{"type": "timing_audit", "impl": "candidate", "calls": ' + b"9" * draw(st.integers(4_400, 6_000))
-                + b', "without_launch": 0, "key": "' + KEY.encode() + b'"}\n'), "5000-digit integer"
+        return (
+            b'{"type": "timing_audit", "impl": "candidate", "calls": '
+            + b"9" * draw(st.integers(4_400, 6_000))
+            + b', "without_launch": 0, "key": "'
+            + KEY.encode()
+            + b'"}\n'
+        ), "5000-digit integer"
     bad = draw(_BAD_UTF8)  # invalid UTF-8 inside a string
-    return b'{"type": "done", "key": "' + KEY.encode() + b'", "x": "' + bad + b'"}\n', "invalid utf-8"
+    return (
+        b'{"type": "done", "key": "' + KEY.encode() + b'", "x": "' + bad + b'"}\n',
+        "invalid utf-8",
+    )
 
 
 @st.composite
@@ -194,7 +284,9 @@ def broken_sequence_case(draw, ids: list[str]) -> cc.Case:
         cid = seen_calls[0] if seen_calls else ids[1]
         if not seen_calls:
             head.append(cc.encode(cc.call_failed(cid), KEY))
-        line = cc.encode(draw(st.sampled_from([cc.call_failed(cid), cc.call_tensor(cid, file=False)])), KEY)
+        line = cc.encode(
+            draw(st.sampled_from([cc.call_failed(cid), cc.call_tensor(cid, file=False)])), KEY
+        )
     elif choice == "before_hello":
         head = []
         line = cc.encode(draw(_BEFORE_HELLO), KEY)
@@ -241,7 +333,11 @@ def test_a_malformed_message_of_any_type_is_a_protocol_violation_at_its_line(wor
 def test_a_forged_or_misplaced_line_is_a_protocol_violation_at_its_line(world, case):
     state = run(world, case.lines, files=case.files)
     assert state["protocol"], f"accepted: {case.what}"
-    assert state["violation_line"] == case.bad, (case.what, state["protocol"], case.lines[case.bad - 1][:200])
+    assert state["violation_line"] == case.bad, (
+        case.what,
+        state["protocol"],
+        case.lines[case.bad - 1][:200],
+    )
 
 
 @settings(max_examples=EXAMPLES["valid"], **FUZZ)
@@ -268,11 +364,15 @@ def test_valid_messages_with_any_text_are_accepted_and_their_text_cleaned(world,
 
 
 def test_message_count_and_total_bytes_are_bounded(world):
-    lines = [cc.encode(cc.hello(), KEY)] + [cc.encode(cc.call_failed(c), KEY) for c in world["ids"][:5]]
+    lines = [cc.encode(cc.hello(), KEY)] + [
+        cc.encode(cc.call_failed(c), KEY) for c in world["ids"][:5]
+    ]
     state = run(world, lines, max_messages=3)
     assert state["violation_line"] == 4 and "more than 3 lines" in state["protocol"]
     state = channel.new_state(IDS, max_bytes=50_000)
-    lines = [cc.encode(cc.hello(), KEY)] + [cc.encode(cc.call_failed(c, "e" * 19_000), KEY) for c in IDS[:4]]
+    lines = [cc.encode(cc.hello(), KEY)] + [
+        cc.encode(cc.call_failed(c, "e" * 19_000), KEY) for c in IDS[:4]
+    ]
     got = [channel.parse(raw, KEY, state) for raw in lines]
     assert [g is not None for g in got] == [True, True, True, False, False]
     assert state["violation_line"] == 4 and "more than 50000 bytes" in state["protocol"]
@@ -285,8 +385,14 @@ def test_an_exception_while_handling_a_message_is_a_protocol_violation(world, mo
 
     monkeypatch.setattr(world["judge"], "judge", explode.__get__(world["judge"]))
     ids = world["ids"]
-    state = run(world, [cc.encode(cc.hello(), KEY), cc.encode(cc.call_failed(ids[0]), KEY),
-                        cc.encode(cc.call_failed(ids[1]), KEY)])
+    state = run(
+        world,
+        [
+            cc.encode(cc.hello(), KEY),
+            cc.encode(cc.call_failed(ids[0]), KEY),
+            cc.encode(cc.call_failed(ids[1]), KEY),
+        ],
+    )
     assert state["violation_line"] == 2
     assert "could not use a 'call' message (ZeroDivisionError" in state["protocol"]
 
@@ -303,8 +409,17 @@ def test_reading_stops_judging_after_a_violation_and_clears_the_out_dir(world):
     judge.failures.clear()
     judge.checks.clear()
     with OutputDir(out) as outputs:
-        state = _consume(Lines([cc.encode(cc.hello(), KEY), b"garbage\n", cc.encode(cc.call_tensor(ids[1]), KEY)]),
-                         world["plan"], judge, outputs, lambda _m: None, KEY, 100)
+        state = _consume(
+            Lines(
+                [cc.encode(cc.hello(), KEY), b"garbage\n", cc.encode(cc.call_tensor(ids[1]), KEY)]
+            ),
+            world["plan"],
+            judge,
+            outputs,
+            lambda _m: None,
+            KEY,
+            100,
+        )
     assert state["violation_line"] == 2
     assert judge.failures == [] and judge.checks == []  # the later call was never judged
     assert sorted(p.name for p in out.iterdir()) == ["junk"]

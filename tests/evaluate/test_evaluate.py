@@ -16,10 +16,24 @@ ONE = {"device": "cpu", "shapes": "5x1000", "dtypes": ["float32"], "timing": Fal
 
 
 def test_fused_candidate_accepted_with_every_suite_passed(flagship):
-    rec = evaluate(flagship, FUSED, device="cpu", shapes="5x1000,7x129", dtypes=["bfloat16", "float32"], timing=False)
+    rec = evaluate(
+        flagship,
+        FUSED,
+        device="cpu",
+        shapes="5x1000,7x129",
+        dtypes=["bfloat16", "float32"],
+        timing=False,
+    )
     assert rec.verdict.accepted, rec.verdict.reasons
     suites = rec.suites_passed()
-    assert set(suites) == {"random", "extreme", "stochastic", "interface", "determinism", "sensitivity"}
+    assert set(suites) == {
+        "random",
+        "extreme",
+        "stochastic",
+        "interface",
+        "determinism",
+        "sensitivity",
+    }
     assert all(suites.values())
     assert rec.environment.sandbox in {"bwrap", "unshare"}
     assert rec.kernel_launches_per_call == 1
@@ -45,7 +59,10 @@ def test_crashing_candidate_rejected(flagship, cheat):
     rec = evaluate(flagship, CHEATS / cheat, **ONE)
     assert not rec.verdict.accepted
     assert rec.verdict.category == "crash"
-    assert any("produced no result" in r or "exit code" in r or "protocol" in r for r in rec.verdict.reasons)
+    assert any(
+        "produced no result" in r or "exit code" in r or "protocol" in r
+        for r in rec.verdict.reasons
+    )
 
 
 def test_writing_into_task_folder_leaves_it_unchanged(flagship):
@@ -67,27 +84,54 @@ def test_network_is_unreachable(flagship):
     rec = evaluate(flagship, CHEATS / "network.py", **ONE)
     assert rec.verdict.category == "crash"
     assert not any("the network was reachable" in r for r in rec.verdict.reasons)
-    assert "OSError" in rec.worker_log_tail or "unreachable" in " ".join(rec.verdict.reasons).lower()
+    assert (
+        "OSError" in rec.worker_log_tail or "unreachable" in " ".join(rec.verdict.reasons).lower()
+    )
 
 
 def test_cli_evaluate_json_and_exit_codes(tmp_path):
-    cmd = [sys.executable, "-m", "kernelloop.cli", "evaluate", str(FLAGSHIP), str(FUSED), "--json",
-           "--device", "cpu", "--shapes", "7x129", "--dtypes", "float16", "--no-timing"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "kernelloop.cli",
+        "evaluate",
+        str(FLAGSHIP),
+        str(FUSED),
+        "--json",
+        "--device",
+        "cpu",
+        "--shapes",
+        "7x129",
+        "--dtypes",
+        "float16",
+        "--no-timing",
+    ]
     res = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stderr[-2000:]
     record = json.loads(res.stdout)
     assert record["verdict"]["accepted"] is True
-    bad = subprocess.run(cmd[:5] + [str(CHEATS / "wrong_scale.py")] + cmd[6:], capture_output=True, text=True, timeout=300)
+    bad = subprocess.run(
+        cmd[:5] + [str(CHEATS / "wrong_scale.py")] + cmd[6:],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert bad.returncode == 1
-    usage = subprocess.run([sys.executable, "-m", "kernelloop.cli", "evaluate", str(tmp_path), str(FUSED)],
-                           capture_output=True, text=True, timeout=60)
+    usage = subprocess.run(
+        [sys.executable, "-m", "kernelloop.cli", "evaluate", str(tmp_path), str(FUSED)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert usage.returncode == 2
     assert "no task.toml" in usage.stderr
 
 
 @pytest.mark.gpu
 def test_fused_accepted_on_gpu(flagship):
-    rec = evaluate(flagship, FUSED, device="cuda", shapes="4096x8000,1024x32768", dtypes=["bfloat16"])
+    rec = evaluate(
+        flagship, FUSED, device="cuda", shapes="4096x8000,1024x32768", dtypes=["bfloat16"]
+    )
     assert rec.verdict.accepted, rec.verdict.reasons
     assert rec.timings_count
     assert {t.impl for t in rec.timings} == {"candidate", "baseline"}
@@ -97,7 +141,9 @@ def test_extreme_suite_covers_every_task_dtype_even_when_fewer_are_selected(flag
     # One-pass variance is invisible in bf16 (the input cannot carry a large mean/std
     # ratio) but fails fp32 large_offset: a bf16-only evaluation must still reject it.
     fragile = FLAGSHIP / "scripted" / "03_one_pass_variance.py"
-    rec = evaluate(flagship, fragile, device="cpu", shapes="7x129", dtypes=["bfloat16"], timing=False)
+    rec = evaluate(
+        flagship, fragile, device="cpu", shapes="7x129", dtypes=["bfloat16"], timing=False
+    )
     assert rec.verdict.category == "wrong", rec.verdict.reasons
     assert any("large_offset" in r and "float32" in r for r in rec.verdict.reasons)
     assert {c.dtype for c in rec.checks if c.suite == "extreme"} == set(flagship.spec.dtypes)

@@ -28,8 +28,21 @@ from tests.redteam.harness import Canary
 
 NBYTES = 7 * 129 * 4  # the first call's output: 7x129 float32
 CID = IDS[0]
-KINDS = ["symlink_canary", "symlink_relative", "symlink_dir", "hardlink", "hardlink_sized", "symlink_sized", "fifo", "directory", "socket", "device",
-         "wrong_size", "empty", "regular"]
+KINDS = [
+    "symlink_canary",
+    "symlink_relative",
+    "symlink_dir",
+    "hardlink",
+    "hardlink_sized",
+    "symlink_sized",
+    "fifo",
+    "directory",
+    "socket",
+    "device",
+    "wrong_size",
+    "empty",
+    "regular",
+]
 EXAMPLES = 300
 
 
@@ -88,8 +101,15 @@ def consume(place, msg: dict) -> dict:
 
     def go():
         with OutputDir(place["out"]) as outputs:
-            done["state"] = _consume(Lines([cc.encode(cc.hello(), KEY), cc.encode(msg, KEY)]), PLAN, judge, outputs,
-                                     lambda _m: None, KEY, 100)
+            done["state"] = _consume(
+                Lines([cc.encode(cc.hello(), KEY), cc.encode(msg, KEY)]),
+                PLAN,
+                judge,
+                outputs,
+                lambda _m: None,
+                KEY,
+                100,
+            )
 
     t = threading.Thread(target=go, daemon=True)
     t.start()
@@ -118,17 +138,34 @@ def test_each_kind_of_output_entry(place, kind):
     state = consume(place, cc.call_tensor(CID))
     if kind == "regular":
         assert not state["protocol"], state["protocol"]
-        assert state["judge"].failures and state["judge"].failures[0].category != "protocol"  # zeros: judged wrong
+        assert (
+            state["judge"].failures and state["judge"].failures[0].category != "protocol"
+        )  # zeros: judged wrong
     else:
         assert state["protocol"].startswith(f"{CID}: "), state["protocol"]
         assert [f.category for f in state["judge"].failures] == ["protocol"]
 
 
-@settings(max_examples=EXAMPLES, deadline=None, database=None, suppress_health_check=list(HealthCheck))
-@given(kind=st.sampled_from([k for k in KINDS if k != "device" or os.geteuid() == 0]),
-       delta=st.integers(-NBYTES, 1 << 16).filter(lambda d: d != 0),
-       file=st.sampled_from([None, f"{CID}.bin", "../outside/canary.txt", "/etc/hostname", f"../{CID}.bin",
-                             f"{IDS[1]}.bin", "canary.txt", f"{CID}.bin/.", "."]))
+@settings(
+    max_examples=EXAMPLES, deadline=None, database=None, suppress_health_check=list(HealthCheck)
+)
+@given(
+    kind=st.sampled_from([k for k in KINDS if k != "device" or os.geteuid() == 0]),
+    delta=st.integers(-NBYTES, 1 << 16).filter(lambda d: d != 0),
+    file=st.sampled_from(
+        [
+            None,
+            f"{CID}.bin",
+            "../outside/canary.txt",
+            "/etc/hostname",
+            f"../{CID}.bin",
+            f"{IDS[1]}.bin",
+            "canary.txt",
+            f"{CID}.bin/.",
+            ".",
+        ]
+    ),
+)
 def test_fuzzed_output_entries_never_escape_the_out_dir(place, kind, delta, file):
     plant(place, kind, delta)
     msg = cc.call_tensor(CID, file=False)

@@ -40,7 +40,9 @@ def test_restore_undoes_every_kind_of_change_without_writing_through_links(task_
     assert files.entries(task_dir) == snap
     assert (outside / "secret.txt").read_text() == "outside, never to be written"
     assert sorted(p.name for p in outside.iterdir()) == ["secret.txt"]
-    assert not (task_dir / "reference.py").is_symlink() and not (task_dir / "candidates").is_symlink()
+    assert (
+        not (task_dir / "reference.py").is_symlink() and not (task_dir / "candidates").is_symlink()
+    )
 
 
 def test_a_snapshot_records_links_and_special_files_without_reading_them(task_dir):
@@ -57,9 +59,11 @@ def test_the_digest_covers_everything_but_the_loop_state(task_dir):
     (task_dir / ".git").mkdir()
     (task_dir / ".git" / "HEAD").write_text("ref: refs/heads/main")
     assert files.digest(task_dir) == before  # the loop's own state and its variant store
-    for change in (lambda: (task_dir / "scripted" / ".hidden").write_text("x"),
-                   lambda: os.symlink("inputs.py", task_dir / "alias.py"),
-                   lambda: (task_dir / "sub" / ".kernelloop").mkdir(parents=True)):
+    for change in (
+        lambda: (task_dir / "scripted" / ".hidden").write_text("x"),
+        lambda: os.symlink("inputs.py", task_dir / "alias.py"),
+        lambda: (task_dir / "sub" / ".kernelloop").mkdir(parents=True),
+    ):
         change()
         after = files.digest(task_dir)
         assert after != before

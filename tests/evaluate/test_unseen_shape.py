@@ -27,7 +27,9 @@ def test_where_every_value_in_range_is_listed_a_new_combination_is_drawn(flagshi
     # rows 1..2 and cols 4..5 are all listed values; 1x4 and 2x5 are the listed shapes, so
     # the only honest extra shapes are the other combinations (an even draw is kept at the top).
     shapes = [Shape(dims={"rows": 1, "cols": 4}), Shape(dims={"rows": 2, "cols": 5})]
-    task = Task(flagship.folder, flagship.spec.model_copy(update={"shapes": shapes, "cpu_shapes": []}))
+    task = Task(
+        flagship.folder, flagship.spec.model_copy(update={"shapes": shapes, "cpu_shapes": []})
+    )
     drawn = [unseen_shape(task, shapes) for _ in range(200)]
     labels = {s.label for s in drawn if s is not None}
     assert labels and labels <= {"1x5", "2x4"}, labels

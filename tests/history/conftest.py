@@ -35,7 +35,9 @@ def write_task(folder: Path, name: str = "softmax", baseline: bytes = b"BLOCK = 
     (folder / "task.toml").write_text(TASK_TOML.format(name=name))
     (folder / "kernel" / "baseline.py").write_bytes(baseline)
     (folder / "reference.py").write_text("def reference(x):\n    return x.softmax(-1)\n")
-    (folder / "inputs.py").write_text("def make_inputs(shape, dtype, device, gen):\n    return {}\n")
+    (folder / "inputs.py").write_text(
+        "def make_inputs(shape, dtype, device, gen):\n    return {}\n"
+    )
     return folder
 
 

@@ -24,11 +24,17 @@ def say(*words: object) -> None:
     print(*words, flush=True)  # printed only after the write returned (= committed)
 
 
-def evaluate(store: HistoryStore, run: int, rnd: int, pid: int, best: tuple[int, float]) -> tuple[int, float]:
+def evaluate(
+    store: HistoryStore, run: int, rnd: int, pid: int, best: tuple[int, float]
+) -> tuple[int, float]:
     objective = 1.0 + 0.1 * rnd if pid % 2 else 0.9
     accepted = objective > best[1]
-    store.add_evaluation(pid, make_record(accepted, "accepted" if accepted else "slower"),
-                         objective=objective, per_shape={"4096x8000": objective})
+    store.add_evaluation(
+        pid,
+        make_record(accepted, "accepted" if accepted else "slower"),
+        objective=objective,
+        per_shape={"4096x8000": objective},
+    )
     if accepted:
         store.set_best(run, pid)
         best = (pid, objective)
@@ -38,7 +44,9 @@ def evaluate(store: HistoryStore, run: int, rnd: int, pid: int, best: tuple[int,
 
 def propose(store: HistoryStore, run: int, rnd: int, k: int, parent: int) -> int:
     src = with_block(SOFTMAX_PARENT, 1024 * (rnd + 1) + k)
-    pid = store.add_proposal(run, rnd, k=k, source=src, hypothesis=f"BLOCK for r{rnd}-{k}", parent_id=parent)
+    pid = store.add_proposal(
+        run, rnd, k=k, source=src, hypothesis=f"BLOCK for r{rnd}-{k}", parent_id=parent
+    )
     store.add_model_call(run, rnd, "cheap", "openai", 100, 50, 0.001, 0.5, proposal_id=pid)
     return pid
 
@@ -84,7 +92,9 @@ def resume(store: HistoryStore) -> None:
         store.start_round(state.run_id, rnd)
         for k in (1, 2):
             if (rnd, k) not in done:
-                best = evaluate(store, state.run_id, rnd, propose(store, state.run_id, rnd, k, best[0]), best)
+                best = evaluate(
+                    store, state.run_id, rnd, propose(store, state.run_id, rnd, k, best[0]), best
+                )
         store.finish_round(state.run_id, rnd)
         say("ROUND_DONE", rnd)
     store.finish_run(state.run_id, "finished")

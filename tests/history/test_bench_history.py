@@ -35,26 +35,64 @@ CAND = {"256x1024": 0.8, "512x512": 0.9, "2048x16": 1.0, "8x16384": 0.95}
 
 def _kl(*args: str | Path) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "COLUMNS": "220", "NO_COLOR": "1"}
-    return subprocess.run([sys.executable, str(RUNNER), *map(str, args)], capture_output=True, text=True,
-                          env=env, timeout=60)
+    return subprocess.run(
+        [sys.executable, str(RUNNER), *map(str, args)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
 
 
-def gpu_bench(cand: dict[str, float], best: dict[str, float] | None, sha: str = SHA) -> BenchmarkRecord:
+def gpu_bench(
+    cand: dict[str, float], best: dict[str, float] | None, sha: str = SHA
+) -> BenchmarkRecord:
     """A GPU benchmark record with everything export shows: floors, clocks, an extra impl."""
-    rec = bench_record(cand, best, aa_diff=0.001, candidate_sha256=sha, device_name="NVIDIA H200",
-                       compute_capability="9.0", driver="570.86", torch="2.13.0", triton="3.6.0", cuda="12.8",
-                       method="cuda-events", gpu_state=[
-                           GpuState(when="before", sm_clock_mhz=1980, mem_clock_mhz=3201,
-                                    throttle_reasons="0x0000000000000000", temperature_c=38, power_w=121.5),
-                           GpuState(when="after", sm_clock_mhz=1755, mem_clock_mhz=3201,
-                                    throttle_reasons="0x0000000000000004", temperature_c=61, power_w=690)])
+    rec = bench_record(
+        cand,
+        best,
+        aa_diff=0.001,
+        candidate_sha256=sha,
+        device_name="NVIDIA H200",
+        compute_capability="9.0",
+        driver="570.86",
+        torch="2.13.0",
+        triton="3.6.0",
+        cuda="12.8",
+        method="cuda-events",
+        gpu_state=[
+            GpuState(
+                when="before",
+                sm_clock_mhz=1980,
+                mem_clock_mhz=3201,
+                throttle_reasons="0x0000000000000000",
+                temperature_c=38,
+                power_w=121.5,
+            ),
+            GpuState(
+                when="after",
+                sm_clock_mhz=1755,
+                mem_clock_mhz=3201,
+                throttle_reasons="0x0000000000000004",
+                temperature_c=61,
+                power_w=690,
+            ),
+        ],
+    )
     for sb in rec.shapes:
         sb.floor_ms = 0.4
         for it in sb.impls.values():
             it.pct_of_floor = 100 * sb.floor_ms / it.median_ms
     first = rec.shapes[0]
-    first.impls["against_v2"] = ImplTiming(impl="against_v2", median_ms=0.625, p20_ms=0.6, p80_ms=0.65, n=80,
-                                           method="cuda-events", pct_of_floor=64.0)
+    first.impls["against_v2"] = ImplTiming(
+        impl="against_v2",
+        median_ms=0.625,
+        p20_ms=0.6,
+        p80_ms=0.65,
+        n=80,
+        method="cuda-events",
+        pct_of_floor=64.0,
+    )
     return rec
 
 
@@ -94,16 +132,28 @@ def test_wrong_bench_or_gate_arguments_write_nothing(tmp_path):
     with HistoryStore.open(tmp_path / "h.sqlite") as store:
         run = store.start_run("softmax", "d1")
         pid = store.add_proposal(run, 1, source="a = 1\n", hypothesis="h")
-        for kw, err in ((dict(bench=gate, gate=bench), TypeError), (dict(bench=make_record()), TypeError),
-                        (dict(bench="not json"), ValueError), (dict(gate="[1, 2]"), ValueError)):
+        for kw, err in (
+            (dict(bench=gate, gate=bench), TypeError),
+            (dict(bench=make_record()), TypeError),
+            (dict(bench="not json"), ValueError),
+            (dict(gate="[1, 2]"), ValueError),
+        ):
             with pytest.raises(err):
                 store.add_evaluation(pid, make_record(), objective=1.0, per_shape={}, **kw)
         assert store.record_json(pid) is None and store.attempt(pid).accepted is None
-        store.add_evaluation(pid, make_record(), objective=1.0, per_shape={}, bench=bench, gate=gate)
+        store.add_evaluation(
+            pid, make_record(), objective=1.0, per_shape={}, bench=bench, gate=gate
+        )
         # A second evaluation of the same proposal fails as a whole: the first bench stays.
         with pytest.raises(sqlite3.IntegrityError):
-            store.add_evaluation(pid, make_record(), objective=2.0, per_shape={},
-                                 bench=gpu_bench(uniform(0.5), None), gate=gate)
+            store.add_evaluation(
+                pid,
+                make_record(),
+                objective=2.0,
+                per_shape={},
+                bench=gpu_bench(uniform(0.5), None),
+                gate=gate,
+            )
         assert store.bench_json(pid) == bench.model_dump_json()
 
 
@@ -111,23 +161,36 @@ def test_a_v1_database_migrates_and_keeps_its_rows(tmp_path):
     path = tmp_path / "h.sqlite"
     conn = sqlite3.connect(path)
     conn.executescript(MIGRATIONS[0] + "\nPRAGMA user_version = 1;")
-    conn.execute("INSERT INTO runs (id, task, task_digest, arch, started_at) VALUES (1, 'softmax', 'd1', 'sm_90', 't')")
-    conn.execute("INSERT INTO proposals (id, run_id, round, source, source_sha256, fingerprint, hypothesis, "
-                 "created_at) VALUES (7, 1, 0, 'x = 1\n', 'sha', 'fp', 'baseline', 't')")
-    conn.execute("INSERT INTO evaluations (proposal_id, accepted, category, objective, per_shape_json, "
-                 "record_json, created_at) VALUES (7, 1, 'accepted', 1.0, '{\"4096x8000\": 1.0}', '{\"old\": 1}', 't')")
+    conn.execute(
+        "INSERT INTO runs (id, task, task_digest, arch, started_at) VALUES (1, 'softmax', 'd1', 'sm_90', 't')"
+    )
+    conn.execute(
+        "INSERT INTO proposals (id, run_id, round, source, source_sha256, fingerprint, hypothesis, "
+        "created_at) VALUES (7, 1, 0, 'x = 1\n', 'sha', 'fp', 'baseline', 't')"
+    )
+    conn.execute(
+        "INSERT INTO evaluations (proposal_id, accepted, category, objective, per_shape_json, "
+        "record_json, created_at) VALUES (7, 1, 'accepted', 1.0, '{\"4096x8000\": 1.0}', '{\"old\": 1}', 't')"
+    )
     conn.commit()
     conn.close()
     with HistoryStore.open(path) as store:
         a = store.attempt(7)
-        assert (a.accepted, a.objective, a.per_shape, a.source) == (True, 1.0, {"4096x8000": 1.0}, "x = 1\n")
+        assert (a.accepted, a.objective, a.per_shape, a.source) == (
+            True,
+            1.0,
+            {"4096x8000": 1.0},
+            "x = 1\n",
+        )
         assert store.record_json(7) == '{"old": 1}'
         assert (store.bench_json(7), store.gate_json(7)) == (None, None)
         bench = gpu_bench(CAND, None)
         pid = _evaluated(store, 1, "y = 2\n", bench=bench)
         assert store.bench_json(pid) == bench.model_dump_json() and store.gate_json(pid) is None
     conn = sqlite3.connect(path)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION >= 2  # later migrations append
+    assert (
+        conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION >= 2
+    )  # later migrations append
     cols = {r[1]: (r[2], r[3]) for r in conn.execute("PRAGMA table_info(evaluations)")}
     assert cols["bench_json"] == ("TEXT", 0) and cols["gate_json"] == ("TEXT", 0)  # nullable
     assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
@@ -136,7 +199,8 @@ def test_a_v1_database_migrates_and_keeps_its_rows(tmp_path):
 def test_the_shipped_first_migration_is_never_edited():
     # Databases in the field record v1 as applied; an edit would never reach them.
     assert hashlib.sha256(MIGRATIONS[0].encode()).hexdigest() == (
-        "89b3bbb7d49e1cf1dfc337c70d2bf2f693d06e71ad4eed1c6c1b62734c188fca")
+        "89b3bbb7d49e1cf1dfc337c70d2bf2f693d06e71ad4eed1c6c1b62734c188fca"
+    )
 
 
 # ---- export text -------------------------------------------------------------------------
@@ -153,15 +217,29 @@ def test_benchmark_markdown_shows_the_record_and_the_gate(tmp_path):
     with HistoryStore.open(tmp_path / "h.sqlite") as store:
         run = store.start_run("softmax", "d1")
         pid = _evaluated(store, run, SOFTMAX_ONLINE, bench=bench, gate=gate)
-        attempt, bench_json, gate_json = store.attempt(pid), store.bench_json(pid), store.gate_json(pid)
-    md = benchmark_markdown("softmax", attempt, make_record().model_dump_json(), bench_json=bench_json,
-                            gate_json=gate_json)
-    for text in ("## Benchmark", "GPU benchmark record of c.py against best",
-                 "Device: NVIDIA H200 (cuda), compute capability 9.0, driver 570.86",
-                 "Versions: torch 2.13.0, triton 3.6.0, CUDA 12.8, Python 3.12", "Sandbox: bwrap",
-                 "Timing method: cuda-events", "Timings count for acceptance: yes",
-                 "GPU before timing: SM 1980 MHz, memory 3201 MHz, throttle reasons 0x0000000000000000, 38 °C, 121.5 W",
-                 "GPU after timing: SM 1755 MHz, memory 3201 MHz, throttle reasons 0x0000000000000004, 61 °C, 690 W"):
+        attempt, bench_json, gate_json = (
+            store.attempt(pid),
+            store.bench_json(pid),
+            store.gate_json(pid),
+        )
+    md = benchmark_markdown(
+        "softmax",
+        attempt,
+        make_record().model_dump_json(),
+        bench_json=bench_json,
+        gate_json=gate_json,
+    )
+    for text in (
+        "## Benchmark",
+        "GPU benchmark record of c.py against best",
+        "Device: NVIDIA H200 (cuda), compute capability 9.0, driver 570.86",
+        "Versions: torch 2.13.0, triton 3.6.0, CUDA 12.8, Python 3.12",
+        "Sandbox: bwrap",
+        "Timing method: cuda-events",
+        "Timings count for acceptance: yes",
+        "GPU before timing: SM 1980 MHz, memory 3201 MHz, throttle reasons 0x0000000000000000, 38 °C, 121.5 W",
+        "GPU after timing: SM 1755 MHz, memory 3201 MHz, throttle reasons 0x0000000000000004, 61 °C, 690 W",
+    ):
         assert text in md, text
     # Per implementation: median, p20–p80, n, % of floor (0.4 ms floor).
     assert _row(md, "256x1024", "candidate", "0.8000", "0.7920–0.8080", "100", "50.0%")
@@ -173,33 +251,73 @@ def test_benchmark_markdown_shows_the_record_and_the_gate(tmp_path):
     assert rows[-5:] == ["candidate", "best", "baseline", "against_v2", "best#aa (A/A)"]
     # Per shape: noise (spread-based SE 0.21% beats the 0.10% A/A) and the gate's speedups.
     assert all(round(s.noise_rel, 4) == 0.0021 for s in bench.shapes)
-    assert _row(md, "256x1024", "bfloat16", "common", "0.5", "0.4000", "0.21%", "0.10%", "1.125x", "1.250x")
-    assert _row(md, "2048x16", "bfloat16", "long_tail", "0.1", "0.4000", "0.21%", "0.10%", "0.900x", "1.000x")
-    assert _row(md, "8x16384", "bfloat16", "long_tail", "0.1", "0.4000", "0.21%", "0.10%", "0.947x", "1.053x")
-    objective = math.exp(0.5 * math.log(0.9 / 0.8) + 0.1 * math.log(0.9) + 0.1 * math.log(0.9 / 0.95))
+    assert _row(
+        md, "256x1024", "bfloat16", "common", "0.5", "0.4000", "0.21%", "0.10%", "1.125x", "1.250x"
+    )
+    assert _row(
+        md,
+        "2048x16",
+        "bfloat16",
+        "long_tail",
+        "0.1",
+        "0.4000",
+        "0.21%",
+        "0.10%",
+        "0.900x",
+        "1.000x",
+    )
+    assert _row(
+        md,
+        "8x16384",
+        "bfloat16",
+        "long_tail",
+        "0.1",
+        "0.4000",
+        "0.21%",
+        "0.10%",
+        "0.947x",
+        "1.053x",
+    )
+    objective = math.exp(
+        0.5 * math.log(0.9 / 0.8) + 0.1 * math.log(0.9) + 0.1 * math.log(0.9 / 0.95)
+    )
     assert f"over best: **{objective:.4f}x**; required at least 1.0050x (a gain of 0.50%" in md
     assert "Verdict: **rejected** (slower)." in md
     assert "- 2048x16: 10.0% slower than the best (limit 5% per shape)" in md
     assert "- warning: second timer (profiler kernel durations) unavailable" in md
     assert "different bytes" not in md
     # Both JSONs verbatim; the bench block hashes to the trailer.
-    block = re.search(r"BenchmarkRecord JSON, exactly as stored.*?```json\n(.*?)\n```", md, re.S).group(1)
+    block = re.search(
+        r"BenchmarkRecord JSON, exactly as stored.*?```json\n(.*?)\n```", md, re.S
+    ).group(1)
     assert block == bench_json and gate_json in md
-    msg = export_message("softmax", "d1", attempt, make_record().model_dump_json(), bench_json=bench_json,
-                         gate_json=gate_json)
+    msg = export_message(
+        "softmax",
+        "d1",
+        attempt,
+        make_record().model_dump_json(),
+        bench_json=bench_json,
+        gate_json=gate_json,
+    )
     assert f"Kernelloop-Bench-Sha256: {hashlib.sha256(block.encode()).hexdigest()}" in msg
     assert f"  gate: rejected (slower), {objective:.4f}x over best (required 1.0050x)" in msg
     other = gpu_bench(CAND, None, sha="abc").model_dump_json()
     assert "**Warning: this benchmark record is for different bytes" in benchmark_markdown(
-        "softmax", attempt, make_record().model_dump_json(), bench_json=other)
+        "softmax", attempt, make_record().model_dump_json(), bench_json=other
+    )
 
 
 def test_no_gate_stored_is_said_and_nothing_is_invented(tmp_path):
     with HistoryStore.open(tmp_path / "h.sqlite") as store:
         run = store.start_run("softmax", "d1")
         pid = _evaluated(store, run, "a = 1\n", bench=gpu_bench(CAND, None))
-        md = benchmark_markdown("softmax", store.attempt(pid), store.record_json(pid),
-                                bench_json=store.bench_json(pid), gate_json=store.gate_json(pid))
+        md = benchmark_markdown(
+            "softmax",
+            store.attempt(pid),
+            store.record_json(pid),
+            bench_json=store.bench_json(pid),
+            gate_json=store.gate_json(pid),
+        )
     assert "No gate verdict was stored with this benchmark record." in md
     assert _row(md, "256x1024", "bfloat16", "common", "0.5", "0.4000", "0.21%", "0.10%", "–", "–")
     assert "GateResult JSON" not in md and "Verdict: **" not in md
@@ -218,11 +336,14 @@ def _run_with_best(task_dir: Path, best_record, **bench_gate) -> int:
         store.set_commit(base, c.commit, c.branch)
         store.add_evaluation(base, make_record(), objective=1.0, per_shape={})
         store.set_best(run, base)
-        pid = store.add_proposal(run, 1, source=SOFTMAX_MULTIROW, hypothesis="four rows per program",
-                                 parent_id=base)
+        pid = store.add_proposal(
+            run, 1, source=SOFTMAX_MULTIROW, hypothesis="four rows per program", parent_id=base
+        )
         c = v.commit_variant(run, 1, 1, SOFTMAX_MULTIROW, "four rows per program", proposal_id=pid)
         store.set_commit(pid, c.commit, c.branch)
-        store.add_evaluation(pid, best_record, objective=1.25, per_shape={"256x1024": 1.25}, **bench_gate)
+        store.add_evaluation(
+            pid, best_record, objective=1.25, per_shape={"256x1024": 1.25}, **bench_gate
+        )
         store.set_best(run, pid)
         v.set_best(c.commit)
         store.finish_run(run, "finished")
@@ -233,12 +354,25 @@ def _exported(task_dir: Path) -> tuple[str, str, dict[str, str]]:
     out = _kl("export", task_dir)
     assert out.returncode == 0, out.stderr
     git = ["git", "-C", str(task_dir)]
-    md = subprocess.run([*git, "show", "kernelloop/softmax/export:kernel/BENCHMARK.md"],
-                        capture_output=True, text=True, check=True).stdout
-    msg = subprocess.run([*git, "log", "-1", "--format=%B", "kernelloop/softmax/export"],
-                         capture_output=True, text=True, check=True).stdout
-    parsed = subprocess.run([*git, "interpret-trailers", "--parse"], input=msg, capture_output=True, text=True,
-                            check=True).stdout
+    md = subprocess.run(
+        [*git, "show", "kernelloop/softmax/export:kernel/BENCHMARK.md"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    msg = subprocess.run(
+        [*git, "log", "-1", "--format=%B", "kernelloop/softmax/export"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    parsed = subprocess.run(
+        [*git, "interpret-trailers", "--parse"],
+        input=msg,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     return md, msg, dict(line.split(": ", 1) for line in parsed.splitlines())
 
 
@@ -258,20 +392,34 @@ def test_export_of_a_gpu_best_carries_its_benchmark_and_the_trailer(task_dir):
     assert _row(md, "512x512", "candidate", "0.8000", "0.7920–0.8080", "100", "50.0%")
     assert _row(md, "512x512", "baseline (best)", "1.0000", "0.9900–1.0100", "100", "40.0%")
     assert _row(md, "512x512", "baseline#aa (A/A)", "1.0010", "0.9910–1.0110", "100", "40.0%")
-    assert _row(md, "512x512", "bfloat16", "common", "0.3", "0.4000", "0.21%", "0.10%", "1.250x", "1.250x")
-    assert "over baseline: **1.2500x**; required at least 1.0050x" in md and "Verdict: **accepted** (accepted)." in md
+    assert _row(
+        md, "512x512", "bfloat16", "common", "0.3", "0.4000", "0.21%", "0.10%", "1.250x", "1.250x"
+    )
+    assert (
+        "over baseline: **1.2500x**; required at least 1.0050x" in md
+        and "Verdict: **accepted** (accepted)." in md
+    )
     assert stored in md and "No GPU benchmark record" not in md
 
 
 def test_export_of_a_cpu_run_says_speed_was_not_measured(task_dir):
     cpu = make_record()
-    cpu.environment = Environment(device="cpu", device_name="cpu", torch="2.13.0", triton="3.6.0",
-                                  python="3.12", sandbox="bwrap", interpreter=True)
+    cpu.environment = Environment(
+        device="cpu",
+        device_name="cpu",
+        torch="2.13.0",
+        triton="3.6.0",
+        python="3.12",
+        sandbox="bwrap",
+        interpreter=True,
+    )
     cpu.timings, cpu.timings_count = [], False
     _run_with_best(task_dir, cpu)
     md, msg, trailers = _exported(task_dir)
-    assert ("**No GPU benchmark record exists for this kernel: its speed was not measured.** "
-            "It was evaluated on the CPU under the Triton interpreter") in md
+    assert (
+        "**No GPU benchmark record exists for this kernel: its speed was not measured.** "
+        "It was evaluated on the CPU under the Triton interpreter"
+    ) in md
     assert "  GPU benchmark record: none exists; speed was not measured" in msg
     assert "Kernelloop-Bench-Sha256" not in trailers and "Kernelloop-Record-Sha256" in trailers
     assert "### Per shape" not in md and "BenchmarkRecord JSON" not in md

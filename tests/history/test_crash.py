@@ -15,8 +15,12 @@ WRITER = Path(__file__).parent / "crash_writer.py"
 
 
 def _start(db: Path, mode: str) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, str(WRITER), str(db), mode], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, str(WRITER), str(db), mode],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def _read_until(proc: subprocess.Popen[str], prefix: str, count: int = 1) -> list[str]:
@@ -28,7 +32,9 @@ def _read_until(proc: subprocess.Popen[str], prefix: str, count: int = 1) -> lis
             count -= 1
             if count == 0:
                 return seen
-    raise AssertionError(f"writer exited before {prefix!r}: {proc.stderr.read() if proc.stderr else ''}")
+    raise AssertionError(
+        f"writer exited before {prefix!r}: {proc.stderr.read() if proc.stderr else ''}"
+    )
 
 
 def _kill(proc: subprocess.Popen[str]) -> None:
@@ -64,7 +70,9 @@ def test_sigkill_during_an_evaluation_loses_only_that_evaluation_and_resume_fini
         assert store.find_resumable_run("softmax") is None  # finished
         attempts = store.attempts("softmax")
         # rounds 1-5 with two proposals each plus the baseline, each evaluated exactly once
-        assert sorted((a.round, a.k) for a in attempts) == [(0, 1)] + [(r, k) for r in range(1, 6) for k in (1, 2)]
+        assert sorted((a.round, a.k) for a in attempts) == [(0, 1)] + [
+            (r, k) for r in range(1, 6) for k in (1, 2)
+        ]
         assert all(a.evaluated for a in attempts)
         assert {a.id for a in attempts} >= evaluated | {in_flight}
         assert store.runs("softmax")[0].status == "finished"

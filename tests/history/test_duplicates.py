@@ -27,9 +27,15 @@ def store_with_rejected_multirow(tmp_path):
     base = store.add_proposal(run, 0, source=SOFTMAX_PARENT, hypothesis="baseline")
     store.add_evaluation(base, make_record(), objective=1.0, per_shape={})
     store.set_best(run, base)
-    rej = store.add_proposal(run, 1, source=SOFTMAX_MULTIROW, hypothesis=HYP_MULTIROW, parent_id=base)
-    store.add_evaluation(rej, make_record(False, "slower", ("slower than best by 6.3% (noise 0.9%)",)),
-                         objective=0.94, per_shape={"16384x8192": 0.94})
+    rej = store.add_proposal(
+        run, 1, source=SOFTMAX_MULTIROW, hypothesis=HYP_MULTIROW, parent_id=base
+    )
+    store.add_evaluation(
+        rej,
+        make_record(False, "slower", ("slower than best by 6.3% (noise 0.9%)",)),
+        objective=0.94,
+        per_shape={"16384x8192": 0.94},
+    )
     yield store, base, rej
     store.close()
 
@@ -53,7 +59,9 @@ def test_unparsable_source_still_normalizes_comments_away():
     assert fingerprint(broken) == fingerprint("def f(:\n    x   =   1\n")
 
 
-def test_renamed_reworded_variant_of_a_rejected_idea_is_refused_citing_it(store_with_rejected_multirow):
+def test_renamed_reworded_variant_of_a_rejected_idea_is_refused_citing_it(
+    store_with_rejected_multirow,
+):
     store, base, rej = store_with_rejected_multirow
     # The reworded hypothesis shares few words: the code is what gives it away.
     assert text_similarity(HYP_MULTIROW, HYP_MULTIROW_REWORDED) < 0.5
@@ -79,17 +87,33 @@ def test_a_genuinely_different_algorithm_passes(store_with_rejected_multirow):
 def test_a_different_tunable_setting_passes_but_the_same_one_does_not(store_with_rejected_multirow):
     store, base, _ = store_with_rejected_multirow
     run = store.runs("softmax")[0].id
-    tried = store.add_proposal(run, 2, source=with_block(SOFTMAX_PARENT, 2048), hypothesis="Set BLOCK to 2048.",
-                               parent_id=base)
-    store.add_evaluation(tried, make_record(False, "slower", ("slower",)), objective=0.97, per_shape={})
-    assert store.check_duplicate("softmax", with_block(SOFTMAX_PARENT, 4096), "Set BLOCK to 4096.", base) is None
-    same = store.check_duplicate("softmax", with_block(SOFTMAX_PARENT, 2048), "Try BLOCK=2048", base)
+    tried = store.add_proposal(
+        run,
+        2,
+        source=with_block(SOFTMAX_PARENT, 2048),
+        hypothesis="Set BLOCK to 2048.",
+        parent_id=base,
+    )
+    store.add_evaluation(
+        tried, make_record(False, "slower", ("slower",)), objective=0.97, per_shape={}
+    )
+    assert (
+        store.check_duplicate(
+            "softmax", with_block(SOFTMAX_PARENT, 4096), "Set BLOCK to 4096.", base
+        )
+        is None
+    )
+    same = store.check_duplicate(
+        "softmax", with_block(SOFTMAX_PARENT, 2048), "Try BLOCK=2048", base
+    )
     assert same is not None and same.kind == "identical" and same.duplicate_of == tried
 
 
 def test_a_candidate_equal_to_its_parent_is_refused(store_with_rejected_multirow):
     store, base, _ = store_with_rejected_multirow
-    recommented = SOFTMAX_PARENT.replace("row = tl.program_id(0)", "row = tl.program_id(0)  # the row")
+    recommented = SOFTMAX_PARENT.replace(
+        "row = tl.program_id(0)", "row = tl.program_id(0)  # the row"
+    )
     found = store.check_duplicate("softmax", recommented, "tidy up", base)
     assert found is not None and found.kind == "unchanged"
 
@@ -101,8 +125,12 @@ def test_a_fixed_retry_after_a_correctness_failure_is_allowed(tmp_path):
         store.add_evaluation(base, make_record(), objective=1.0, per_shape={})
         buggy = SOFTMAX_ONLINE.replace("z * tl.exp(m - m_new)", "z")
         bad = store.add_proposal(run, 1, source=buggy, hypothesis=HYP_ONLINE, parent_id=base)
-        store.add_evaluation(bad, make_record(False, "wrong", ("max rel err 0.9 on spike",)),
-                             objective=None, per_shape={})
+        store.add_evaluation(
+            bad,
+            make_record(False, "wrong", ("max rel err 0.9 on spike",)),
+            objective=None,
+            per_shape={},
+        )
         # The idea was never measured; the agent may retry it with the bug fixed.
         assert store.check_duplicate("softmax", SOFTMAX_ONLINE, HYP_ONLINE, base) is None
         # ...but not resubmit the identical broken kernel.

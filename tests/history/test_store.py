@@ -56,19 +56,34 @@ def test_proposal_evaluation_profile_and_costs_round_trip(tmp_path):
     with HistoryStore.open(tmp_path / "h.sqlite") as store:
         run = store.start_run("softmax", "d1", agent="llm", device_name="NVIDIA H200", arch="sm_90")
         store.start_round(run, 0)
-        base = store.add_proposal(run, 0, source=SOFTMAX_PARENT, hypothesis="baseline", agent="baseline")
+        base = store.add_proposal(
+            run, 0, source=SOFTMAX_PARENT, hypothesis="baseline", agent="baseline"
+        )
         store.add_evaluation(base, make_record(), objective=1.0, per_shape={"4096x8000": 1.0})
         store.set_best(run, base)
         store.start_round(run, 1)
-        p = Proposal(source=SOFTMAX_MULTIROW, hypothesis=HYP_MULTIROW, predicted_effect="+10%",
-                     agent="llm", model="cheap-model", attribution="fewer programs")
+        p = Proposal(
+            source=SOFTMAX_MULTIROW,
+            hypothesis=HYP_MULTIROW,
+            predicted_effect="+10%",
+            agent="llm",
+            model="cheap-model",
+            attribution="fewer programs",
+        )
         pid = store.add_proposal_from(run, 1, p, parent_id=base, edit_points=2)
         record = make_record(False, "slower", ("slower than best by 4.1% (noise 0.7%)",))
-        store.add_evaluation(pid, record.model_dump_json(), objective=0.96,
-                             per_shape={"4096x8000": 0.96}, metric_deltas={"dram_pct": (81.0, 74.5)})
+        store.add_evaluation(
+            pid,
+            record.model_dump_json(),
+            objective=0.96,
+            per_shape={"4096x8000": 0.96},
+            metric_deltas={"dram_pct": (81.0, 74.5)},
+        )
         store.add_profile(pid, "dram 74.5% of peak", {"dram_pct": 74.5})
         store.add_model_call(run, 1, "cheap-model", "openai", 1200, 800, 0.002, 3.1)
-        store.add_model_call(run, 1, "strong-model", "anthropic", 3000, 2000, 0.05, 20.0, proposal_id=pid)
+        store.add_model_call(
+            run, 1, "strong-model", "anthropic", 3000, 2000, 0.05, 20.0, proposal_id=pid
+        )
 
         a = store.attempt(pid)
         assert (a.accepted, a.category, a.objective) == (False, "slower", 0.96)
@@ -80,7 +95,9 @@ def test_proposal_evaluation_profile_and_costs_round_trip(tmp_path):
         assert json.loads(store.record_json(pid))["verdict"]["category"] == "slower"
         assert store.latest_profile(pid) == ("dram 74.5% of peak", {"dram_pct": 74.5})
         ledger = store.cost_by_model(run)
-        assert ledger["strong-model"]["output_tokens"] == 2000 and ledger["cheap-model"]["calls"] == 1
+        assert (
+            ledger["strong-model"]["output_tokens"] == 2000 and ledger["cheap-model"]["calls"] == 1
+        )
         assert store.arch_experience("sm_90") == {"evaluations": 2, "accepted": 1, "approvals": 0}
         assert store.arch_experience("sm_100") == {"evaluations": 0, "accepted": 0, "approvals": 0}
 
@@ -173,7 +190,9 @@ def test_one_store_per_thread_can_write_concurrently_without_losing_rows(tmp_pat
     def worker(k: int) -> None:  # like one evaluation slot per GPU, each with its own store
         with HistoryStore.open(path) as mine:
             for i in range(15):
-                pid = mine.add_proposal(run, i + 1, k=k, source=f"BLOCK = {k * 100 + i}\n", hypothesis="h")
+                pid = mine.add_proposal(
+                    run, i + 1, k=k, source=f"BLOCK = {k * 100 + i}\n", hypothesis="h"
+                )
                 mine.add_evaluation(pid, make_record(), objective=1.0, per_shape={})
 
     threads = [threading.Thread(target=worker, args=(k,)) for k in range(4)]

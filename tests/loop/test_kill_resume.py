@@ -45,7 +45,7 @@ def _marked() -> dict[int, str]:
             continue
         for var in env.split(b"\0"):
             if var.startswith(needle):
-                found[int(proc.name)] = var[len(needle):].decode(errors="replace")
+                found[int(proc.name)] = var[len(needle) :].decode(errors="replace")
     return found
 
 
@@ -70,12 +70,16 @@ def _descendants(root: int) -> set[int]:
 
 def _cmdline(pid: int) -> str:
     try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        return (
+            Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        )
     except OSError:
         return ""
 
 
-def _settled(seen: dict[int, float], pids: set[int], needle: str, after_s: float = SETTLE_S) -> bool:
+def _settled(
+    seen: dict[int, float], pids: set[int], needle: str, after_s: float = SETTLE_S
+) -> bool:
     """Whether one of pids (a marked process whose command line holds needle) has been
     up for after_s: past bubblewrap's start-up, during which it has not yet bound itself
     (prctl PR_SET_PDEATHSIG) to its parent and a kill of the parent leaks the sandbox."""
@@ -112,25 +116,38 @@ def _rows(folder: Path, sql: str, args: tuple = ()) -> list[sqlite3.Row]:
 
 def _decided(folder: Path) -> int:
     """Proposals of round >= 1 with a verdict: evaluated, or refused before evaluation."""
-    return len(_rows(folder, "SELECT p.id FROM proposals p WHERE p.round >= 1 AND (p.status = 'refused' "
-                             "OR EXISTS (SELECT 1 FROM evaluations e WHERE e.proposal_id = p.id))"))
+    return len(
+        _rows(
+            folder,
+            "SELECT p.id FROM proposals p WHERE p.round >= 1 AND (p.status = 'refused' "
+            "OR EXISTS (SELECT 1 FROM evaluations e WHERE e.proposal_id = p.id))",
+        )
+    )
 
 
 def _in_flight(folder: Path) -> list[sqlite3.Row]:
     """Proposals recorded and versioned but without a verdict: an evaluation under way."""
-    return _rows(folder, "SELECT * FROM proposals WHERE round >= 1 AND status = 'proposed' "
-                         "AND commit_sha != '' AND NOT EXISTS "
-                         "(SELECT 1 FROM evaluations e WHERE e.proposal_id = proposals.id)")
+    return _rows(
+        folder,
+        "SELECT * FROM proposals WHERE round >= 1 AND status = 'proposed' "
+        "AND commit_sha != '' AND NOT EXISTS "
+        "(SELECT 1 FROM evaluations e WHERE e.proposal_id = proposals.id)",
+    )
 
 
 def _start(cmd: list[str], log: Path) -> subprocess.Popen:
     with open(log.with_suffix(".out"), "wb") as out, open(log.with_suffix(".err"), "wb") as err:
-        return subprocess.Popen(cmd, stdout=out, stderr=err, stdin=subprocess.DEVNULL, start_new_session=True)
+        return subprocess.Popen(
+            cmd, stdout=out, stderr=err, stdin=subprocess.DEVNULL, start_new_session=True
+        )
 
 
 def _logs(log: Path) -> str:
-    return "\n".join(f"--- {p.name}\n{p.read_text(errors='replace')[-3000:]}"
-                     for p in (log.with_suffix(".out"), log.with_suffix(".err")) if p.exists())
+    return "\n".join(
+        f"--- {p.name}\n{p.read_text(errors='replace')[-3000:]}"
+        for p in (log.with_suffix(".out"), log.with_suffix(".err"))
+        if p.exists()
+    )
 
 
 def _killpg(proc: subprocess.Popen) -> None:
@@ -144,8 +161,16 @@ def test_sigkill_during_an_evaluation_then_resume_finishes_the_run_once(tmp_path
     folder = _task_copy(tmp_path)
     scripted = sorted((folder / "scripted").glob("*.py"))
     assert len(scripted) == 5
-    cmd = [sys.executable, "-m", "kernelloop.cli", "run", str(folder),
-           "--agent", f"scripted:{folder / 'scripted'}", *FAST]
+    cmd = [
+        sys.executable,
+        "-m",
+        "kernelloop.cli",
+        "run",
+        str(folder),
+        "--agent",
+        f"scripted:{folder / 'scripted'}",
+        *FAST,
+    ]
 
     # 1. Start the run; kill its whole process group while the third candidate is being
     #    evaluated in the sandbox (two verdicts recorded, a third proposal versioned and
@@ -154,12 +179,20 @@ def test_sigkill_during_an_evaluation_then_resume_finishes_the_run_once(tmp_path
     try:
         deadline, seen = time.monotonic() + KILL_WITHIN_S, {}
         while True:
-            assert first.poll() is None, f"the run ended before it could be killed\n{_logs(tmp_path / 'killed')}"
+            assert first.poll() is None, (
+                f"the run ended before it could be killed\n{_logs(tmp_path / 'killed')}"
+            )
             assert time.monotonic() < deadline, (
                 f"no evaluation in flight after two verdicts within {KILL_WITHIN_S} s "
-                f"(verdicts: {_decided(folder)})\n{_logs(tmp_path / 'killed')}")
-            if (_decided(folder) >= 2 and _in_flight(folder)
-                    and _settled(seen, set(_marked()) & _descendants(first.pid), "kernelloop.evaluate.worker")):
+                f"(verdicts: {_decided(folder)})\n{_logs(tmp_path / 'killed')}"
+            )
+            if (
+                _decided(folder) >= 2
+                and _in_flight(folder)
+                and _settled(
+                    seen, set(_marked()) & _descendants(first.pid), "kernelloop.evaluate.worker"
+                )
+            ):
                 break
             time.sleep(0.1)
         pgid = os.getpgid(first.pid)
@@ -196,15 +229,20 @@ def test_sigkill_during_an_evaluation_then_resume_finishes_the_run_once(tmp_path
                     os.kill(pid, signal.SIGKILL)
                 except ProcessLookupError:
                     pass
-            raise AssertionError(f"sandboxed workers outlived the killed run by {WORKERS_GONE_WITHIN_S} s: "
-                                 f"{cmdlines} (they were {ours} at the kill)")
+            raise AssertionError(
+                f"sandboxed workers outlived the killed run by {WORKERS_GONE_WITHIN_S} s: "
+                f"{cmdlines} (they were {ours} at the kill)"
+            )
         time.sleep(0.1)
 
     # 3. What the kill left: one unfinished run, the two verdicts, one proposal in flight.
     [run] = _rows(folder, "SELECT * FROM runs")
     assert run["status"] == "running" and run["finished_at"] is None
     [lost] = _in_flight(folder)
-    before = {r["id"]: r["status"] for r in _rows(folder, "SELECT id, status FROM proposals WHERE round >= 1")}
+    before = {
+        r["id"]: r["status"]
+        for r in _rows(folder, "SELECT id, status FROM proposals WHERE round >= 1")
+    }
     assert sum(s != "proposed" for s in before.values()) >= 2
 
     # 4. Resume to the end.
@@ -220,11 +258,17 @@ def test_sigkill_during_an_evaluation_then_resume_finishes_the_run_once(tmp_path
 
     # 5. One run, finished; every scripted candidate recorded once, in its own round, in order.
     [done] = _rows(folder, "SELECT * FROM runs")
-    assert done["id"] == run["id"] and done["status"] == "finished" and done["finished_at"], dict(done)
-    proposals = _rows(folder, "SELECT p.*, (SELECT COUNT(*) FROM evaluations e WHERE e.proposal_id = p.id) AS n_eval "
-                              "FROM proposals p ORDER BY p.id")
-    assert [(p["round"], p["k"]) for p in proposals] == [(0, 1)] + [(r, 1) for r in range(1, 6)], \
-        [(p["id"], p["round"], p["k"], p["status"], p["hypothesis"][:40]) for p in proposals]
+    assert done["id"] == run["id"] and done["status"] == "finished" and done["finished_at"], dict(
+        done
+    )
+    proposals = _rows(
+        folder,
+        "SELECT p.*, (SELECT COUNT(*) FROM evaluations e WHERE e.proposal_id = p.id) AS n_eval "
+        "FROM proposals p ORDER BY p.id",
+    )
+    assert [(p["round"], p["k"]) for p in proposals] == [(0, 1)] + [(r, 1) for r in range(1, 6)], [
+        (p["id"], p["round"], p["k"], p["status"], p["hypothesis"][:40]) for p in proposals
+    ]
     assert [p["source"] for p in proposals[1:]] == [f.read_text() for f in scripted]
     for p in proposals:
         assert (p["status"], p["n_eval"]) in {("evaluated", 1), ("refused", 0)}, dict(p)
@@ -255,13 +299,28 @@ def test_sigkill_during_an_evaluation_then_resume_finishes_the_run_once(tmp_path
     task = load_task(folder)
     versions = Versions.open(task.folder, task.name, task.spec.task.baseline)
     prefix = f"refs/heads/kernelloop/{versions.task}/"
-    refs = dict(line.split() for line in subprocess.run(
-        ["git", "-C", str(versions.repo), "for-each-ref", "--format=%(refname) %(objectname)", prefix],
-        capture_output=True, text=True, check=True).stdout.splitlines())
+    refs = dict(
+        line.split()
+        for line in subprocess.run(
+            [
+                "git",
+                "-C",
+                str(versions.repo),
+                "for-each-ref",
+                "--format=%(refname) %(objectname)",
+                prefix,
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.splitlines()
+    )
     versioned = [p for p in proposals if p["status"] == "evaluated"]
     assert all(p["branch"] and p["commit_sha"] for p in versioned), [dict(p) for p in versioned]
     assert not any(p["branch"] or p["commit_sha"] for p in proposals if p["status"] == "refused")
-    assert {r for r in refs if r != prefix + "best"} == {p["branch"] for p in versioned}, sorted(refs)
+    assert {r for r in refs if r != prefix + "best"} == {p["branch"] for p in versioned}, sorted(
+        refs
+    )
     for p in versioned:
         assert refs[p["branch"]] == p["commit_sha"], p["branch"]
         assert versions.read(p["commit_sha"]).decode() == p["source"], p["branch"]
@@ -281,28 +340,37 @@ time.sleep(300)
 """
 
 
-@pytest.mark.parametrize("mode", [
-    "bwrap",
-    # The sandbox's first process (bwrap, unshare, or the bare worker) gets
-    # PR_SET_PDEATHSIG=SIGKILL from the launcher; `unshare --kill-child` and bwrap's
-    # --die-with-parent carry the kill inwards. Before that, unshare and the bare worker
-    # outlived a SIGKILLed loop (these two cases were strict xfails).
-    "unshare",
-    "none",
-])
+@pytest.mark.parametrize(
+    "mode",
+    [
+        "bwrap",
+        # The sandbox's first process (bwrap, unshare, or the bare worker) gets
+        # PR_SET_PDEATHSIG=SIGKILL from the launcher; `unshare --kill-child` and bwrap's
+        # --die-with-parent carry the kill inwards. Before that, unshare and the bare worker
+        # outlived a SIGKILLed loop (these two cases were strict xfails).
+        "unshare",
+        "none",
+    ],
+)
 def test_a_sigkilled_parent_leaves_no_sandboxed_worker(tmp_path, mode):
     """The same promise as step 2 above, per sandbox mode, without the loop around it."""
     try:
         detect_mode(mode)
     except SandboxError as e:
         pytest.skip(str(e))
-    parent = subprocess.Popen([sys.executable, "-c", _PARENT, mode, str(tmp_path)], stdout=subprocess.PIPE,
-                              text=True, start_new_session=True)
+    parent = subprocess.Popen(
+        [sys.executable, "-c", _PARENT, mode, str(tmp_path)],
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     try:
         marker = parent.stdout.readline().strip()
         assert marker, "the parent did not start its worker"
         deadline, seen = time.monotonic() + 30, {}
-        while not _settled(seen, {pid for pid, m in _marked().items() if m == marker}, "time.sleep(120)"):
+        while not _settled(
+            seen, {pid for pid, m in _marked().items() if m == marker}, "time.sleep(120)"
+        ):
             assert time.monotonic() < deadline, "the worker never showed up"
             time.sleep(0.05)
         worker = [pid for pid, m in _marked().items() if m == marker]
@@ -316,8 +384,10 @@ def test_a_sigkilled_parent_leaves_no_sandboxed_worker(tmp_path, mode):
                         os.kill(pid, signal.SIGKILL)
                     except ProcessLookupError:
                         pass
-                raise AssertionError(f"{mode}: {left} of the worker's processes {worker} outlived "
-                                     f"the SIGKILLed parent by {WORKERS_GONE_WITHIN_S} s")
+                raise AssertionError(
+                    f"{mode}: {left} of the worker's processes {worker} outlived "
+                    f"the SIGKILLed parent by {WORKERS_GONE_WITHIN_S} s"
+                )
             time.sleep(0.05)
     finally:
         _killpg(parent)

@@ -16,14 +16,24 @@ ROOT = Path(__file__).resolve().parents[2]
 CPU_TASK = ROOT / "examples" / "cpu_task"
 
 SCRIPT = [
-    ("01_fast.py", "fast.py", "Whole-tensor fp32 instead of float64 row chunks: one reduction, fused multiply-adds."),
+    (
+        "01_fast.py",
+        "fast.py",
+        "Whole-tensor fp32 instead of float64 row chunks: one reduction, fused multiply-adds.",
+    ),
     ("02_slow.py", "slow.py", "Float64 throughout with a second mean-square pass for safety."),
     ("03_tail.py", "tail_trap.py", "Per-row loop for short rows, whole-tensor for long ones."),
-    ("04_fast_again.py", "fast.py", "Whole-tensor fp32 once more, reworded: one reduction and FMAs."),
+    (
+        "04_fast_again.py",
+        "fast.py",
+        "Whole-tensor fp32 once more, reworded: one reduction and FMAs.",
+    ),
 ]
 
 
-def _task_and_script(tmp_path: Path, entries: list[tuple[str, str, str]] = SCRIPT) -> tuple[Path, Path]:
+def _task_and_script(
+    tmp_path: Path, entries: list[tuple[str, str, str]] = SCRIPT
+) -> tuple[Path, Path]:
     """A copy of the CPU-native task and a scripted-agent folder replaying `entries`
     (file name, candidate in examples/cpu_task/candidates, hypothesis)."""
     folder = tmp_path / "task"
@@ -41,13 +51,18 @@ def test_measured_run_promotes_the_winner_rejects_slower_and_stalls(tmp_path):
     task = load_task(folder)
 
     scratch_before = set(Path(tempfile.gettempdir()).glob("kernelloop-run-*"))
-    summary = run_loop(task, ScriptedAgent(script), Options(device="cpu"), RunView(live_enabled=False))
-    assert set(Path(tempfile.gettempdir()).glob("kernelloop-run-*")) <= scratch_before  # the run cleaned up
+    summary = run_loop(
+        task, ScriptedAgent(script), Options(device="cpu"), RunView(live_enabled=False)
+    )
+    assert (
+        set(Path(tempfile.gettempdir()).glob("kernelloop-run-*")) <= scratch_before
+    )  # the run cleaned up
 
     store, _ = open_task_memory(task)
     rows = store._conn.execute(
         "SELECT p.id, p.hypothesis, p.refused_reason, e.accepted, e.category, e.reasons_json, e.bench_json, "
-        "e.gate_json FROM proposals p LEFT JOIN evaluations e ON e.proposal_id = p.id ORDER BY p.id").fetchall()
+        "e.gate_json FROM proposals p LEFT JOIN evaluations e ON e.proposal_id = p.id ORDER BY p.id"
+    ).fetchall()
     by_hyp = {r["hypothesis"]: r for r in rows}
     fast, slow, tail, again = (by_hyp[h[2]] for h in SCRIPT)
     assert fast["accepted"] == 1, fast["reasons_json"]
@@ -78,17 +93,26 @@ def test_resume_restores_the_best_and_the_stall_memory(tmp_path):
     flat rounds before the stop, so one more flat round ends the run for review."""
     folder, script = _task_and_script(tmp_path)
     task = load_task(folder)
-    first = run_loop(task, ScriptedAgent(script), Options(device="cpu", rounds=3), RunView(live_enabled=False))
+    first = run_loop(
+        task, ScriptedAgent(script), Options(device="cpu", rounds=3), RunView(live_enabled=False)
+    )
     assert first["status"] == "finished" and first["reason"] == "all rounds done"
     store, _ = open_task_memory(task)
     with store._conn:
         store._conn.execute("UPDATE runs SET status = 'running' WHERE id = ?", (first["run_id"],))
 
-    again = run_loop(task, ScriptedAgent(script), Options(device="cpu", resume=True), RunView(live_enabled=False))
+    again = run_loop(
+        task, ScriptedAgent(script), Options(device="cpu", resume=True), RunView(live_enabled=False)
+    )
 
     assert again["run_id"] == first["run_id"]
     assert again["best_proposal_id"] == first["best_proposal_id"]
-    assert {s["shape"] for s in again["best_per_shape"]} == {"256x1024", "512x512", "2048x16", "8x16384"}
+    assert {s["shape"] for s in again["best_per_shape"]} == {
+        "256x1024",
+        "512x512",
+        "2048x16",
+        "8x16384",
+    }
     assert again["best_per_shape"] == first["best_per_shape"]
     # Rounds 2 and 3 were flat before the stop, round 4 (a copy of the best) is refused:
     # three flat rounds in a row only if the memory survived the resume.

@@ -55,7 +55,10 @@ def test_scripted_run_rejects_cheat_and_fragile_and_refuses_duplicate(tmp_path):
     assert summary["status"] == "finished"
     got = list(_outcomes(task).values())
     assert [g[0] for g in got[:1] + got[2:]] == ["accepted", "wrong", "accepted", "refused"], got
-    assert got[1][0] in {"static", "no_kernel"}  # the torch shortcut: screened or caught at run time
+    assert got[1][0] in {
+        "static",
+        "no_kernel",
+    }  # the torch shortcut: screened or caught at run time
     assert "identical" in got[4][1] and "rejected [wrong]" in got[4][1]
     assert "large_offset" in got[2][1]
     # nothing was promoted on interpreter timings
@@ -77,22 +80,43 @@ def test_policy_refusals_happen_before_any_evaluation(tmp_path):
     fused = (folder / "candidates" / "fused_naive.py").read_text()
     (folder / "baseline.py").write_text(fused)
     four_hunks = fused
-    for old, new in [("NUM_WARPS = 8", "NUM_WARPS = 4"),
-                     ("    mean = tl.sum(x, axis=0) / cols", "    mean = tl.sum(x, axis=0) / cols\n    mean = mean + 0.0"),
-                     ("    keep = tl.rand(seed, row * cols + offs) >= p", "    keep = tl.rand(seed, row * cols + offs) > p"),
-                     ("    block = triton.next_power_of_2(cols)", "    block = max(16, triton.next_power_of_2(cols))")]:
+    for old, new in [
+        ("NUM_WARPS = 8", "NUM_WARPS = 4"),
+        (
+            "    mean = tl.sum(x, axis=0) / cols",
+            "    mean = tl.sum(x, axis=0) / cols\n    mean = mean + 0.0",
+        ),
+        (
+            "    keep = tl.rand(seed, row * cols + offs) >= p",
+            "    keep = tl.rand(seed, row * cols + offs) > p",
+        ),
+        (
+            "    block = triton.next_power_of_2(cols)",
+            "    block = max(16, triton.next_power_of_2(cols))",
+        ),
+    ]:
         assert old in four_hunks
         four_hunks = four_hunks.replace(old, new)
     split = (FLAGSHIP / "baseline.py").read_text()
-    signature = fused.replace("def forward(x, residual, weight, bias, *, p, eps, seed):",
-                              "def forward(x, residual, weight, bias, *, p, eps, seed, scale=1.0):")
-    _write_candidates(tmp_path / "cands", {
-        "01_four": (four_hunks, "Four scattered tweaks at once"),
-        "02_split": (split, "Split the fused kernel back into three kernels"),
-        "03_sig": (signature, "Add a scale parameter to the entry"),
-    })
+    signature = fused.replace(
+        "def forward(x, residual, weight, bias, *, p, eps, seed):",
+        "def forward(x, residual, weight, bias, *, p, eps, seed, scale=1.0):",
+    )
+    _write_candidates(
+        tmp_path / "cands",
+        {
+            "01_four": (four_hunks, "Four scattered tweaks at once"),
+            "02_split": (split, "Split the fused kernel back into three kernels"),
+            "03_sig": (signature, "Add a scale parameter to the entry"),
+        },
+    )
     task = load_task(folder)
-    run_loop(task, ScriptedAgent(tmp_path / "cands"), Options(device="cpu", **FAST), RunView(live_enabled=False))
+    run_loop(
+        task,
+        ScriptedAgent(tmp_path / "cands"),
+        Options(device="cpu", **FAST),
+        RunView(live_enabled=False),
+    )
     got = _outcomes(task)
     assert [v[0] for v in got.values()] == ["refused", "refused", "refused"], got
     reasons = [v[1] for v in got.values()]
@@ -103,8 +127,23 @@ def test_policy_refusals_happen_before_any_evaluation(tmp_path):
 
 def test_cli_run_with_tuner_and_resume_refusal(tmp_path):
     folder = _task_copy(tmp_path)
-    cmd = [sys.executable, "-m", "kernelloop.cli", "run", str(folder), "--agent", "tuner", "--rounds", "1",
-           "--device", "cpu", "--shapes", "7x129", "--dtypes", "float32"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "kernelloop.cli",
+        "run",
+        str(folder),
+        "--agent",
+        "tuner",
+        "--rounds",
+        "1",
+        "--device",
+        "cpu",
+        "--shapes",
+        "7x129",
+        "--dtypes",
+        "float32",
+    ]
     res = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     assert res.returncode == 0, res.stderr[-2000:] + res.stdout[-2000:]
     summaries = list((folder / ".kernelloop").glob("run-*-summary.json"))
@@ -112,9 +151,17 @@ def test_cli_run_with_tuner_and_resume_refusal(tmp_path):
     summary = json.loads(summaries[0].read_text())
     assert summary["status"] == "finished" and len(summary["attempts"]) == 1
     # The run ends by naming the report command; that command, as printed, writes the report.
-    hint = next(line for line in res.stderr.splitlines() if line.startswith("reviewer's report: kernelloop "))
-    report = subprocess.run([sys.executable, "-m", "kernelloop.cli", *shlex.split(hint.split(": ", 1)[1])[1:]],
-                            capture_output=True, text=True, timeout=120)
+    hint = next(
+        line
+        for line in res.stderr.splitlines()
+        if line.startswith("reviewer's report: kernelloop ")
+    )
+    report = subprocess.run(
+        [sys.executable, "-m", "kernelloop.cli", *shlex.split(hint.split(": ", 1)[1])[1:]],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert report.returncode == 0, report.stderr[-2000:]
     assert (folder / ".kernelloop" / "reports" / "run-1" / "report.md").is_file()
     again = subprocess.run(cmd + ["--resume"], capture_output=True, text=True, timeout=120)
@@ -126,16 +173,30 @@ def test_cli_run_with_tuner_and_resume_refusal(tmp_path):
 def test_scripted_run_on_gpu_promotes_fused(tmp_path):
     folder = _task_copy(tmp_path)
     task = load_task(folder)
-    summary = run_loop(task, ScriptedAgent(folder / "scripted"),
-                       Options(device="cuda", shapes="4096x8000", dtypes=["bfloat16"]), RunView(live_enabled=False))
+    summary = run_loop(
+        task,
+        ScriptedAgent(folder / "scripted"),
+        Options(device="cuda", shapes="4096x8000", dtypes=["bfloat16"]),
+        RunView(live_enabled=False),
+    )
     got = list(_outcomes(task).values())
-    assert got[0][0] == "accepted" and got[1][0] in {"static", "no_kernel"} and got[2][0] == "wrong", got
-    assert got[3][0] == "accepted", got  # Philox once per 4 elements: measured faster than the naive fusion
+    assert (
+        got[0][0] == "accepted" and got[1][0] in {"static", "no_kernel"} and got[2][0] == "wrong"
+    ), got
+    assert got[3][0] == "accepted", (
+        got
+    )  # Philox once per 4 elements: measured faster than the naive fusion
     # The one-pass variance idea, reworded, against the new best: refused as a repeat first.
-    assert got[4][0] == "refused" and "identical" in got[4][1] and "rejected [wrong]" in got[4][1], got
+    assert (
+        got[4][0] == "refused" and "identical" in got[4][1] and "rejected [wrong]" in got[4][1]
+    ), got
     assert summary["best_objective_vs_baseline"] > 1.5
     (row,) = summary["best_per_shape"]
-    assert row["shape"] == "4096x8000" and 0 < row["pct_of_floor"] < 100 and row["speedup_vs_baseline"] > 1.5
+    assert (
+        row["shape"] == "4096x8000"
+        and 0 < row["pct_of_floor"] < 100
+        and row["speedup_vs_baseline"] > 1.5
+    )
 
 
 def test_llm_agent_drives_the_loop_over_loopback_and_its_calls_are_ledgered(tmp_path):
@@ -146,15 +207,25 @@ def test_llm_agent_drives_the_loop_over_loopback_and_its_calls_are_ledgered(tmp_
 
     folder = _task_copy(tmp_path)
     fused = (folder / "candidates" / "fused_naive.py").read_text()
-    answer = ("### Candidate 1\nDirection: fusion\nHypothesis: fuse the three kernels into one row kernel.\n"
-              f"Predicted effect: -25% median time\n\n```python\n{fused}```\n")
+    answer = (
+        "### Candidate 1\nDirection: fusion\nHypothesis: fuse the three kernels into one row kernel.\n"
+        f"Predicted effect: -25% median time\n\n```python\n{fused}```\n"
+    )
     server = ModelServer("openai").start()
     try:
         server.script.append(Reply(answer, input_tokens=1234, output_tokens=567))
         task = load_task(folder)
-        agent = make_llm_agent("openai:gpt-4.1", task=task, base_url=server.url,
-                               env={"OPENAI_API_KEY": "sk-loop-test"}, backoff_base_s=0.001, timeout_s=10.0)
-        summary = run_loop(task, agent, Options(device="cpu", rounds=1, **FAST), RunView(live_enabled=False))
+        agent = make_llm_agent(
+            "openai:gpt-4.1",
+            task=task,
+            base_url=server.url,
+            env={"OPENAI_API_KEY": "sk-loop-test"},
+            backoff_base_s=0.001,
+            timeout_s=10.0,
+        )
+        summary = run_loop(
+            task, agent, Options(device="cpu", rounds=1, **FAST), RunView(live_enabled=False)
+        )
     finally:
         server.stop()
     assert summary["status"] == "finished"
@@ -163,8 +234,12 @@ def test_llm_agent_drives_the_loop_over_loopback_and_its_calls_are_ledgered(tmp_
     [req] = server.received
     prompt = req.prompt_text()
     assert "sk-loop-test" not in req.raw  # the key only travels in the auth header
-    assert "_layernorm_kernel" in prompt  # the prompt carries the current best's source (the baseline)
+    assert (
+        "_layernorm_kernel" in prompt
+    )  # the prompt carries the current best's source (the baseline)
     store, _ = open_task_memory(task)
-    rows = store._conn.execute("SELECT model, input_tokens, output_tokens, cost_usd FROM model_calls").fetchall()
+    rows = store._conn.execute(
+        "SELECT model, input_tokens, output_tokens, cost_usd FROM model_calls"
+    ).fetchall()
     assert [(r[1], r[2]) for r in rows] == [(1234, 567)]
     assert abs(rows[0][3] - agent.ledger.total_usd) < 1e-12

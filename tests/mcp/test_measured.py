@@ -22,25 +22,48 @@ CPU_TASK = ROOT / "examples" / "cpu_task"
 
 async def _session(folder: Path) -> dict:
     env = {"PYTHONPATH": str(ROOT / "src") + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    params = StdioServerParameters(command=sys.executable, env=env, cwd=str(ROOT),
-                                   args=["-m", "kernelloop.cli", "mcp", str(folder), "--device", "cpu",
-                                         "--shapes", "256x1024,2048x16"])  # a common and a long-tail shape
+    params = StdioServerParameters(
+        command=sys.executable,
+        env=env,
+        cwd=str(ROOT),
+        args=[
+            "-m",
+            "kernelloop.cli",
+            "mcp",
+            str(folder),
+            "--device",
+            "cpu",
+            "--shapes",
+            "256x1024,2048x16",
+        ],
+    )  # a common and a long-tail shape
     cand = lambda name: (CPU_TASK / "candidates" / name).read_text()  # noqa: E731
     out = {}
     async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
         await session.initialize()
 
         async def submit(key: str, source: str, claim: str) -> None:
-            res = await session.call_tool("submit_candidate", {"source": source, "claim": claim, "prediction": "-"},
-                                          read_timeout_seconds=400)
-            out[key] = json.loads(res.content[0].text) if not res.is_error else {"error": res.content[0].text}
+            res = await session.call_tool(
+                "submit_candidate",
+                {"source": source, "claim": claim, "prediction": "-"},
+                read_timeout_seconds=400,
+            )
+            out[key] = (
+                json.loads(res.content[0].text)
+                if not res.is_error
+                else {"error": res.content[0].text}
+            )
 
         await submit("fast", cand("fast.py"), "Whole-tensor fp32 instead of float64 row chunks.")
         await submit("slow", cand("slow.py"), "Float64 throughout with a second mean-square pass.")
-        await submit("tail", cand("tail_trap.py"), "Per-row loop for short rows, whole-tensor for long ones.")
+        await submit(
+            "tail", cand("tail_trap.py"), "Per-row loop for short rows, whole-tensor for long ones."
+        )
         await submit("again", cand("slow.py"), "Float64 again, a second pass for safety, reworded.")
         await submit("after", cand("fast.py").replace("\n", "\n\n", 1), "One more try.")
-        out["best"] = json.loads((await session.call_tool("variant", {"ref": "best"})).content[0].text)
+        out["best"] = json.loads(
+            (await session.call_tool("variant", {"ref": "best"})).content[0].text
+        )
     return out
 
 
@@ -51,14 +74,18 @@ def test_winner_is_promoted_and_flat_rounds_stop_for_review(tmp_path):
     fast, slow, tail, again = out["fast"], out["slow"], out["tail"], out["again"]
     # The CPU has no approved runs in this history, so the new best awaits a person's sign-off;
     # the session builds on it (as the loop does) while git and the history keep the old best.
-    assert fast["verdict"] == "accepted" and fast["new_best"] and fast["pending_approval"] is True, fast
+    assert (
+        fast["verdict"] == "accepted" and fast["new_best"] and fast["pending_approval"] is True
+    ), fast
     assert fast["best"]["id"] == fast["id"] and fast["best"]["objective_vs_baseline"] > 1.0
     assert fast["best"]["per_shape"] and all(r["median_ms"] for r in fast["best"]["per_shape"])
     assert slow["verdict"] == "rejected" and slow["category"] == "slower", slow
     assert tail["verdict"] == "rejected" and "long tail" in "; ".join(tail["reasons"]), tail
     assert again["verdict"] == "refused", again
     # Three flat rounds after the win: the stall rule ends the run for a person.
-    assert again["run"]["status"] == "needs review" and "consecutive rounds" in again["run"]["reason"]
+    assert (
+        again["run"]["status"] == "needs review" and "consecutive rounds" in again["run"]["reason"]
+    )
     assert "error" in out["after"] and "needs review" in out["after"]["error"]
     assert len(fast["best"]["per_shape"]) == 2
     task = load_task(folder)
@@ -68,7 +95,11 @@ def test_winner_is_promoted_and_flat_rounds_stop_for_review(tmp_path):
         baseline = store.promoted_best(task.name)
         assert baseline.round == 0
         assert [r.status for r in store.runs(task.name)] == ["needs review"]
-    head = subprocess.run(["git", "-C", str(folder), "rev-parse", "kernelloop/cpu_rmsnorm_residual/best"],
-                          capture_output=True, text=True, check=True).stdout.strip()
+    head = subprocess.run(
+        ["git", "-C", str(folder), "rev-parse", "kernelloop/cpu_rmsnorm_residual/best"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     assert head == baseline.commit_sha == out["best"]["commit"] != fast["commit"]
     assert out["best"]["source"] == (CPU_TASK / "baseline.py").read_text()

@@ -33,47 +33,121 @@ def _text(result) -> str:
 
 
 async def _conversation(folder: Path, marker: Path) -> dict:
-    env = {"PYTHONPATH": str(ROOT / "src") + os.pathsep + os.environ.get("PYTHONPATH", ""),
-           "PYTHONDONTWRITEBYTECODE": "1"}
+    env = {
+        "PYTHONPATH": str(ROOT / "src") + os.pathsep + os.environ.get("PYTHONPATH", ""),
+        "PYTHONDONTWRITEBYTECODE": "1",
+    }
     params = StdioServerParameters(
-        command=sys.executable, env=env, cwd=str(ROOT),
-        args=["-m", "kernelloop.cli", "mcp", str(folder), "--device", "cpu", "--shapes", "7x129",
-              "--dtypes", "float32", "--rounds", str(ROUNDS)])
+        command=sys.executable,
+        env=env,
+        cwd=str(ROOT),
+        args=[
+            "-m",
+            "kernelloop.cli",
+            "mcp",
+            str(folder),
+            "--device",
+            "cpu",
+            "--shapes",
+            "7x129",
+            "--dtypes",
+            "float32",
+            "--rounds",
+            str(ROUNDS),
+        ],
+    )
     out: dict = {"progress": []}
 
     async def progress(value, total, message):
         out["progress"].append(message)
 
-    async def call(name: str, args: dict | None = None, *, with_progress: bool = False) -> tuple[bool, str]:
-        res = await session.call_tool(name, args or {}, read_timeout_seconds=400,
-                                      progress_callback=progress if with_progress else None)
+    async def call(
+        name: str, args: dict | None = None, *, with_progress: bool = False
+    ) -> tuple[bool, str]:
+        res = await session.call_tool(
+            name,
+            args or {},
+            read_timeout_seconds=400,
+            progress_callback=progress if with_progress else None,
+        )
         return res.is_error, _text(res)
 
     fused = FUSED.read_text()
     # The PyTorch shortcut, plus a last line that leaves a file behind if this process ever imports it.
-    cheat = CHEAT.read_text() + f"\nimport pathlib\npathlib.Path({str(marker)!r}).write_text('imported')\n"
-    signature = fused.replace("def forward(x, residual, weight, bias, *, p, eps, seed):",
-                              "def forward(x, residual, weight, bias, *, p, eps, seed, scale=1.0):")
+    cheat = (
+        CHEAT.read_text()
+        + f"\nimport pathlib\npathlib.Path({str(marker)!r}).write_text('imported')\n"
+    )
+    signature = fused.replace(
+        "def forward(x, residual, weight, bias, *, p, eps, seed):",
+        "def forward(x, residual, weight, bias, *, p, eps, seed, scale=1.0):",
+    )
     assert signature != fused
     async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
         await session.initialize()
         out["tools"] = sorted(t.name for t in (await session.list_tools()).tools)
         out["task"] = json.loads((await call("task"))[1])
-        out["honest"] = json.loads((await call("submit_candidate", {
-            "source": fused, "claim": "Fuse the three kernels into one, one row per program.",
-            "prediction": "about 1.3x on the common shapes"}, with_progress=True))[1])
+        out["honest"] = json.loads(
+            (
+                await call(
+                    "submit_candidate",
+                    {
+                        "source": fused,
+                        "claim": "Fuse the three kernels into one, one row per program.",
+                        "prediction": "about 1.3x on the common shapes",
+                    },
+                    with_progress=True,
+                )
+            )[1]
+        )
         out["profile"] = json.loads((await call("profile"))[1])
-        out["cheat"] = json.loads((await call("submit_candidate", {
-            "source": cheat, "claim": "Call PyTorch's layer_norm and softmax directly.",
-            "prediction": "faster than three hand-written kernels"}))[1])
-        out["duplicate"] = json.loads((await call("submit_candidate", {
-            "source": cheat, "claim": "Lean on the library ops, which are already tuned.",
-            "prediction": "a large win"}))[1])
-        out["interface"] = json.loads((await call("submit_candidate", {
-            "source": signature, "claim": "Add a scale parameter to the entry.", "prediction": "none"}))[1])
-        out["over_budget"] = await call("submit_candidate", {
-            "source": fused.replace("NUM_WARPS = 8", "NUM_WARPS = 4"), "claim": "Fewer warps.", "prediction": "1%"})
-        out["no_claim"] = await call("submit_candidate", {"source": fused, "claim": " ", "prediction": ""})
+        out["cheat"] = json.loads(
+            (
+                await call(
+                    "submit_candidate",
+                    {
+                        "source": cheat,
+                        "claim": "Call PyTorch's layer_norm and softmax directly.",
+                        "prediction": "faster than three hand-written kernels",
+                    },
+                )
+            )[1]
+        )
+        out["duplicate"] = json.loads(
+            (
+                await call(
+                    "submit_candidate",
+                    {
+                        "source": cheat,
+                        "claim": "Lean on the library ops, which are already tuned.",
+                        "prediction": "a large win",
+                    },
+                )
+            )[1]
+        )
+        out["interface"] = json.loads(
+            (
+                await call(
+                    "submit_candidate",
+                    {
+                        "source": signature,
+                        "claim": "Add a scale parameter to the entry.",
+                        "prediction": "none",
+                    },
+                )
+            )[1]
+        )
+        out["over_budget"] = await call(
+            "submit_candidate",
+            {
+                "source": fused.replace("NUM_WARPS = 8", "NUM_WARPS = 4"),
+                "claim": "Fewer warps.",
+                "prediction": "1%",
+            },
+        )
+        out["no_claim"] = await call(
+            "submit_candidate", {"source": fused, "claim": " ", "prediction": ""}
+        )
         out["history"] = json.loads((await call("history", {"limit": 50}))[1])
         out["variant"] = json.loads((await call("variant", {"ref": str(out["honest"]["id"])}))[1])
     return out
@@ -109,9 +183,12 @@ def test_honest_candidate_passes_the_same_gate_as_a_loop_round(served):
     assert "do not count" in h["outcome"]
     assert h["round"] == 1 and h["run"]["rounds_left"] == ROUNDS - 1
     assert any(m and m.startswith("checking r1_1") for m in out["progress"]), out["progress"]
+
     # The variant is a git commit on its own branch, parented on the baseline's commit.
-    git = lambda *a: subprocess.run(["git", "-C", str(folder), *a], capture_output=True, text=True,  # noqa: E731
-                                    check=True).stdout.strip()
+    def git(*a):
+        cmd = ["git", "-C", str(folder), *a]
+        return subprocess.run(cmd, capture_output=True, text=True, check=True).stdout.strip()
+
     assert git("rev-parse", h["branch"]) == h["commit"]
     kernel = load_task(folder).spec.task.baseline
     assert git("show", f"{h['commit']}:{kernel}") + "\n" == FUSED.read_text()
@@ -120,14 +197,20 @@ def test_honest_candidate_passes_the_same_gate_as_a_loop_round(served):
     assert git("rev-parse", f"{h['commit']}^") == base["commit"]
     assert out["variant"]["source"] == FUSED.read_text() and out["variant"]["commit"] == h["commit"]
     # The best's profile summary is what the loop's agents see (compile facts on a CPU).
-    assert out["profile"]["of"] == f"best #{base['id']}" and "register" in out["profile"]["summary"].lower()
+    assert (
+        out["profile"]["of"] == f"best #{base['id']}"
+        and "register" in out["profile"]["summary"].lower()
+    )
 
 
 def test_cheat_is_rejected_and_never_imported_by_the_server(served):
     _, marker, out = served
     c = out["cheat"]
     assert c["verdict"] == "rejected" and c["category"] in {"static", "no_kernel"}, c
-    assert "uses `torch.nn.functional.layer_norm`" in "; ".join(c["reasons"]) and c["new_best"] is False
+    assert (
+        "uses `torch.nn.functional.layer_norm`" in "; ".join(c["reasons"])
+        and c["new_best"] is False
+    )
     # Its first line writes this file when imported; the server only screened and sandboxed it.
     assert not marker.exists()
 
@@ -137,7 +220,9 @@ def test_duplicate_and_policy_refusals_cost_no_evaluation(served):
     d, i = out["duplicate"], out["interface"]
     assert d["verdict"] == "refused" and "identical" in d["refused_reason"], d
     assert d["commit"] is None and d["accepted"] is None
-    assert i["verdict"] == "refused" and ("signature" in i["refused_reason"] or "interface" in i["refused_reason"]), i
+    assert i["verdict"] == "refused" and (
+        "signature" in i["refused_reason"] or "interface" in i["refused_reason"]
+    ), i
     assert i["commit"] is None
 
 
@@ -159,12 +244,17 @@ def test_history_records_every_submission_like_a_loop_round(served):
         assert runs[0].status == "finished"
         rows = store._conn.execute(
             "SELECT p.round, p.agent, p.hypothesis, p.predicted_effect, p.refused_reason, p.commit_sha, e.category "
-            "FROM proposals p LEFT JOIN evaluations e ON e.proposal_id = p.id ORDER BY p.id").fetchall()
-        rounds = store._conn.execute("SELECT round, finished_at FROM rounds WHERE run_id = ? ORDER BY round",
-                                     (runs[0].id,)).fetchall()
+            "FROM proposals p LEFT JOIN evaluations e ON e.proposal_id = p.id ORDER BY p.id"
+        ).fetchall()
+        rounds = store._conn.execute(
+            "SELECT round, finished_at FROM rounds WHERE run_id = ? ORDER BY round", (runs[0].id,)
+        ).fetchall()
     assert [r[0] for r in rows] == [0, 1, 2, 3, 4]
     assert [r[1] for r in rows[1:]] == ["external"] * 4
-    assert rows[1][2].startswith("Fuse the three kernels") and rows[1][3] == "about 1.3x on the common shapes"
+    assert (
+        rows[1][2].startswith("Fuse the three kernels")
+        and rows[1][3] == "about 1.3x on the common shapes"
+    )
     assert [r[6] for r in rows] == ["accepted", "accepted", out["cheat"]["category"], None, None]
     assert rows[3][4] and rows[4][4] and not rows[3][5] and not rows[4][5]
     assert [r[0] for r in rounds] == [1, 2, 3, 4] and all(r[1] for r in rounds)

@@ -25,7 +25,9 @@ def test_profiles_that_ran_count_and_refused_sources_do_not(tmp_path):
     b = ProfileBudget(limit=2)
     with pytest.raises(ScreenRefused):
         with b.spend():
-            raise ScreenRefused("candidate", tmp_path / "c.py", [Finding(1, "import", "imports `os`")])
+            raise ScreenRefused(
+                "candidate", tmp_path / "c.py", [Finding(1, "import", "imports `os`")]
+            )
     assert b.used == 0
     with b.spend():
         pass
@@ -49,7 +51,9 @@ def test_the_mcp_session_spends_its_profile_budget(tmp_path):
     toml = folder / "task.toml"
     toml.write_text(toml.read_text().replace("[rules]", "[rules]\nmax_profiles = 1", 1))
     assert "max_profiles = 1" in toml.read_text()
-    session = ExternalSession(load_task(folder), Options(device="cpu", shapes="7x129", dtypes=["float32"], rounds=2))
+    session = ExternalSession(
+        load_task(folder), Options(device="cpu", shapes="7x129", dtypes=["float32"], rounds=2)
+    )
     try:
         assert session._run_dict()["profiles_left"] == 1
         with pytest.raises(ScreenRefused):

@@ -11,10 +11,17 @@ from kernelloop.profile import compile_facts_command, triton_compile_facts
 from kernelloop.profile.fallback import torch_profiler_timings
 
 BASELINE = Path(__file__).parents[2] / "examples" / "ln_softmax_dropout" / "baseline.py"
-DROPOUT_SIG = {"s_ptr": "*fp32", "r_ptr": "*bf16", "out_ptr": "*bf16", "n": "i32", "p": "fp32", "seed": "i32",
-               "BLOCK": "constexpr"}
+DROPOUT_SIG = {
+    "s_ptr": "*fp32",
+    "r_ptr": "*bf16",
+    "out_ptr": "*bf16",
+    "n": "i32",
+    "p": "fp32",
+    "seed": "i32",
+    "BLOCK": "constexpr",
+}
 
-WIDE = '''
+WIDE = """
 import triton
 import triton.language as tl
 
@@ -26,7 +33,7 @@ def _wide_kernel(x_ptr, y_ptr, BLOCK: tl.constexpr):
     s = tl.sum(x * x, axis=0)
     y = tl.exp(x - s) * tl.sin(x) + tl.cos(x * s)
     tl.store(y_ptr + offs, y / tl.sum(y, axis=0))
-'''
+"""
 
 
 @pytest.mark.slow
@@ -43,7 +50,10 @@ def test_register_cap_shows_up_as_spills(tmp_path):
     src = tmp_path / "wide.py"
     src.write_text(WIDE)
     sig = {"x_ptr": "*fp32", "y_ptr": "*fp32", "BLOCK": "constexpr"}
-    cmd = compile_facts_command(src, "_wide_kernel", sig, {"BLOCK": 1024}, num_warps=1) + ["--maxnreg", "32"]
+    cmd = compile_facts_command(src, "_wide_kernel", sig, {"BLOCK": 1024}, num_warps=1) + [
+        "--maxnreg",
+        "32",
+    ]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     f = json.loads(r.stdout)

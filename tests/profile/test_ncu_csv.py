@@ -8,8 +8,15 @@ from kernelloop.profile.ncu_csv import parse_number, parse_raw_kernels, to_base_
 
 @pytest.mark.parametrize(
     ("text", "value"),
-    [("1,234.5", 1234.5), ("2,619,000,000", 2.619e9), ("n/a", None), ("", None), ("(256, 1, 1)", None),
-     ("  42 ", 42.0), ("-3.5", -3.5)],
+    [
+        ("1,234.5", 1234.5),
+        ("2,619,000,000", 2.619e9),
+        ("n/a", None),
+        ("", None),
+        ("(256, 1, 1)", None),
+        ("  42 ", 42.0),
+        ("-3.5", -3.5),
+    ],
 )
 def test_numbers_keep_thousands_separators_out(text, value):
     assert parse_number(text) == value
@@ -17,10 +24,16 @@ def test_numbers_keep_thousands_separators_out(text, value):
 
 @pytest.mark.parametrize(
     ("value", "unit", "expected"),
-    [(830.21, "usecond", (830.21e-6, "second")), (120512, "nsecond", (120512e-9, "second")),
-     (3.78, "Tbyte/second", (3.78e12, "byte/second")), (2.0, "cycle/nsecond", (2e9, "cycle/second")),
-     (64, "Kbyte", (64e3, "byte")), (1056, "byte/block", (1056, "byte/block")), (75, "%", (75, "%")),
-     (40, "register/thread", (40, "register/thread"))],
+    [
+        (830.21, "usecond", (830.21e-6, "second")),
+        (120512, "nsecond", (120512e-9, "second")),
+        (3.78, "Tbyte/second", (3.78e12, "byte/second")),
+        (2.0, "cycle/nsecond", (2e9, "cycle/second")),
+        (64, "Kbyte", (64e3, "byte")),
+        (1056, "byte/block", (1056, "byte/block")),
+        (75, "%", (75, "%")),
+        (40, "register/thread", (40, "register/thread")),
+    ],
 )
 def test_auto_scaled_units_return_to_base(value, unit, expected):
     v, u = to_base_unit(value, unit)
@@ -63,7 +76,11 @@ def test_typed_metrics_of_the_fused_kernel(synthetic):
 
 def test_rules_ranked_opt_first_by_speedup_and_multiline_text_joined(synthetic):
     rules = synthetic[0].rules
-    assert [r.rule for r in rules[:3]] == ["SOLBottleneck", "HighPipeUtilization", "AchievedOccupancy"]
+    assert [r.rule for r in rules[:3]] == [
+        "SOLBottleneck",
+        "HighPipeUtilization",
+        "AchievedOccupancy",
+    ]
     assert rules[0].est_speedup_pct == 21.65 and rules[0].speedup_type == "global"
     assert rules[3].kind == "WRN" and rules[3].est_speedup_pct is None  # "n/a"
     assert rules[-1].kind == "INF"
@@ -93,7 +110,11 @@ def test_label_name_form_and_raw_page():
         '"1","b","n/a","50","2"\n'
     )
     a, b = parse_ncu_csv(raw)
-    assert a.duration_us == pytest.approx(2.5) and a.l2_hit_pct == 81.0 and a.dram_bytes_read == 1.024e9
+    assert (
+        a.duration_us == pytest.approx(2.5)
+        and a.l2_hit_pct == 81.0
+        and a.dram_bytes_read == 1.024e9
+    )
     assert b.duration_us is None and b.dram_bytes_read == 2e6
 
 

@@ -25,7 +25,7 @@ def test_command_filters_the_nvtx_push_pop_range_and_wraps_the_worker(tmp_path):
     assert _after(argv, "--print-units") == "base" and "--csv" in argv
     assert _after(argv, "--log-file") == str(tmp_path / "r.csv")
     assert "dram__bytes_read.sum" in _after(argv, "--metrics").split(",")
-    assert argv[-len(worker):] == worker
+    assert argv[-len(worker) :] == worker
 
 
 def test_find_ncu_honours_the_environment(tmp_path, monkeypatch):
@@ -41,7 +41,9 @@ def test_find_ncu_honours_the_environment(tmp_path, monkeypatch):
 def test_known_failures_become_one_sentence_with_the_fix():
     err = diagnose_ncu_failure("==ERROR== ERR_NVGPUCTRPERM - The user does not have permission")
     assert err is not None and "NVreg_RestrictProfilingToAdminUsers=0" in str(err)
-    assert "kernelloop_profile" in str(diagnose_ncu_failure("==WARNING== No kernels were profiled."))
+    assert "kernelloop_profile" in str(
+        diagnose_ncu_failure("==WARNING== No kernels were profiled.")
+    )
     assert diagnose_ncu_failure("==PROF== Disconnected from process 1") is None
 
 
@@ -63,8 +65,16 @@ def test_the_command_runs_end_to_end_through_a_stand_in_ncu(tmp_path, synthetic_
     marker = tmp_path / "worker_ran"
     worker = [sys.executable, "-c", f"open({str(marker)!r}, 'w').write('ok')"]
     out = tmp_path / "out.csv"
-    r = subprocess.run(ncu_command(worker, out, ncu=fake), capture_output=True, text=True, timeout=60,
-                       env={**os.environ})
+    r = subprocess.run(
+        ncu_command(worker, out, ncu=fake),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ},
+    )
     assert r.returncode == 0, r.stderr
     assert marker.read_text() == "ok"
-    assert [k.name for k in parse_ncu_csv(Path(out).read_text())] == ["_fused_rand_kernel", "_layernorm_kernel"]
+    assert [k.name for k in parse_ncu_csv(Path(out).read_text())] == [
+        "_fused_rand_kernel",
+        "_layernorm_kernel",
+    ]

@@ -42,20 +42,48 @@ def test_fused_candidate_is_not_called_memory_bound(fused):
     print(text)
     assert estimate_tokens(text) <= 1500, estimate_tokens(text)
     assert "MEMORY-BOUND" not in text and "LATENCY-BOUND" in text
-    for needle in ("`_fused_kernel`", "DRAM 18% of peak", "21% of floor", "196 registers/thread",
-                   "theoretical 12% (limited by registers)", "0.99× the minimal 805 MB: traffic is already minimal",
-                   "ALU 36%", "heavy 49%", "integer 68%", "TheoreticalOccupancy"):
+    for needle in (
+        "`_fused_kernel`",
+        "DRAM 18% of peak",
+        "21% of floor",
+        "196 registers/thread",
+        "theoretical 12% (limited by registers)",
+        "0.99× the minimal 805 MB: traffic is already minimal",
+        "ALU 36%",
+        "heavy 49%",
+        "integer 68%",
+        "TheoreticalOccupancy",
+    ):
         assert needle in text, needle
 
 
 def test_fused_candidate_has_the_curated_metrics(fused):
     k = fused[0]
-    filled = {f: getattr(k, f) for f in (
-        "dram_throughput_pct", "memory_sol_pct", "compute_sol_pct", "l1_hit_pct", "l2_hit_pct",
-        "global_load_bytes_per_sector", "registers_per_thread", "local_load_sectors", "smem_bank_conflicts_store",
-        "achieved_occupancy_pct", "theoretical_occupancy_pct", "occupancy_limiter", "waves_per_sm", "sm_busy_pct",
-        "issue_slots_busy_pct", "eligible_warps_per_scheduler", "warp_cycles_per_issued_inst", "dram_bytes_read",
-        "dram_bytes_write", "smem_wavefronts")}
+    filled = {
+        f: getattr(k, f)
+        for f in (
+            "dram_throughput_pct",
+            "memory_sol_pct",
+            "compute_sol_pct",
+            "l1_hit_pct",
+            "l2_hit_pct",
+            "global_load_bytes_per_sector",
+            "registers_per_thread",
+            "local_load_sectors",
+            "smem_bank_conflicts_store",
+            "achieved_occupancy_pct",
+            "theoretical_occupancy_pct",
+            "occupancy_limiter",
+            "waves_per_sm",
+            "sm_busy_pct",
+            "issue_slots_busy_pct",
+            "eligible_warps_per_scheduler",
+            "warp_cycles_per_issued_inst",
+            "dram_bytes_read",
+            "dram_bytes_write",
+            "smem_wavefronts",
+        )
+    }
     assert all(v is not None for v in filled.values()), filled
     assert (k.dram_bytes_read, k.dram_bytes_write) == (536_957_184, 256_457_984)
     assert k.block == (256, 1, 1) and k.grid == (16384, 1, 1) and k.occupancy_limiter == "registers"
@@ -64,7 +92,15 @@ def test_fused_candidate_has_the_curated_metrics(fused):
 
 def test_pipes_are_top_level_with_the_fma_halves(fused, baseline):
     k = fused[0]
-    assert set(k.pipe_utilization_pct) >= {"alu", "fma", "fmaheavy", "fmalite", "lsu", "xu", "tensor"}
+    assert set(k.pipe_utilization_pct) >= {
+        "alu",
+        "fma",
+        "fmaheavy",
+        "fmalite",
+        "lsu",
+        "xu",
+        "tensor",
+    }
     assert not any("_" in name for name in k.pipe_utilization_pct)
     assert "xu_realtime" in k.subpipe_utilization_pct and k.pipe("tensor") == pytest.approx(0.03)
     assert k.pipe_utilization_pct["alu"] == pytest.approx(35.70)
@@ -81,7 +117,9 @@ def test_stalls_skip_bookkeeping_and_sum_to_the_cycles_per_instruction(fused):
     names = [n for n, _ in k.top_stalls(20)]
     assert names[:3] == ["wait", "long_scoreboard", "math_pipe_throttle"]
     assert "selected" not in names and "not_selected" not in names
-    assert sum(k.stall_cycles_per_inst.values()) == pytest.approx(k.warp_cycles_per_issued_inst, abs=0.05)
+    assert sum(k.stall_cycles_per_inst.values()) == pytest.approx(
+        k.warp_cycles_per_issued_inst, abs=0.05
+    )
 
 
 def test_instruction_mix_is_a_partition(fused):
@@ -102,7 +140,11 @@ def test_profiler_setup_notes_are_not_hints(baseline, fused):
 def test_baseline_reports_each_kernel_and_the_extra_traffic(baseline):
     assert [k.name for k in baseline] == BASELINE_KERNELS
     report = summarize(baseline, min_bytes=MIN_BYTES, candidate="baseline.py")
-    assert [c.bound for c in report.classifications] == ["memory-bound", "memory-bound", "compute-bound"]
+    assert [c.bound for c in report.classifications] == [
+        "memory-bound",
+        "memory-bound",
+        "compute-bound",
+    ]
     # fp32 intermediates y and s are written once and read three times by the two-pass
     # kernels: 4.34 GB against the op's minimal 805 MB.
     assert report.total_dram_bytes == pytest.approx(4.34e9, rel=0.01)
@@ -113,10 +155,15 @@ def test_baseline_reports_each_kernel_and_the_extra_traffic(baseline):
     for name in BASELINE_KERNELS:
         assert f"`{name}`" in text
     assert "together they moved 4.34 GB DRAM bytes = 5.4× the minimal 805 MB (3.53 GB extra" in text
-    assert "1.07 GB moved (read 805 MB, write 260 MB)" in text  # dropout: s (fp32) + residual in, out
+    assert (
+        "1.07 GB moved (read 805 MB, write 260 MB)" in text
+    )  # dropout: s (fp32) + residual in, out
     # LayerNorm runs at 100% theoretical occupancy: its tied block limits are no "limiter".
     ln_block = text.split("Kernel 2/3")[0]
-    assert "theoretical 100%;" in ln_block and "limited by" not in ln_block.split("Occupancy:")[1].split("\n")[0]
+    assert (
+        "theoretical 100%;" in ln_block
+        and "limited by" not in ln_block.split("Occupancy:")[1].split("\n")[0]
+    )
     assert "(0.4% of 10.3M shared wavefronts)" in ln_block
 
 
@@ -128,7 +175,10 @@ def test_fused_vs_baseline_deltas_use_totals_and_flag_the_occupancy_cost(baselin
     assert d["duration_us"].after < d["duration_us"].before and not d["duration_us"].regression
     assert d["dram_bytes_total"].after < d["dram_bytes_total"].before / 5
     assert (d["registers_per_thread"].before, d["registers_per_thread"].after) == (34, 196)
-    assert {r.metric for r in report.regressions} == {"registers_per_thread", "achieved_occupancy_pct"}
+    assert {r.metric for r in report.regressions} == {
+        "registers_per_thread",
+        "achieved_occupancy_pct",
+    }
     text = report.format_for_prompt()
     assert "total kernel time 1.207 ms → 906.6 us (-25%)" in text
     assert "REGRESSIONS in secondary metrics" in text and "34 → 196" in text

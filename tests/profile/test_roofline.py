@@ -42,8 +42,13 @@ def test_memory_heavy_kernel_is_memory_bound(synthetic):
 
 
 def test_both_units_low_is_latency_bound(synthetic):
-    k = synthetic[0].model_copy(update={"compute_sol_pct": 30.0, "issue_slots_busy_pct": 25.0,
-                                        "pipe_utilization_pct": {"alu": 28.0}})
+    k = synthetic[0].model_copy(
+        update={
+            "compute_sol_pct": 30.0,
+            "issue_slots_busy_pct": 25.0,
+            "pipe_utilization_pct": {"alu": 28.0},
+        }
+    )
     assert classify(k).bound == "latency-bound"
 
 

@@ -83,9 +83,13 @@ def test_clean_strips_controls_and_cuts():
 
 
 def test_csv_text_is_cleaned_and_bounded():
-    rows = ['"ID","Kernel Name","Section Name","Metric Name","Metric Unit","Metric Value","Rule Name","Rule Type","Rule Description"']
+    rows = [
+        '"ID","Kernel Name","Section Name","Metric Name","Metric Unit","Metric Value","Rule Name","Rule Type","Rule Description"'
+    ]
     evil = "x\x1b]0;pwned\x07" + "A" * 5000
-    rows += [f'"{i}","{evil}","S","m","byte","1e400","R","OPT","{evil}"' for i in range(MAX_KERNELS + 10)]
+    rows += [
+        f'"{i}","{evil}","S","m","byte","1e400","R","OPT","{evil}"' for i in range(MAX_KERNELS + 10)
+    ]
     kernels = parse_raw_kernels("\n".join(rows))
     assert len(kernels) == MAX_KERNELS
     k = kernels[0]
@@ -94,13 +98,16 @@ def test_csv_text_is_cleaned_and_bounded():
     assert k.get("m") is None  # 1e400 is not a finite number
 
 
-@pytest.mark.parametrize("text", [
-    '"ID","Kernel Name"\n"1e400","k"\n',
-    '"ID","Kernel Name","Metric Name"\n"1","k","a\x00b"\n',
-    '"ID","Kernel Name","Block Size"\n"1","k","(99999999999999999999, 1, 1)"\n',
-    '"ID","Metric Name"\n' + '"1",' * 3 + "\n",
-    '"ID","Kernel Name"\n"1","' + "z" * 200_000 + '"\n',
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        '"ID","Kernel Name"\n"1e400","k"\n',
+        '"ID","Kernel Name","Metric Name"\n"1","k","a\x00b"\n',
+        '"ID","Kernel Name","Block Size"\n"1","k","(99999999999999999999, 1, 1)"\n',
+        '"ID","Metric Name"\n' + '"1",' * 3 + "\n",
+        '"ID","Kernel Name"\n"1","' + "z" * 200_000 + '"\n',
+    ],
+)
 def test_malformed_csv_raises_value_error_at_most(text):
     try:
         parse_raw_kernels(text)

@@ -15,7 +15,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 CANDIDATES = Path(__file__).parent / "candidates"
-SMALL = {"device": "cpu", "shapes": "7x129", "dtypes": ["float32"], "timing": False, "timeout_s": 180}
+SMALL = {
+    "device": "cpu",
+    "shapes": "7x129",
+    "dtypes": ["float32"],
+    "timing": False,
+    "timeout_s": 180,
+}
 
 
 @dataclass
@@ -34,7 +40,10 @@ class Canary:
         return cls(path, hashlib.sha256(data).hexdigest())
 
     def intact(self) -> bool:
-        return self.path.is_file() and hashlib.sha256(self.path.read_bytes()).hexdigest() == self.digest
+        return (
+            self.path.is_file()
+            and hashlib.sha256(self.path.read_bytes()).hexdigest() == self.digest
+        )
 
 
 def processes_with(token: str) -> list[int]:

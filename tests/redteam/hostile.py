@@ -18,11 +18,32 @@ import time
 libc = ctypes.CDLL(None, use_errno=True)
 libc.syscall.restype = ctypes.c_long
 # x86_64 syscall numbers (the tests skip elsewhere).
-NR = {"bpf": 321, "keyctl": 250, "setns": 308, "unshare": 272, "ptrace": 101, "io_uring_setup": 425,
-      "userfaultfd": 323, "perf_event_open": 298, "clone3": 435, "mknodat": 259, "personality": 135,
-      "pivot_root": 155, "kexec_load": 246, "init_module": 175, "open_by_handle_at": 304,
-      "process_vm_readv": 310, "swapoff": 168, "syslog": 103, "settimeofday": 164, "chroot": 161,
-      "acct": 163, "umount2": 166, "mount": 165, "fsopen": 430}
+NR = {
+    "bpf": 321,
+    "keyctl": 250,
+    "setns": 308,
+    "unshare": 272,
+    "ptrace": 101,
+    "io_uring_setup": 425,
+    "userfaultfd": 323,
+    "perf_event_open": 298,
+    "clone3": 435,
+    "mknodat": 259,
+    "personality": 135,
+    "pivot_root": 155,
+    "kexec_load": 246,
+    "init_module": 175,
+    "open_by_handle_at": 304,
+    "process_vm_readv": 310,
+    "swapoff": 168,
+    "syslog": 103,
+    "settimeofday": 164,
+    "chroot": 161,
+    "acct": 163,
+    "umount2": 166,
+    "mount": 165,
+    "fsopen": 430,
+}
 
 
 def out(**kw):
@@ -39,16 +60,25 @@ def raw(name, *args):
 def attack_identity():
     status = open("/proc/self/status").read()
     fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
-    out(uid=os.getuid(), euid=os.geteuid(), cap_eff=fields["CapEff"].strip(), cap_prm=fields["CapPrm"].strip(),
-        cap_bnd=fields["CapBnd"].strip(), seccomp=fields["Seccomp"].strip(), no_new_privs=fields["NoNewPrivs"].strip())
+    out(
+        uid=os.getuid(),
+        euid=os.geteuid(),
+        cap_eff=fields["CapEff"].strip(),
+        cap_prm=fields["CapPrm"].strip(),
+        cap_bnd=fields["CapBnd"].strip(),
+        seccomp=fields["Seccomp"].strip(),
+        no_new_privs=fields["NoNewPrivs"].strip(),
+    )
 
 
 def attack_mounts():
     res = {}
-    for name, argv in {"remount_root_rw": ["mount", "-o", "remount,rw", "/"],
-                       "remount_bind_rw": ["mount", "-o", "remount,bind,rw", "/usr"],
-                       "umount_tmp": ["umount", "/tmp"],
-                       "umount_lazy": ["umount", "-l", "/usr"]}.items():
+    for name, argv in {
+        "remount_root_rw": ["mount", "-o", "remount,rw", "/"],
+        "remount_bind_rw": ["mount", "-o", "remount,bind,rw", "/usr"],
+        "umount_tmp": ["umount", "/tmp"],
+        "umount_lazy": ["umount", "-l", "/usr"],
+    }.items():
         try:
             p = subprocess.run(argv, capture_output=True, text=True, timeout=20)
             res[name] = [p.returncode, (p.stderr or p.stdout).strip()[-200:]]
@@ -94,6 +124,7 @@ def attack_privileges():
     res["settimeofday"] = raw("settimeofday", None, None)
     res["acct"] = raw("acct", None)
     import threading
+
     box = []
     t = threading.Thread(target=box.append, args=(1,))
     t.start()
@@ -116,8 +147,12 @@ def attack_writes(*targets):
 
 
 def attack_visible(*paths):
-    out(**{p: os.path.exists(p) for p in paths}, root=sorted(os.listdir("/")),
-        etc=sorted(os.listdir("/etc")), dev=sorted(os.listdir("/dev")))
+    out(
+        **{p: os.path.exists(p) for p in paths},
+        root=sorted(os.listdir("/")),
+        etc=sorted(os.listdir("/etc")),
+        dev=sorted(os.listdir("/dev")),
+    )
 
 
 def attack_secrets():
@@ -127,7 +162,9 @@ def attack_secrets():
         if pid.isdigit():
             for what in ("environ", "cmdline"):
                 try:
-                    found[f"{pid}/{what}"] = base64.b64encode(open(f"/proc/{pid}/{what}", "rb").read()).decode()
+                    found[f"{pid}/{what}"] = base64.b64encode(
+                        open(f"/proc/{pid}/{what}", "rb").read()
+                    ).decode()
                 except OSError as e:
                     found[f"{pid}/{what}"] = f"error {e.errno}"
     found["ppid"] = os.getppid()
@@ -209,8 +246,12 @@ def attack_network(port):
 
 def attack_escape(tag):
     # A daemon in a new session with an empty environment: no marker to find it by.
-    subprocess.Popen(["setsid", "env", "-i", "sh", "-c", f"sleep 300; : {tag}"],
-                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    subprocess.Popen(
+        ["setsid", "env", "-i", "sh", "-c", f"sleep 300; : {tag}"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     out(spawned=True)
 
 

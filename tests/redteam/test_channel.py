@@ -17,7 +17,9 @@ from kernelloop.evaluate.trusted.run import evaluate
 from kernelloop.evaluate.trusted.text import visible
 from tests.redteam.harness import SMALL, is_root, processes_with, write_candidate
 
-pytestmark = pytest.mark.skipif(not is_root(), reason="the red-team suite runs as root (as CI does)")
+pytestmark = pytest.mark.skipif(
+    not is_root(), reason="the red-team suite runs as root (as CI does)"
+)
 
 
 def run(flagship, tmp_path, name: str, **subst):
@@ -38,8 +40,12 @@ def clean(text: str) -> bool:
 
 
 @pytest.mark.parametrize("target", ["absolute", "traversal"])
-def test_a_forged_call_with_the_stolen_key_cannot_delete_a_file_outside(flagship, tmp_path, canary, target):
-    path = str(canary.path) if target == "absolute" else "../../../../../../../.." + str(canary.path)
+def test_a_forged_call_with_the_stolen_key_cannot_delete_a_file_outside(
+    flagship, tmp_path, canary, target
+):
+    path = (
+        str(canary.path) if target == "absolute" else "../../../../../../../.." + str(canary.path)
+    )
     rec = run(flagship, tmp_path, "forge_unlink.py", TARGET=path)
     assert rec.verdict.category == "protocol", rec.verdict.reasons
     assert "names an output file other than" in rec.verdict.reasons[0]
@@ -71,7 +77,9 @@ MALFORMED = {
 
 
 @pytest.mark.parametrize("case", sorted(MALFORMED))
-def test_a_malformed_line_with_the_real_key_is_a_protocol_rejection(flagship, tmp_path, canary, case):
+def test_a_malformed_line_with_the_real_key_is_a_protocol_rejection(
+    flagship, tmp_path, canary, case
+):
     rec = run(flagship, tmp_path, "forge_malformed.py", CASE=MALFORMED[case])
     assert rec.verdict.category == "protocol", rec.verdict.reasons
     assert not rec.verdict.accepted
@@ -100,5 +108,7 @@ def test_text_aimed_at_the_reader_is_cut_cleaned_and_quoted(flagship, tmp_path, 
     assert any("returned «" in t and "not exactly a torch.Tensor" in t for t in texts), texts[:5]
     log = rec.worker_log_tail
     assert 0 < len(log) <= 3000 and clean(log) and "\x1b" not in log
-    assert len(json.dumps(rec.model_dump())) < 200_000  # a megabyte raised, a record that stays small
+    assert (
+        len(json.dumps(rec.model_dump())) < 200_000
+    )  # a megabyte raised, a record that stays small
     assert canary.intact()

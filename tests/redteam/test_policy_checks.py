@@ -51,7 +51,9 @@ def test_string_routes_to_import_are_refused_by_the_screen(tmp_path, canary):
 
 
 @pytest.mark.slow
-def test_behind_the_screen_the_string_routes_import_os_and_the_sandbox_contains_it(tmp_path, canary):
+def test_behind_the_screen_the_string_routes_import_os_and_the_sandbox_contains_it(
+    tmp_path, canary
+):
     token = _token()
     cand = write_candidate(tmp_path, "string_attr_import.py", CANARY=str(canary.path), TOKEN=token)
     rec = evaluate(_flagship(), cand, screen=False, **SMALL)
@@ -75,10 +77,13 @@ def test_pytorch_compute_under_disabled_dispatch_modes_is_no_kernel(tmp_path, ca
     first = rec.verdict.reasons[0]
     # The trace saw the compute the dispatch mode could not, and the copy kernel's launch
     # does not excuse it.
-    assert "layer_norm" in first and "_softmax" in first and "launch(es) of its own kernels" in first, first
+    assert (
+        "layer_norm" in first and "_softmax" in first and "launch(es) of its own kernels" in first
+    ), first
     # Every correctness check passed: only the op audit tells it apart from a kernel.
-    assert all(c.passed for c in rec.checks if c.suite not in ("interface", "sensitivity")), \
-        [c.reason for c in rec.checks if not c.passed and c.suite != "interface"]
+    assert all(c.passed for c in rec.checks if c.suite not in ("interface", "sensitivity")), [
+        c.reason for c in rec.checks if not c.passed and c.suite != "interface"
+    ]
     assert canary.intact() and processes_with(token) == []
 
 
@@ -89,8 +94,12 @@ def test_a_statically_refused_candidate_is_not_profiled(tmp_path, canary, monkey
     token = _token()
     cand = write_candidate(tmp_path, "string_attr_import.py", CANARY=str(canary.path), TOKEN=token)
     started = []
-    monkeypatch.setattr(profile_run, "run_sandboxed", lambda *a, **k: started.append(a) or pytest.fail("ran"))
-    with pytest.raises(ScreenRefused, match=r"REJECTED at the static screen \(policy\).*not profiled") as e:
+    monkeypatch.setattr(
+        profile_run, "run_sandboxed", lambda *a, **k: started.append(a) or pytest.fail("ran")
+    )
+    with pytest.raises(
+        ScreenRefused, match=r"REJECTED at the static screen \(policy\).*not profiled"
+    ) as e:
         profile_candidate(_flagship(), cand, device="cpu", timeout_s=60)
     assert e.value.role == "candidate" and e.value.findings and started == []
     assert canary.intact() and processes_with(token) == []
@@ -100,10 +109,22 @@ def test_a_statically_refused_candidate_is_not_profiled(tmp_path, canary, monkey
 def test_the_profile_command_labels_a_static_rejection(tmp_path, canary):
     token = _token()
     cand = write_candidate(tmp_path, "string_attr_import.py", CANARY=str(canary.path), TOKEN=token)
-    base = [sys.executable, "-m", "kernelloop.cli", "profile", str(FLAGSHIP), str(cand), "--device", "cpu"]
+    base = [
+        sys.executable,
+        "-m",
+        "kernelloop.cli",
+        "profile",
+        str(FLAGSHIP),
+        str(cand),
+        "--device",
+        "cpu",
+    ]
     r = subprocess.run(base, capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert r.returncode == 1, r.stderr[-2000:]
-    assert "REJECTED at the static screen (policy) (not profiled)" in r.stdout and "operator.attrgetter" in r.stdout
+    assert (
+        "REJECTED at the static screen (policy) (not profiled)" in r.stdout
+        and "operator.attrgetter" in r.stdout
+    )
     r = subprocess.run([*base, "--json"], capture_output=True, text=True, timeout=120, cwd=ROOT)
     out = json.loads(r.stdout)
     assert r.returncode == 1 and out["profiled"] is False and out["stage"] == "static screen"
@@ -114,31 +135,47 @@ def _fake_ncu(tmp_path):
     """Stands in for ncu (no GPU here): runs the profile worker exactly as ncu would, in the
     sandbox, and writes no report of its own."""
     exe = tmp_path / "ncu"
-    exe.write_text(f"#!{sys.executable}\nimport subprocess, sys\na = sys.argv[1:]\n"
-                   "sys.exit(subprocess.call(a[a.index('--log-file') + 2:]))\n")
+    exe.write_text(
+        f"#!{sys.executable}\nimport subprocess, sys\na = sys.argv[1:]\n"
+        "sys.exit(subprocess.call(a[a.index('--log-file') + 2:]))\n"
+    )
     exe.chmod(0o755)
     return exe
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("kind, target", [("link", "secret-report"), ("link", "/proc/self/environ"),
-                                          ("fifo", ""), ("huge", "")])
-def test_a_planted_profile_report_is_not_followed_and_nothing_leaks(tmp_path, canary, monkeypatch, kind, target):
+@pytest.mark.parametrize(
+    "kind, target",
+    [("link", "secret-report"), ("link", "/proc/self/environ"), ("fifo", ""), ("huge", "")],
+)
+def test_a_planted_profile_report_is_not_followed_and_nothing_leaks(
+    tmp_path, canary, monkeypatch, kind, target
+):
     secret = f"SECRET{secrets.token_hex(8)}"
     monkeypatch.setenv("KERNELLOOP_REDTEAM_SECRET", secret)  # what /proc/self/environ would leak
     if target == "secret-report":  # outside the sandbox, shaped so that a follower parses it
         report = tmp_path / "outside" / "report.csv"
         report.parent.mkdir()
-        report.write_text('"ID","Kernel Name","Section Name","Metric Name","Metric Unit","Metric Value"\n'
-                          f'"0","{secret}","GPU Speed Of Light Throughput","Duration","nsecond","1000"\n')
+        report.write_text(
+            '"ID","Kernel Name","Section Name","Metric Name","Metric Unit","Metric Value"\n'
+            f'"0","{secret}","GPU Speed Of Light Throughput","Duration","nsecond","1000"\n'
+        )
         target = str(report)
     cand = write_candidate(tmp_path, "profile_link_csv.py", KIND=kind, TARGET=target)
     flagship = _flagship()
     job = {**_job(flagship, cand, default_shape(flagship), "float32", "cpu"), "name": cand.name}
     got = Collected()
-    _run_ncu(got, job, SandboxConfig(timeout_s=120, rw_paths=[tmp_path]), _fake_ncu(tmp_path), cand.read_bytes())
+    _run_ncu(
+        got,
+        job,
+        SandboxConfig(timeout_s=120, rw_paths=[tmp_path]),
+        _fake_ncu(tmp_path),
+        cand.read_bytes(),
+    )
     assert got.kernels == [], [k.name for k in got.kernels]
-    assert got.missing and ("not a regular file" in got.missing[-1] or "bytes" in got.missing[-1]), got.missing
+    assert got.missing and (
+        "not a regular file" in got.missing[-1] or "bytes" in got.missing[-1]
+    ), got.missing
     text = summarize(got.kernels, missing=got.missing, min_bytes=1.0).format_for_prompt()
     blob = text + json.dumps(got.missing)
     assert secret not in blob and not _environ_in(blob), blob

@@ -29,8 +29,10 @@ HOSTILE = (Path(__file__).parent / "hostile.py").read_bytes()
 ROOT = Path(__file__).resolve().parents[2]
 EPERM, ENOSYS = errno.EPERM, errno.ENOSYS
 
-pytestmark = pytest.mark.skipif(platform.machine() != "x86_64" or not sys.platform.startswith("linux"),
-                                reason="hostile.py uses x86_64 Linux syscall numbers")
+pytestmark = pytest.mark.skipif(
+    platform.machine() != "x86_64" or not sys.platform.startswith("linux"),
+    reason="hostile.py uses x86_64 Linux syscall numbers",
+)
 
 
 def attack(cfg: SandboxConfig, work: Path, name: str, *args) -> tuple[dict | None, object]:
@@ -47,7 +49,9 @@ def box(tmp_path):
         d.mkdir()
     (task / "reference.py").write_text("CANARY = 'task folder, untouched'\n")
     (outside / "history.db").write_text("loop state the candidate must not see\n")
-    cfg = SandboxConfig(timeout_s=60, rw_paths=[work], ro_paths=[task], hidden_paths=[task / ".kernelloop"])
+    cfg = SandboxConfig(
+        timeout_s=60, rw_paths=[work], ro_paths=[task], hidden_paths=[task / ".kernelloop"]
+    )
     return cfg, work, task, outside
 
 
@@ -86,11 +90,33 @@ def test_privileged_and_kernel_surface_syscalls_are_refused(box):
     cfg, work, *_ = box
     got, res = attack(cfg, work, "privileges")
     assert got is not None, res.stderr[-2000:]
-    assert got["setuid0"] in (EPERM, errno.EINVAL)  # EINVAL: uid 0 does not even exist in the namespace
-    for name in ("unshare_user", "unshare_net", "unshare_mount", "setns", "ptrace_traceme", "ptrace_attach_1",
-                 "bpf", "keyctl", "io_uring_setup", "userfaultfd", "perf_event_open", "mknod_char",
-                 "personality_no_aslr", "kexec_load", "init_module", "open_by_handle_at", "process_vm_readv",
-                 "swapoff", "syslog", "settimeofday", "acct"):
+    assert got["setuid0"] in (
+        EPERM,
+        errno.EINVAL,
+    )  # EINVAL: uid 0 does not even exist in the namespace
+    for name in (
+        "unshare_user",
+        "unshare_net",
+        "unshare_mount",
+        "setns",
+        "ptrace_traceme",
+        "ptrace_attach_1",
+        "bpf",
+        "keyctl",
+        "io_uring_setup",
+        "userfaultfd",
+        "perf_event_open",
+        "mknod_char",
+        "personality_no_aslr",
+        "kexec_load",
+        "init_module",
+        "open_by_handle_at",
+        "process_vm_readv",
+        "swapoff",
+        "syslog",
+        "settimeofday",
+        "acct",
+    ):
         # EPERM from the filter: without it several of these succeed (PTRACE_TRACEME,
         # keyctl, io_uring_setup) or fail with another errno (setns EINVAL, ...).
         assert got[name] == [-1, EPERM], (name, got[name])
@@ -116,16 +142,24 @@ def test_writes_outside_the_scratch_dir_fail_and_canaries_are_untouched(box):
     site_dir = Path(site.getsitepackages()[0])
     pkg = Path(__import__("kernelloop").__file__).parent
     targets = {
-        "task": task / "reference.py", "task_new": task / "solution.py", "outside": outside / "history.db",
-        "pth": site_dir / "kl-redteam.pth", "venv": Path(sys.prefix) / "pyvenv.cfg",
-        "package": pkg / "kl_redteam.py", "usr": Path("/usr/lib/kl-redteam"), "root_dir": Path("/kl-redteam"),
-        "etc": Path("/etc/kl-redteam"), "control": work / "ok.txt",
+        "task": task / "reference.py",
+        "task_new": task / "solution.py",
+        "outside": outside / "history.db",
+        "pth": site_dir / "kl-redteam.pth",
+        "venv": Path(sys.prefix) / "pyvenv.cfg",
+        "package": pkg / "kl_redteam.py",
+        "usr": Path("/usr/lib/kl-redteam"),
+        "root_dir": Path("/kl-redteam"),
+        "etc": Path("/etc/kl-redteam"),
+        "control": work / "ok.txt",
     }
     before = {k: (p.read_bytes() if p.is_file() else None) for k, p in targets.items()}
     got, res = attack(cfg, work, "writes", *map(str, targets.values()))
     assert got is not None, res.stderr[-2000:]
     result = {k: got[str(p)] for k, p in targets.items()}
-    assert result["control"] == "written"  # the rw dir works: the refusals below are not an accident
+    assert (
+        result["control"] == "written"
+    )  # the rw dir works: the refusals below are not an accident
     for k in ("task", "task_new", "pth", "venv", "package", "usr", "root_dir", "etc"):
         assert result[k] == "EROFS", (k, result[k])
     assert result["outside"] == "ENOENT"  # never bound: not even visible
@@ -136,16 +170,37 @@ def test_writes_outside_the_scratch_dir_fail_and_canaries_are_untouched(box):
 
 def test_only_the_allow_list_is_visible(box):
     cfg, work, task, outside = box
-    paths = [str(outside / "history.db"), str(ROOT / ".git"), "/etc/shadow", "/var", "/run", "/root/.ssh",
-             "/sys/fs/cgroup", "/sys/kernel", str(task / "reference.py"), "/sys/devices/system/cpu"]
+    paths = [
+        str(outside / "history.db"),
+        str(ROOT / ".git"),
+        "/etc/shadow",
+        "/var",
+        "/run",
+        "/root/.ssh",
+        "/sys/fs/cgroup",
+        "/sys/kernel",
+        str(task / "reference.py"),
+        "/sys/devices/system/cpu",
+    ]
     got, res = attack(cfg, work, "visible", *paths)
     assert got is not None, res.stderr[-2000:]
     for p in paths[:-2]:
         assert got[p] is False, p
     assert got[str(task / "reference.py")] and got["/sys/devices/system/cpu"]
-    assert not [d for d in got["dev"] if d.startswith(("nvidia", "sd", "nvme", "vd", "mem", "kmsg"))], got["dev"]
-    assert set(got["etc"]) <= {"passwd", "group", "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "alternatives",
-                               "localtime", "timezone", "locale.alias"} | {e for e in got["etc"] if e.startswith("python3")}
+    assert not [
+        d for d in got["dev"] if d.startswith(("nvidia", "sd", "nvme", "vd", "mem", "kmsg"))
+    ], got["dev"]
+    assert set(got["etc"]) <= {
+        "passwd",
+        "group",
+        "ld.so.cache",
+        "ld.so.conf",
+        "ld.so.conf.d",
+        "alternatives",
+        "localtime",
+        "timezone",
+        "locale.alias",
+    } | {e for e in got["etc"] if e.startswith("python3")}
 
 
 def test_no_secret_of_the_launcher_is_reachable(box, monkeypatch):
@@ -158,11 +213,16 @@ def test_no_secret_of_the_launcher_is_reachable(box, monkeypatch):
     got, res = attack(cfg, work, "secrets")
     assert got is not None, res.stderr[-2000:]
     assert got["self"].get(MARKER) and got["self"]["FINE"] == "1"  # the environ read works
-    readable = [k for k, v in got.items() if k.endswith("/environ") and not str(v).startswith("error")]
+    readable = [
+        k for k, v in got.items() if k.endswith("/environ") and not str(v).startswith("error")
+    ]
     assert readable, "the attack read no /proc/*/environ at all: it proves nothing"
     texts = [json.dumps(got["self"])]
-    texts += [base64.b64decode(v).decode(errors="replace") for k, v in got.items()
-              if "/" in k and not str(v).startswith("error")]
+    texts += [
+        base64.b64decode(v).decode(errors="replace")
+        for k, v in got.items()
+        if "/" in k and not str(v).startswith("error")
+    ]
     assert not [t for t in texts if secret in t]
     # A pid namespace of its own: the launcher and the host's processes are not there.
     pids = {int(k.split("/")[0]) for k in got if k.split("/")[0].isdigit()}

@@ -31,8 +31,13 @@ HERE = Path(__file__).resolve().parent
 SRC = Path(mounts.PACKAGE_ROOT)
 
 pytestmark = [
-    pytest.mark.skipif(platform.machine() != "x86_64", reason="hostile.py uses x86_64 syscall numbers"),
-    pytest.mark.skipif(os.geteuid() != 0, reason="already an ordinary user: test_sandbox_escape.py covers this path"),
+    pytest.mark.skipif(
+        platform.machine() != "x86_64", reason="hostile.py uses x86_64 syscall numbers"
+    ),
+    pytest.mark.skipif(
+        os.geteuid() != 0,
+        reason="already an ordinary user: test_sandbox_escape.py covers this path",
+    ),
 ]
 
 # Runs in the outer mount namespace as root, drops to UID, then launches the sandbox.
@@ -102,14 +107,28 @@ def test_an_ordinary_user_launcher_gets_the_same_sandbox_and_an_rlimit_on_proces
         for d in ("work", "task"):
             (base / d).mkdir()
         (base / "task" / "reference.py").write_text("CANARY = 1\n")
-        for p in (base, base / "work", base / "task", base / "task" / "reference.py"):  # only ro-ness stops it
+        for p in (
+            base,
+            base / "work",
+            base / "task",
+            base / "task" / "reference.py",
+        ):  # only ro-ness stops it
             os.chown(p, UID, UID)
         secret = "sk-redteam-nonroot-4d2e"
-        code = LAUNCHER.replace("UID", str(UID)).replace("SRC", repr(str(SRC))).replace(
-            "HOSTILE", repr(str(HERE / "hostile.py"))).replace("WORK", repr(str(base))).replace("SECRET", repr(secret))
+        code = (
+            LAUNCHER.replace("UID", str(UID))
+            .replace("SRC", repr(str(SRC)))
+            .replace("HOSTILE", repr(str(HERE / "hostile.py")))
+            .replace("WORK", repr(str(base)))
+            .replace("SECRET", repr(secret))
+        )
         env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-        proc = subprocess.run([*_outer_argv(bw, need), sys.executable, "-c", code], capture_output=True,
-                              timeout=300, env=env)
+        proc = subprocess.run(
+            [*_outer_argv(bw, need), sys.executable, "-c", code],
+            capture_output=True,
+            timeout=300,
+            env=env,
+        )
         assert proc.returncode == 0, proc.stderr.decode(errors="replace")[-3000:]
         report = json.loads(proc.stdout.decode().strip().splitlines()[-1])
     finally:

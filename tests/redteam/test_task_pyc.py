@@ -36,8 +36,12 @@ def plant_pyc(folder: Path, stem: str, marker: Path) -> Path:
     src.write_text(EVIL.format(marker=str(marker)))
     target = Path(importlib.util.cache_from_source(str(folder / f"{stem}.py")))
     target.parent.mkdir(exist_ok=True)
-    py_compile.compile(str(src), cfile=str(target), doraise=True,
-                       invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH)
+    py_compile.compile(
+        str(src),
+        cfile=str(target),
+        doraise=True,
+        invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH,
+    )
     return target
 
 
@@ -54,8 +58,10 @@ def poisoned(tmp_path):
 
 def test_the_planted_bytecode_is_what_the_import_system_would_run(poisoned):
     task_dir, marker, _ = poisoned
-    probe = (f"import importlib.util as u; s = u.spec_from_file_location('r', {str(task_dir / 'reference.py')!r}); "
-             f"s.loader.exec_module(u.module_from_spec(s))")
+    probe = (
+        f"import importlib.util as u; s = u.spec_from_file_location('r', {str(task_dir / 'reference.py')!r}); "
+        f"s.loader.exec_module(u.module_from_spec(s))"
+    )
     run = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
     assert "kl-pyc-ran" in run.stderr and marker.read_text() == "the planted bytecode ran"
 

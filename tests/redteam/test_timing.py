@@ -42,7 +42,16 @@ def best(tmp_path_factory) -> Path:
 
 
 def _bench(task, candidate: Path, best: Path, **kw):
-    return benchmark(task, candidate, best=best, device="cpu", shapes=SHAPE, max_s_per_shape=0.5, screen=False, **kw)
+    return benchmark(
+        task,
+        candidate,
+        best=best,
+        device="cpu",
+        shapes=SHAPE,
+        max_s_per_shape=0.5,
+        screen=False,
+        **kw,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -59,33 +68,49 @@ def _median(rec, slot: str) -> float:
     return rec.shapes[0].impls[slot].median_ms
 
 
-def test_a_patching_torch_and_the_best_in_its_own_process_does_not_slow_the_best(task, best, honest, tmp_path, canary):
+def test_a_patching_torch_and_the_best_in_its_own_process_does_not_slow_the_best(
+    task, best, honest, tmp_path, canary
+):
     cheat = write_candidate(tmp_path, "timing_slow_the_best.py", CANARY=str(canary.path))
     rec = _bench(task, cheat, best, aa=False)
     assert rec.problems == [], rec.problems
     # In one process its patches would add >= 6 ms to every call of the best (~0.1-1 ms).
-    assert _median(rec, "best") < 2.0 * _median(honest, "best") + 0.2, (_median(rec, "best"), _median(honest, "best"))
+    assert _median(rec, "best") < 2.0 * _median(honest, "best") + 0.2, (
+        _median(rec, "best"),
+        _median(honest, "best"),
+    )
     assert _median(rec, "baseline") < 2.0 * _median(honest, "baseline") + 0.5
     gate = performance_gate(rec, task.spec.rules)
-    assert not gate.accepted and gate.category == "slower", gate.reasons  # its own speed is the best's: no gain
+    assert not gate.accepted and gate.category == "slower", (
+        gate.reasons
+    )  # its own speed is the best's: no gain
     assert canary.intact()
 
 
-@pytest.mark.parametrize("name, phrase", [
-    ("timing_knows_it_is_timed.py", "the timed output differs from the reference (candidate:"),
-    ("timing_recognises_inputs.py", "the timed output differs from the reference (candidate:"),
-])
-def test_b_a_wrong_result_only_while_timed_is_caught_by_the_trusted_reference(task, best, tmp_path, canary, name, phrase):
+@pytest.mark.parametrize(
+    "name, phrase",
+    [
+        ("timing_knows_it_is_timed.py", "the timed output differs from the reference (candidate:"),
+        ("timing_recognises_inputs.py", "the timed output differs from the reference (candidate:"),
+    ],
+)
+def test_b_a_wrong_result_only_while_timed_is_caught_by_the_trusted_reference(
+    task, best, tmp_path, canary, name, phrase
+):
     cheat = write_candidate(tmp_path, name)
     rec = _bench(task, cheat, best)
     assert any(phrase in p for p in rec.problems), rec.problems
-    assert not any("best" in p or "baseline" in p for p in rec.problems), rec.problems  # honest slots pass
+    assert not any("best" in p or "baseline" in p for p in rec.problems), (
+        rec.problems
+    )  # honest slots pass
     gate = performance_gate(rec, task.spec.rules)
     assert not gate.accepted and gate.category == "timing"
     assert canary.intact()
 
 
-def test_b_evaluate_times_only_after_correctness_and_rejects_the_timed_cheat(task, tmp_path, canary):
+def test_b_evaluate_times_only_after_correctness_and_rejects_the_timed_cheat(
+    task, tmp_path, canary
+):
     cheat = write_candidate(tmp_path, "timing_knows_it_is_timed.py")
     rec = evaluate(task, cheat, device="cpu", shapes=SHAPE, screen=False, timeout_s=300)
     # Correct on every correctness call: only its timed outputs are wrong.
@@ -102,10 +127,14 @@ def test_b_a_rejected_candidate_is_never_timed(task, tmp_path):
     assert not rec.verdict.accepted and rec.timings == []
 
 
-def test_c_a_worker_lying_about_its_samples_is_caught_by_the_trusted_clock(task, best, tmp_path, canary):
+def test_c_a_worker_lying_about_its_samples_is_caught_by_the_trusted_clock(
+    task, best, tmp_path, canary
+):
     cheat = write_candidate(tmp_path, "timing_lying_timer.py")
     rec = _bench(task, cheat, best)
-    assert any("claims a saving the trusted clock did not see" in p for p in rec.problems), rec.problems
+    assert any("claims a saving the trusted clock did not see" in p for p in rec.problems), (
+        rec.problems
+    )
     # The code-object swap slips past the worker's own tripwire: the trusted clock alone caught it.
     assert not any("replaced harness functions" in p for p in rec.problems), rec.problems
     gate = performance_gate(rec, task.spec.rules)
@@ -127,7 +156,9 @@ def _watch_states(token: str, stop: threading.Event, seen: dict) -> None:
 
 def test_d_busy_work_while_idle_is_stopped_with_the_candidate(task, best, honest, tmp_path, canary):
     token = f"kl-busy-{secrets.token_hex(6)}"
-    cheat = write_candidate(tmp_path, "timing_busy_while_idle.py", TOKEN=token, CANARY=str(canary.path))
+    cheat = write_candidate(
+        tmp_path, "timing_busy_while_idle.py", TOKEN=token, CANARY=str(canary.path)
+    )
     states: dict[str, int] = {}
     stop = threading.Event()
     watcher = threading.Thread(target=_watch_states, args=(token, stop, states), daemon=True)
@@ -140,8 +171,11 @@ def test_d_busy_work_while_idle_is_stopped_with_the_candidate(task, best, honest
     # Refused for what it did in its own turns: its busy thread holds its own GIL, so its
     # batches take far longer than its reported calls (the trusted clock check), or, where
     # that passes, its children are still alive at the end (a tamper problem).
-    assert any("claims a saving the trusted clock did not see" in p or "process(es) running at the end" in p
-               for p in rec.problems), rec.problems
+    assert any(
+        "claims a saving the trusted clock did not see" in p
+        or "process(es) running at the end" in p
+        for p in rec.problems
+    ), rec.problems
     assert not any("best" in p or "baseline" in p for p in rec.problems), rec.problems
     assert not performance_gate(rec, task.spec.rules).accepted
     # Its busy children were stopped whenever another worker had its turn: unstopped they would
@@ -149,6 +183,9 @@ def test_d_busy_work_while_idle_is_stopped_with_the_candidate(task, best, honest
     # imported and warmed up at once: 46-56% of samples were T in runs on a loaded 2-core box.)
     total = sum(states.values())
     assert total > 50 and states.get("T", 0) > 0.25 * total, states
-    assert _median(rec, "best") < 2.5 * _median(honest, "best") + 0.2, (_median(rec, "best"), _median(honest, "best"))
+    assert _median(rec, "best") < 2.5 * _median(honest, "best") + 0.2, (
+        _median(rec, "best"),
+        _median(honest, "best"),
+    )
     assert processes_with(token) == []
     assert canary.intact()

@@ -14,7 +14,10 @@ from kernelloop.gate import performance_gate
 from tests.conftest import FUSED
 from tests.redteam.harness import processes_with, write_candidate
 
-pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU"),
+]
 SIDE_STREAM = Path(__file__).resolve().parents[1] / "bench" / "cheats" / "side_stream.py"
 GPU = {"device": "cuda", "shapes": "4096x8000", "dtype": "bfloat16", "screen": False}
 
@@ -43,46 +46,72 @@ def _no_worker_left() -> None:
     assert processes_with("kernelloop.evaluate.worker") == []
 
 
-def test_gpu_a_patching_triton_in_its_own_process_does_not_slow_the_best(flagship, best, honest, tmp_path, canary):
+def test_gpu_a_patching_triton_in_its_own_process_does_not_slow_the_best(
+    flagship, best, honest, tmp_path, canary
+):
     cheat = write_candidate(tmp_path, "timing_gpu_slow_the_best.py")
     rec = benchmark(flagship, cheat, best=best, aa=False, **GPU)
     assert rec.problems == [], rec.problems
     # In one process its launcher patch put ~1 ms in front of every call of the best (~0.2 ms).
-    assert _median(rec, "best") < 1.05 * _median(honest, "best"), (_median(rec, "best"), _median(honest, "best"))
+    assert _median(rec, "best") < 1.05 * _median(honest, "best"), (
+        _median(rec, "best"),
+        _median(honest, "best"),
+    )
     gate = performance_gate(rec, flagship.spec.rules)
     assert not gate.accepted and gate.category == "slower", gate.reasons
     _no_worker_left()
     assert canary.intact()
 
 
-def test_gpu_b_a_cheap_wrong_kernel_only_while_timed_is_caught_by_the_reference(flagship, best, tmp_path, canary):
+def test_gpu_b_a_cheap_wrong_kernel_only_while_timed_is_caught_by_the_reference(
+    flagship, best, tmp_path, canary
+):
     cheat = write_candidate(tmp_path, "timing_gpu_knows_it_is_timed.py")
     rec = benchmark(flagship, cheat, best=best, **GPU)
-    assert any("the timed output differs from the reference (candidate:" in p for p in rec.problems), rec.problems
+    assert any(
+        "the timed output differs from the reference (candidate:" in p for p in rec.problems
+    ), rec.problems
     gate = performance_gate(rec, flagship.spec.rules)
     assert not gate.accepted and gate.category == "timing"
     _no_worker_left()
     assert canary.intact()
 
 
-def test_gpu_c_a_worker_lying_about_its_events_is_caught_by_the_trusted_clock(flagship, best, tmp_path, canary):
+def test_gpu_c_a_worker_lying_about_its_events_is_caught_by_the_trusted_clock(
+    flagship, best, tmp_path, canary
+):
     cheat = write_candidate(tmp_path, "timing_gpu_lying_timer.py")
-    rec = benchmark(flagship, cheat, best=best, device="cuda", shapes="16384x8192", dtype="bfloat16", screen=False)
-    assert any("claims a saving the trusted clock did not see" in p for p in rec.problems), rec.problems
+    rec = benchmark(
+        flagship,
+        cheat,
+        best=best,
+        device="cuda",
+        shapes="16384x8192",
+        dtype="bfloat16",
+        screen=False,
+    )
+    assert any("claims a saving the trusted clock did not see" in p for p in rec.problems), (
+        rec.problems
+    )
     assert not any("replaced harness functions" in p for p in rec.problems), rec.problems
     assert performance_gate(rec, flagship.spec.rules).category == "timing"
     _no_worker_left()
     assert canary.intact()
 
 
-def test_gpu_d_work_left_on_the_gpu_for_the_others_turns_is_seen_by_the_idle_probe(flagship, best, tmp_path, canary):
+def test_gpu_d_work_left_on_the_gpu_for_the_others_turns_is_seen_by_the_idle_probe(
+    flagship, best, tmp_path, canary
+):
     cheat = write_candidate(tmp_path, "timing_gpu_leftover_work.py")
     rec = benchmark(flagship, cheat, best=best, profile=False, **GPU)
     # Two ways this ends, both a rejection: the others' idle probes see the queued work, or
     # (seen on the H200, 2026-11-30) the queue never drains, so the candidate's own
     # device-wide sync never returns and its worker is killed at its deadline.
-    assert any("foreign GPU work was running" in p or ("candidate's worker did not answer" in p and "killed" in p)
-               for p in rec.problems), rec.problems
+    assert any(
+        "foreign GPU work was running" in p
+        or ("candidate's worker did not answer" in p and "killed" in p)
+        for p in rec.problems
+    ), rec.problems
     assert performance_gate(rec, flagship.spec.rules).category == "timing"
     _no_worker_left()
     assert canary.intact()

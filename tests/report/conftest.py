@@ -25,8 +25,12 @@ SHAPES = "512x512,2048x16"
 @pytest.fixture(scope="session")
 def measured_run(tmp_path_factory) -> tuple[Path, dict]:
     folder, script = _task_and_script(tmp_path_factory.mktemp("report-run"), ENTRIES)
-    summary = run_loop(load_task(folder), ScriptedAgent(script), Options(device="cpu", shapes=SHAPES),
-                       RunView(live_enabled=False))
+    summary = run_loop(
+        load_task(folder),
+        ScriptedAgent(script),
+        Options(device="cpu", shapes=SHAPES),
+        RunView(live_enabled=False),
+    )
     return folder, summary
 
 

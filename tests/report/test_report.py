@@ -33,7 +33,9 @@ def _table(md: str, title: str) -> list[list[str]]:
 
 def _checklist(md: str) -> dict[str, tuple[str, str]]:
     out = {}
-    for m in re.finditer(r"^- \[[ x]\] \*\*(pass|fail|n/a)\*\* (.+?): (.*)$", _section(md, "Review checklist"), re.M):
+    for m in re.finditer(
+        r"^- \[[ x]\] \*\*(pass|fail|n/a)\*\* (.+?): (.*)$", _section(md, "Review checklist"), re.M
+    ):
         out[m.group(2)] = (m.group(1), m.group(3))
     return out
 
@@ -53,9 +55,20 @@ def test_per_shape_and_claims_are_the_stored_numbers(measured_run, run_copy, tmp
     pid, bench, gate = _best(store, measured_run[1])
     assert f"## Per shape (the best, #{pid})" in md
     speedups = {g["shape"]: g["speedup_vs_baseline"] for g in gate["shapes"]}
-    expected = [[s["shape"], s["dtype"], s["tag"], f"{s['weight']:g}", f"{s['impls']['candidate']['median_ms']:.4f}",
-                 f"{s['impls']['baseline']['median_ms']:.4f}", f"{speedups[s['shape']]:.3f}x", "–", "–"]
-                for s in bench["shapes"]]
+    expected = [
+        [
+            s["shape"],
+            s["dtype"],
+            s["tag"],
+            f"{s['weight']:g}",
+            f"{s['impls']['candidate']['median_ms']:.4f}",
+            f"{s['impls']['baseline']['median_ms']:.4f}",
+            f"{speedups[s['shape']]:.3f}x",
+            "–",
+            "–",
+        ]
+        for s in bench["shapes"]
+    ]
     assert _table(md, "Per shape") == expected
     assert {r[0] for r in expected} == {"512x512", "2048x16"}
     num = ' class="num"'
@@ -66,10 +79,19 @@ def test_per_shape_and_claims_are_the_stored_numbers(measured_run, run_copy, tmp
     attempts = {a.id: a for a in store.attempts("cpu_rmsnorm_residual") if a.round > 0}
     assert set(rows) == set(attempts)
     for a in attempts.values():
-        claim, measured, verdict, reasons = rows[a.id][3], rows[a.id][5], rows[a.id][7], rows[a.id][8]
+        claim, measured, verdict, reasons = (
+            rows[a.id][3],
+            rows[a.id][5],
+            rows[a.id][7],
+            rows[a.id][8],
+        )
         assert claim == a.hypothesis
         if a.status == "refused":
-            assert verdict == "refused" and "not evaluated" in measured and reasons.startswith(a.refused_reason[:40])
+            assert (
+                verdict == "refused"
+                and "not evaluated" in measured
+                and reasons.startswith(a.refused_reason[:40])
+            )
         else:
             assert measured.startswith(f"{a.objective:.3f}x over baseline")
             assert verdict.startswith("accepted" if a.accepted else "rejected (slower)")
@@ -82,8 +104,18 @@ def test_chart_has_one_point_per_proposal(measured_run, run_copy, tmp_path):
     out = tmp_path / "out"
     md, html = _build(folder, out, store)
     attempts = store.attempts("cpu_rmsnorm_residual", run_id=measured_run[1]["run_id"])
-    states = {a.id: ("refused" if a.status == "refused" else "baseline" if a.round == 0
-                     else "accepted" if a.accepted else "rejected") for a in attempts}
+    states = {
+        a.id: (
+            "refused"
+            if a.status == "refused"
+            else "baseline"
+            if a.round == 0
+            else "accepted"
+            if a.accepted
+            else "rejected"
+        )
+        for a in attempts
+    }
     assert sorted(states.values()) == ["accepted", "baseline", "refused", "rejected"]
     assert sorted(int(x) for x in re.findall(r'<g id="point-(\d+)"', html)) == sorted(states)
     for pid in states:  # each group draws its marker
@@ -102,7 +134,9 @@ def test_chart_has_one_point_per_proposal(measured_run, run_copy, tmp_path):
 def test_html_is_self_contained(run_copy, tmp_path):
     folder, store = run_copy
     _, html = _build(folder, tmp_path / "out", store)
-    assert html.count("<svg") == 1  # the progress chart, inline (no floor on a CPU: no roofline chart)
+    assert (
+        html.count("<svg") == 1
+    )  # the progress chart, inline (no floor on a CPU: no roofline chart)
     assert "://" not in html
     assert not re.search(r"<(script|link|img|iframe|object)\b", html)
     assert not re.search(r"\bsrc\s*=", html) and "@import" not in html
@@ -118,8 +152,10 @@ def test_checklist_follows_the_records(measured_run, run_copy, tmp_path):
     pid, _, gate = _best(store, measured_run[1])
     assert store.pending_best("cpu_rmsnorm_residual").id == pid
     md, _ = _build(folder, tmp_path / "a", store)
-    assert _item(md, "No human sign-off") == ("fail", f"#{pid} awaits sign-off: review it, then run "
-                                                      "`kernelloop approve TASK`")
+    assert _item(md, "No human sign-off") == (
+        "fail",
+        f"#{pid} awaits sign-off: review it, then run `kernelloop approve TASK`",
+    )
     assert _item(md, "Every correctness suite")[0] == "pass"
     assert _item(md, "No long-tail shape")[0] == "pass"
     assert _item(md, "A second, independent timer")[0] == "n/a"  # no profiler timer on a CPU
@@ -129,7 +165,9 @@ def test_checklist_follows_the_records(measured_run, run_copy, tmp_path):
     tail = next(g for g in gate["shapes"] if g["tag"] == "long_tail")
     tail["speedup_vs_baseline"] = 0.5
     with store._conn:  # what a history with a long-tail regression holds
-        store._conn.execute("UPDATE evaluations SET gate_json = ? WHERE proposal_id = ?", (json.dumps(gate), pid))
+        store._conn.execute(
+            "UPDATE evaluations SET gate_json = ? WHERE proposal_id = ?", (json.dumps(gate), pid)
+        )
     md, _ = _build(folder, tmp_path / "b", store)
     assert _item(md, "No human sign-off") == ("pass", f"approved: #{pid} by reviewer on cpu")
     assert _item(md, "No long-tail shape") == ("fail", f"{tail['shape']} 0.500x")
@@ -137,21 +175,31 @@ def test_checklist_follows_the_records(measured_run, run_copy, tmp_path):
     assert "awaiting sign-off" not in md.split("## Review checklist")[0]
 
 
-def test_absent_cost_data_is_reported_as_absent_and_present_data_summed(measured_run, run_copy, tmp_path):
+def test_absent_cost_data_is_reported_as_absent_and_present_data_summed(
+    measured_run, run_copy, tmp_path
+):
     folder, store = run_copy
     md, _ = _build(folder, tmp_path / "a", store)
     ledger = _section(md, "Cost ledger")
     assert "Model spend: no model calls are recorded for this run (agent scripted)." in ledger
     assert "| model |" not in ledger
     summary = measured_run[1]
-    assert f"Wall time of the run: {summary['wall_s']:.0f} s." in ledger  # the loop's clock, baseline included
+    assert (
+        f"Wall time of the run: {summary['wall_s']:.0f} s." in ledger
+    )  # the loop's clock, baseline included
 
     run = summary["run_id"]
-    calls = [("cheap", 1, 1000, 200, 0.002), ("cheap", 2, 1500, 300, 0.003), ("strong", 2, 4000, 900, 0.05)]
+    calls = [
+        ("cheap", 1, 1000, 200, 0.002),
+        ("cheap", 2, 1500, 300, 0.003),
+        ("strong", 2, 4000, 900, 0.05),
+    ]
     for model, rnd, i, o, usd in calls:
         store.add_model_call(run, rnd, model, "openai", i, o, usd, 1.5)
     md, _ = _build(folder, tmp_path / "b", store)
-    models = {r[0]: r for r in _table(md, "Cost ledger") if r[0] in {"cheap", "strong", "**run total**"}}
+    models = {
+        r[0]: r for r in _table(md, "Cost ledger") if r[0] in {"cheap", "strong", "**run total**"}
+    }
     assert models["cheap"][1:5] == ["2", "2500", "500", "0.0050"]
     assert models["strong"][1:5] == ["1", "4000", "900", "0.0500"]
     assert models["**run total**"][1:5] == ["3", "6500", "1400", "0.0550"]
@@ -164,7 +212,9 @@ def test_roofline_and_metric_deltas_from_stored_profiles(measured_run, run_copy,
     in the records (as a GPU run stores them), both show, and the L2 drop is flagged."""
     folder, store = run_copy
     md, _ = _build(folder, tmp_path / "a", store)
-    assert "No minimal-traffic floor is recorded for this device" in _section(md, "Roofline position")
+    assert "No minimal-traffic floor is recorded for this device" in _section(
+        md, "Roofline position"
+    )
     assert _item(md, "No secondary metric")[0] == "n/a"
 
     pid, bench, _ = _best(store, measured_run[1])
@@ -173,17 +223,38 @@ def test_roofline_and_metric_deltas_from_stored_profiles(measured_run, run_copy,
         s["impls"]["candidate"]["pct_of_floor"] = 40.0 + i
         s["impls"]["baseline"]["pct_of_floor"] = 10.0 + i
     with store._conn:
-        store._conn.execute("UPDATE evaluations SET bench_json = ? WHERE proposal_id = ?", (json.dumps(bench), pid))
-    deltas = [{"kernel": "rmsnorm", "metric": "duration_us", "label": "duration", "before": 30.0, "after": 20.0,
-               "unit": "us", "regression": False},
-              {"kernel": "rmsnorm", "metric": "l2_hit_pct", "label": "L2 hit", "before": 86.0, "after": 81.0,
-               "unit": "%", "regression": True}]
+        store._conn.execute(
+            "UPDATE evaluations SET bench_json = ? WHERE proposal_id = ?", (json.dumps(bench), pid)
+        )
+    deltas = [
+        {
+            "kernel": "rmsnorm",
+            "metric": "duration_us",
+            "label": "duration",
+            "before": 30.0,
+            "after": 20.0,
+            "unit": "us",
+            "regression": False,
+        },
+        {
+            "kernel": "rmsnorm",
+            "metric": "l2_hit_pct",
+            "label": "L2 hit",
+            "before": 86.0,
+            "after": 81.0,
+            "unit": "%",
+            "regression": True,
+        },
+    ]
     store.add_profile(pid, "summary", {"report": {"source": "ncu", "deltas": deltas}})
     out = tmp_path / "b"
     md, html = _build(folder, out, store)
     cols = [(r[7], r[8]) for r in _table(md, "Per shape")]
     assert cols == [(f"{40.0 + i:.1f}%", f"{10.0 + i:.1f}%") for i in range(len(bench["shapes"]))]
-    assert "![% of the minimal-traffic floor per shape](roofline.png)" in md and (out / "roofline.png").is_file()
+    assert (
+        "![% of the minimal-traffic floor per shape](roofline.png)" in md
+        and (out / "roofline.png").is_file()
+    )
     assert 'id="roofline-best"' in html and html.count("<svg") == 2
     rows = _table(md, "Metric deltas against the parent")
     assert ["L2 hit", "86.0%", "81.0%", "**regression**"] == rows[1][3:7]

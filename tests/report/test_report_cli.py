@@ -10,8 +10,13 @@ from tests.loop.test_measured_cpu import CPU_TASK
 
 
 def _cli(*args: str | Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "kernelloop.cli", "report", *map(str, args)],
-                          capture_output=True, text=True, env=os.environ.copy(), timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "kernelloop.cli", "report", *map(str, args)],
+        capture_output=True,
+        text=True,
+        env=os.environ.copy(),
+        timeout=120,
+    )
 
 
 def test_report_command_writes_where_it_says(measured_run, run_copy, tmp_path):
@@ -22,7 +27,9 @@ def test_report_command_writes_where_it_says(measured_run, run_copy, tmp_path):
     assert done.returncode == 0, done.stderr
     assert f"run {run_id} written to {out.resolve()}" in done.stdout
     assert all((out / name).is_file() for name in ("report.html", "report.md", "progress.png"))
-    assert str(out.resolve() / "report.html") in done.stdout and "charts: progress.png" in done.stdout
+    assert (
+        str(out.resolve() / "report.html") in done.stdout and "charts: progress.png" in done.stdout
+    )
 
     default = _cli(folder)  # beside the history, one folder per run
     assert default.returncode == 0, default.stderr
@@ -35,7 +42,10 @@ def test_report_command_errors_are_one_sentence_with_the_fix(run_copy, tmp_path)
     shutil.copytree(CPU_TASK, fresh, ignore=shutil.ignore_patterns(".kernelloop", "__pycache__"))
     done = _cli(fresh)
     assert done.returncode == 2
-    assert "no history for task cpu_rmsnorm_residual" in done.stderr and "kernelloop run" in done.stderr
+    assert (
+        "no history for task cpu_rmsnorm_residual" in done.stderr
+        and "kernelloop run" in done.stderr
+    )
     assert "Traceback" not in done.stderr
 
     folder, _ = run_copy

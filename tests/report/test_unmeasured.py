@@ -12,23 +12,53 @@ from tests.loop.test_measured_cpu import CPU_TASK
 def test_unmeasured_unfinished_run(tmp_path):
     task = load_task(CPU_TASK)
     record = EvaluationRecord(
-        task=task.name, task_digest="d", candidate="baseline.py", candidate_sha256="ab", started_at="t", wall_s=3.0,
-        environment=Environment(device="cpu", device_name="x86_64", torch="2.13", python="3.11", sandbox="bwrap",
-                                interpreter=True),
-        checks=[CheckResult(suite="random", case="a", shape="256x1024", dtype="float32", passed=True)],
-        verdict=Verdict(accepted=True, category="accepted"))
+        task=task.name,
+        task_digest="d",
+        candidate="baseline.py",
+        candidate_sha256="ab",
+        started_at="t",
+        wall_s=3.0,
+        environment=Environment(
+            device="cpu",
+            device_name="x86_64",
+            torch="2.13",
+            python="3.11",
+            sandbox="bwrap",
+            interpreter=True,
+        ),
+        checks=[
+            CheckResult(suite="random", case="a", shape="256x1024", dtype="float32", passed=True)
+        ],
+        verdict=Verdict(accepted=True, category="accepted"),
+    )
     with HistoryStore.open(tmp_path / "history.sqlite") as store:
         run = store.start_run(task.name, "d", agent="tuner", device_name="x86_64", arch="cpu")
         base = store.add_proposal(run, 0, source="x = 1\n", hypothesis="baseline", agent="baseline")
         store.add_evaluation(base, record, objective=1.0, per_shape={})
         store.set_best(run, base)
-        pid = store.add_proposal(run, 1, source="x = 2\n", hypothesis="bigger block", agent="tuner", parent_id=base)
-        store.add_evaluation(pid, record, objective=None, per_shape={}, verdict=Verdict(
-            accepted=False, category="timing", reasons=["correct, but timings on this device do not count"]))
+        pid = store.add_proposal(
+            run, 1, source="x = 2\n", hypothesis="bigger block", agent="tuner", parent_id=base
+        )
+        store.add_evaluation(
+            pid,
+            record,
+            objective=None,
+            per_shape={},
+            verdict=Verdict(
+                accepted=False,
+                category="timing",
+                reasons=["correct, but timings on this device do not count"],
+            ),
+        )
         md = write_report(store, task.name, task.spec.rules, tmp_path / "out").markdown.read_text()
     assert "No benchmark record is stored for the best: its speed was not measured" in md
-    assert "- [ ] **fail** The timings count (measured on the device, not in an interpreter): no benchmark record" in md
-    assert "- [ ] **n/a** The best carries its benchmark record" in md  # the baseline is still the best
+    assert (
+        "- [ ] **fail** The timings count (measured on the device, not in an interpreter): no benchmark record"
+        in md
+    )
+    assert (
+        "- [ ] **n/a** The best carries its benchmark record" in md
+    )  # the baseline is still the best
     assert "- [ ] **fail** The run ended without calling for review: the run has not finished" in md
     assert "| 2 | r1-1 | tuner | bigger block | none given | correct, speed not measured" in md
     assert "| #2 | r1-1 | rejected | – |" in md

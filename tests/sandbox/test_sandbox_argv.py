@@ -24,14 +24,24 @@ def fake_gpus(tmp_path, monkeypatch):
     drv.mkdir()
     dev.mkdir()
     # PCI order 0..3 -> minors 2, 0, 3, 1
-    for i, (bus, minor) in enumerate([("0000:18:00.0", 2), ("0000:2a:00.0", 0), ("0000:3a:00.0", 3),
-                                      ("0000:5d:00.0", 1)]):
+    for i, (bus, minor) in enumerate(
+        [("0000:18:00.0", 2), ("0000:2a:00.0", 0), ("0000:3a:00.0", 3), ("0000:5d:00.0", 1)]
+    ):
         (drv / bus).mkdir()
         (drv / bus / "information").write_text(
             f"Model: \t\t NVIDIA H200\nIRQ:   \t\t 42\nGPU UUID: \t GPU-0000000{i}-aaaa-bbbb-cccc-dddddddddddd\n"
-            f"Bus Location: \t {bus}\nDevice Minor: \t {minor}\n")
-    for name in ("nvidia0", "nvidia1", "nvidia2", "nvidia3", "nvidiactl", "nvidia-uvm", "nvidia-uvm-tools",
-                 "nvidia-modeset"):
+            f"Bus Location: \t {bus}\nDevice Minor: \t {minor}\n"
+        )
+    for name in (
+        "nvidia0",
+        "nvidia1",
+        "nvidia2",
+        "nvidia3",
+        "nvidiactl",
+        "nvidia-uvm",
+        "nvidia-uvm-tools",
+        "nvidia-modeset",
+    ):
         (dev / name).write_text("")
     monkeypatch.setattr(mounts, "DRIVER_GPUS", drv)
     monkeypatch.setattr(mounts, "DEV", dev)
@@ -49,10 +59,12 @@ def test_only_the_assigned_gpus_node_is_bound(fake_gpus, index, minor, tmp_path)
     for fd in fds:
         os.close(fd)
     binds = _dev_binds(argv)
-    assert binds == {f"/dev/nvidia{minor}": str(fake_gpus / f"nvidia{minor}"),
-                     "/dev/nvidiactl": str(fake_gpus / "nvidiactl"),
-                     "/dev/nvidia-uvm": str(fake_gpus / "nvidia-uvm"),
-                     "/dev/nvidia-uvm-tools": str(fake_gpus / "nvidia-uvm-tools")}
+    assert binds == {
+        f"/dev/nvidia{minor}": str(fake_gpus / f"nvidia{minor}"),
+        "/dev/nvidiactl": str(fake_gpus / "nvidiactl"),
+        "/dev/nvidia-uvm": str(fake_gpus / "nvidia-uvm"),
+        "/dev/nvidia-uvm-tools": str(fake_gpus / "nvidia-uvm-tools"),
+    }
     assert env["CUDA_VISIBLE_DEVICES"] == f"GPU-0000000{index}-aaaa-bbbb-cccc-dddddddddddd"
     assert env["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
 
@@ -80,8 +92,12 @@ def test_the_flags_that_remove_privileges_are_always_there(tmp_path):
     for fd in fds:
         os.close(fd)
     joined = " ".join(argv)
-    for flag in ("--unshare-all --unshare-user --uid 65534 --gid 65534 --cap-drop ALL --disable-userns "
-                 "--die-with-parent --new-session", "--seccomp ", "--remount-ro / --chdir /tmp --"):
+    for flag in (
+        "--unshare-all --unshare-user --uid 65534 --gid 65534 --cap-drop ALL --disable-userns "
+        "--die-with-parent --new-session",
+        "--seccomp ",
+        "--remount-ro / --chdir /tmp --",
+    ):
         assert flag in joined, flag
     assert "--ro-bind / /" not in joined and "--bind / /" not in joined
     i = argv.index("--remount-ro")
@@ -94,21 +110,33 @@ def test_the_flags_that_remove_privileges_are_always_there(tmp_path):
 def test_mounts_come_parents_first(tmp_path):
     inner = tmp_path / "task"
     (inner / ".kernelloop").mkdir(parents=True)
-    plan = mounts.plan(ro={inner}, rw=[tmp_path], hidden=[inner / ".kernelloop"], gpu_index=None,
-                       scratch={Path("/tmp"): 1 << 20})
+    plan = mounts.plan(
+        ro={inner},
+        rw=[tmp_path],
+        hidden=[inner / ".kernelloop"],
+        gpu_index=None,
+        scratch={Path("/tmp"): 1 << 20},
+    )
     order = [(m.kind, str(m.dest)) for m in plan]
     tmp_i = order.index(("tmpfs", "/tmp"))
     rw_i = order.index(("rw", str(tmp_path.resolve())))
     ro_i = order.index(("ro", str(inner.resolve())))
     hide_i = order.index(("tmpfs", str((inner / ".kernelloop").resolve())))
-    assert tmp_i < rw_i < ro_i < hide_i  # the task stays read-only inside a writable dir, its state hidden
+    assert (
+        tmp_i < rw_i < ro_i < hide_i
+    )  # the task stays read-only inside a writable dir, its state hidden
 
 
-def test_pythonpath_entries_outside_the_binds_and_secret_variables_never_reach_the_worker(tmp_path, monkeypatch):
+def test_pythonpath_entries_outside_the_binds_and_secret_variables_never_reach_the_worker(
+    tmp_path, monkeypatch
+):
     extra = tmp_path / "extra-lib"
     extra.mkdir()
     gone = tmp_path / "gone"
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(gone), "relative/dir", str(extra), str(mounts.PACKAGE_ROOT)]))
+    monkeypatch.setenv(
+        "PYTHONPATH",
+        os.pathsep.join([str(gone), "relative/dir", str(extra), str(mounts.PACKAGE_ROOT)]),
+    )
     monkeypatch.setenv("OPENAI_API_KEY", "sk-x")
     monkeypatch.setenv("HTTPS_PROXY", "http://p")
     cfg = SandboxConfig(extra_env={"A_TOKEN": "t", "B_API_KEY": "k", "OK": "1"})
@@ -123,18 +151,52 @@ def test_pythonpath_entries_outside_the_binds_and_secret_variables_never_reach_t
 
 
 def test_the_filter_denies_the_listed_syscalls_in_every_profile():
-    must = {"mount", "umount2", "pivot_root", "ptrace", "bpf", "setns", "unshare", "keyctl", "add_key",
-            "request_key", "kexec_load", "kexec_file_load", "init_module", "finit_module", "delete_module",
-            "userfaultfd", "open_by_handle_at", "name_to_handle_at", "process_vm_readv", "process_vm_writev",
-            "io_uring_setup", "io_uring_enter", "io_uring_register", "swapon", "swapoff", "reboot",
-            "settimeofday", "clock_settime", "adjtimex", "syslog", "acct", "quotactl", "chroot"}
+    must = {
+        "mount",
+        "umount2",
+        "pivot_root",
+        "ptrace",
+        "bpf",
+        "setns",
+        "unshare",
+        "keyctl",
+        "add_key",
+        "request_key",
+        "kexec_load",
+        "kexec_file_load",
+        "init_module",
+        "finit_module",
+        "delete_module",
+        "userfaultfd",
+        "open_by_handle_at",
+        "name_to_handle_at",
+        "process_vm_readv",
+        "process_vm_writev",
+        "io_uring_setup",
+        "io_uring_enter",
+        "io_uring_register",
+        "swapon",
+        "swapoff",
+        "reboot",
+        "settimeofday",
+        "clock_settime",
+        "adjtimex",
+        "syslog",
+        "acct",
+        "quotactl",
+        "chroot",
+    }
     for name in seccomp.PROFILES:
         assert must <= set(seccomp.denied(name)), name
         seccomp.build_filter(name)  # every name resolves in this libseccomp
-    assert "perf_event_open" in seccomp.denied("worker") and "perf_event_open" not in seccomp.denied("profile")
+    assert "perf_event_open" in seccomp.denied(
+        "worker"
+    ) and "perf_event_open" not in seccomp.denied("profile")
 
 
-def test_a_missing_libseccomp_refuses_to_sandbox_instead_of_running_unfiltered(monkeypatch, tmp_path):
+def test_a_missing_libseccomp_refuses_to_sandbox_instead_of_running_unfiltered(
+    monkeypatch, tmp_path
+):
     monkeypatch.setitem(sys.modules, "pyseccomp", None)  # import fails as on a machine without it
     monkeypatch.setattr(bwrap, "_MODE_CACHE", {})
     with pytest.raises(SandboxError, match=r"libseccomp is missing.*apt-get install libseccomp2"):
@@ -153,12 +215,17 @@ def test_a_missing_bubblewrap_is_an_error_with_the_fix(monkeypatch):
 
 def test_a_bubblewrap_that_cannot_start_is_diagnosed_not_bypassed(monkeypatch, tmp_path):
     fake = tmp_path / "bwrap"
-    fake.write_text("#!/bin/sh\necho 'bwrap: No permissions to creating new namespace, likely because the "
-                    "kernel does not allow non-privileged user namespaces.' >&2\nexit 1\n")
+    fake.write_text(
+        "#!/bin/sh\necho 'bwrap: No permissions to creating new namespace, likely because the "
+        "kernel does not allow non-privileged user namespaces.' >&2\nexit 1\n"
+    )
     fake.chmod(0o755)
     monkeypatch.setattr(bwrap, "_MODE_CACHE", {})
     monkeypatch.setenv("KERNELLOOP_BWRAP", str(fake))
-    with pytest.raises(SandboxError, match=r"cannot create its namespaces.*(seccomp=unconfined|max_user_namespaces)"):
+    with pytest.raises(
+        SandboxError,
+        match=r"cannot create its namespaces.*(seccomp=unconfined|max_user_namespaces)",
+    ):
         bwrap.detect_mode("bwrap")
 
 

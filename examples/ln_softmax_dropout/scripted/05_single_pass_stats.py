@@ -18,7 +18,9 @@ ELEMWISE_BLOCK = 1024
 
 
 @triton.jit
-def _ln_softmax_dropout(x_ptr, r_ptr, w_ptr, b_ptr, out_ptr, cols, eps, p, seed, BLOCK: tl.constexpr):
+def _ln_softmax_dropout(
+    x_ptr, r_ptr, w_ptr, b_ptr, out_ptr, cols, eps, p, seed, BLOCK: tl.constexpr
+):
     row = tl.program_id(0).to(tl.int64)
     offs = tl.arange(0, BLOCK)
     m = offs < cols

@@ -213,7 +213,9 @@ class TunerAgent:
             elif self._reverse == (move.tunable, move.step):
                 why = f"the opposite move from {move.old} was just measured slower, so this side may be faster"
             else:
-                why = "no profile rule calls for another move" + ("" if metrics else " (no profile metrics available)")
+                why = "no profile rule calls for another move" + (
+                    "" if metrics else " (no profile metrics available)"
+                )
             hypothesis = (
                 f"Neighbourhood probe: {move.tunable} {move.old} -> {move.new}; {why}. "
                 f"The best value of a launch parameter depends on the shape mix, so a neighbour may be faster."

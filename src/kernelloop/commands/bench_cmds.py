@@ -23,14 +23,35 @@ def register(app: typer.Typer) -> None:
 def bench_cmd(
     task: Annotated[Path, typer.Argument(help="task folder (with task.toml)")],
     candidate: Annotated[Path, typer.Argument(help="candidate .py file")],
-    against: Annotated[list[Path] | None, typer.Option("--against", help="another implementation to time beside it (repeatable)")] = None,
-    best: Annotated[Path | None, typer.Option(help="the current best: the gate compares the candidate with it (default: the baseline)")] = None,
+    against: Annotated[
+        list[Path] | None,
+        typer.Option("--against", help="another implementation to time beside it (repeatable)"),
+    ] = None,
+    best: Annotated[
+        Path | None,
+        typer.Option(
+            help="the current best: the gate compares the candidate with it (default: the baseline)"
+        ),
+    ] = None,
     device: Annotated[str, typer.Option(help="auto | cuda | cpu")] = "auto",
-    shapes: Annotated[str | None, typer.Option(help="cpu | gpu | all | comma-separated labels (default: the device's shapes)")] = None,
-    dtype: Annotated[str | None, typer.Option(help="dtype to time (default: the task's first)")] = None,
-    sandbox: Annotated[str, typer.Option(help="auto (= bwrap) | bwrap | none (no isolation: see docs/security.md)")] = "auto",
-    json_out: Annotated[bool, typer.Option("--json", help="print the benchmark record as JSON")] = False,
-    record: Annotated[Path | None, typer.Option(help="also write the benchmark record (JSON) to this file")] = None,
+    shapes: Annotated[
+        str | None,
+        typer.Option(
+            help="cpu | gpu | all | comma-separated labels (default: the device's shapes)"
+        ),
+    ] = None,
+    dtype: Annotated[
+        str | None, typer.Option(help="dtype to time (default: the task's first)")
+    ] = None,
+    sandbox: Annotated[
+        str, typer.Option(help="auto (= bwrap) | bwrap | none (no isolation: see docs/security.md)")
+    ] = "auto",
+    json_out: Annotated[
+        bool, typer.Option("--json", help="print the benchmark record as JSON")
+    ] = False,
+    record: Annotated[
+        Path | None, typer.Option(help="also write the benchmark record (JSON) to this file")
+    ] = None,
     no_aa: Annotated[bool, typer.Option("--no-aa", help="skip the A/A noise slot")] = False,
 ) -> None:
     """Time CANDIDATE, the best and the baseline interleaved in one sandboxed worker; print per-shape
@@ -42,8 +63,18 @@ def bench_cmd(
     named = _against_names(against or [])
     err = Console(stderr=True)
     with err.status("benchmarking…") as status:
-        rec = benchmark(t, candidate, best=best, against=named, device=device, shapes=shapes, dtype=dtype,
-                        sandbox=sandbox, aa=not no_aa, progress=lambda m: status.update(m))
+        rec = benchmark(
+            t,
+            candidate,
+            best=best,
+            against=named,
+            device=device,
+            shapes=shapes,
+            dtype=dtype,
+            sandbox=sandbox,
+            aa=not no_aa,
+            progress=lambda m: status.update(m),
+        )
     if record is not None:
         record.parent.mkdir(parents=True, exist_ok=True)
         record.write_text(rec.model_dump_json(indent=2) + "\n")
@@ -73,22 +104,37 @@ def _against_names(files: list[Path]) -> dict[str, Path]:
 
 
 def print_bench(rec, verdict, console: Console) -> None:
-    console.print(f"[bold]{rec.task}[/] · {Path(rec.candidate).name} vs {rec.best} · {rec.device_name} ({rec.device}) · "
-                  f"{rec.torch} · sandbox={rec.sandbox} · {rec.wall_s:.1f} s")
+    console.print(
+        f"[bold]{rec.task}[/] · {Path(rec.candidate).name} vs {rec.best} · {rec.device_name} ({rec.device}) · "
+        f"{rec.torch} · sandbox={rec.sandbox} · {rec.wall_s:.1f} s"
+    )
     if rec.static_findings:  # nothing ran: no timing table to show
         print_rejection(console, verdict.category, verdict.reasons, note=" (not benchmarked)")
         return
     console.print(f"method: {rec.method or '-'}")
     for g in rec.gpu_state:
-        console.print(f"clocks {g.when}: SM {g.sm_clock_mhz} MHz, mem {g.mem_clock_mhz} MHz, "
-                      f"throttle {g.throttle_reasons}, {g.temperature_c} C, {g.power_w} W")
+        console.print(
+            f"clocks {g.when}: SM {g.sm_clock_mhz} MHz, mem {g.mem_clock_mhz} MHz, "
+            f"throttle {g.throttle_reasons}, {g.temperature_c} C, {g.power_w} W"
+        )
     for w in rec.warnings + verdict.warnings:
         console.print(f"[bold yellow]warning:[/] {w}")
     names = ["candidate"] + ([rec.best] if rec.best != "baseline" else []) + ["baseline"]
     others = sorted({n for s in rec.shapes for n in s.impls} - set(names) - {f"{rec.aa_impl}#aa"})
     title = "median ms" + ("" if rec.timings_count else " (interpreter: does not count)")
-    table = Table("shape", "tag", "w", *names, *others, "cand p20–p80", "× best", "× base", "noise", "% floor",
-                  title=title)
+    table = Table(
+        "shape",
+        "tag",
+        "w",
+        *names,
+        *others,
+        "cand p20–p80",
+        "× best",
+        "× base",
+        "noise",
+        "% floor",
+        title=title,
+    )
     by_shape = {g.shape: g for g in verdict.shapes}
     for s in rec.shapes:
         cells = []
@@ -98,7 +144,10 @@ def print_bench(rec, verdict, console: Console) -> None:
         g = by_shape.get(s.shape)
         cand = s.impls.get("candidate")
         table.add_row(
-            s.shape, s.tag, f"{s.weight:g}", *cells,
+            s.shape,
+            s.tag,
+            f"{s.weight:g}",
+            *cells,
             f"{cand.p20_ms:.4f}–{cand.p80_ms:.4f}" if cand else "-",
             f"{g.speedup_vs_best:.3f}" if g and g.speedup_vs_best else "-",
             f"{g.speedup_vs_baseline:.3f}" if g and g.speedup_vs_baseline else "-",
@@ -107,9 +156,13 @@ def print_bench(rec, verdict, console: Console) -> None:
         )
     console.print(table)
     if verdict.objective is not None:
-        console.print(f"objective: weighted geomean {verdict.objective:.4f}x over {rec.best}; "
-                      f"required {1 + (verdict.required_gain or 0):.4f}x (noise {verdict.noise_rel:.2%})")
+        console.print(
+            f"objective: weighted geomean {verdict.objective:.4f}x over {rec.best}; "
+            f"required {1 + (verdict.required_gain or 0):.4f}x (noise {verdict.noise_rel:.2%})"
+        )
     if verdict.accepted:
-        console.print("[bold green]PERFORMANCE GATE: PASS[/] (correctness is checked by `kernelloop evaluate`)")
+        console.print(
+            "[bold green]PERFORMANCE GATE: PASS[/] (correctness is checked by `kernelloop evaluate`)"
+        )
     else:
         print_rejection(console, verdict.category, verdict.reasons)

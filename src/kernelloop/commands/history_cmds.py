@@ -31,7 +31,9 @@ def _verdict_cell(a: Attempt) -> str:
         return "[magenta]infrastructure[/] (not the candidate's fault)"
     if a.accepted is None:
         return "[dim]not evaluated[/]"
-    return ("[green]accepted[/]" if a.accepted else f"[red]rejected[/] {a.category}") + (" ★" if a.was_best else "")
+    return ("[green]accepted[/]" if a.accepted else f"[red]rejected[/] {a.category}") + (
+        " ★" if a.was_best else ""
+    )
 
 
 def history(
@@ -48,28 +50,54 @@ def history(
             typer.echo(json.dumps([history_row(a) for a in attempts], indent=1))
             return
         if not attempts:
-            raise KernelloopError(f"no attempts recorded for task {task.name}{f' in run {run}' if run else ''}; "
-                                  f"run `kernelloop run {task_dir}` first.")
+            raise KernelloopError(
+                f"no attempts recorded for task {task.name}{f' in run {run}' if run else ''}; "
+                f"run `kernelloop run {task_dir}` first."
+            )
         table = Table(title=f"kernelloop history: {task.name}", show_lines=False)
-        for col in ("ID", "Run", "Round", "Agent", "Hypothesis", "Verdict", "Objective", "Per-shape change", "Cost"):
+        for col in (
+            "ID",
+            "Run",
+            "Round",
+            "Agent",
+            "Hypothesis",
+            "Verdict",
+            "Objective",
+            "Per-shape change",
+            "Cost",
+        ):
             table.add_column(col, overflow="fold" if col == "Hypothesis" else "ellipsis")
         for a in attempts:
             obj = "–" if a.objective is None else f"{a.objective:.3f}x"
             if a.gain is not None:
                 obj += f" ({(a.gain - 1) * 100:+.1f}%)"
-            hyp = a.hypothesis[:160] + (f"\n[yellow]{a.refused_reason}[/]" if a.status == "refused" else "")
+            hyp = a.hypothesis[:160] + (
+                f"\n[yellow]{a.refused_reason}[/]" if a.status == "refused" else ""
+            )
             if a.status == "infrastructure":
                 hyp += f"\n[magenta]{a.infra_reason}[/]"
-            table.add_row(str(a.id), str(a.run_id), "base" if a.round == 0 else f"r{a.round}-{a.k}",
-                          "/".join(x for x in (a.agent, a.model) if x), hyp, _verdict_cell(a), obj,
-                          _shape_text(a), f"${a.cost_usd:.4f}")
+            table.add_row(
+                str(a.id),
+                str(a.run_id),
+                "base" if a.round == 0 else f"r{a.round}-{a.k}",
+                "/".join(x for x in (a.agent, a.model) if x),
+                hyp,
+                _verdict_cell(a),
+                obj,
+                _shape_text(a),
+                f"${a.cost_usd:.4f}",
+            )
         console = Console()
         console.print(table)
         best, pending = store.promoted_best(task.name), store.pending_best(task.name)
         if best:
-            console.print(f"best: #{best.id} ({best.objective or 0:.3f}x), branch kernelloop/{task.name}/best")
+            console.print(
+                f"best: #{best.id} ({best.objective or 0:.3f}x), branch kernelloop/{task.name}/best"
+            )
         if pending:
-            console.print(f"[yellow]awaiting approval:[/] #{pending.id}; run `kernelloop approve {task_dir}`")
+            console.print(
+                f"[yellow]awaiting approval:[/] #{pending.id}; run `kernelloop approve {task_dir}`"
+            )
         console.print(f"model cost: ${sum(a.cost_usd for a in attempts):.4f}")
 
 
@@ -78,17 +106,26 @@ def _target(store: HistoryStore, versions: Versions, to: str) -> tuple[str, Atte
     if to.isdigit():
         attempt = store.attempt(int(to))
         if not attempt.commit_sha:
-            raise KernelloopError(f"proposal #{to} was never committed (refused or in flight); "
-                                  "pick an id with a commit from `kernelloop history --json`.")
+            raise KernelloopError(
+                f"proposal #{to} was never committed (refused or in flight); "
+                "pick an id with a commit from `kernelloop history --json`."
+            )
         return versions.resolve(attempt.commit_sha), attempt
     return versions.resolve(to), None
 
 
 def rollback(
     task_dir: TaskArg,
-    to: Annotated[str, typer.Option("--to", help="Proposal id from `kernelloop history`, 'best', or a git revision.")],
+    to: Annotated[
+        str,
+        typer.Option(
+            "--to", help="Proposal id from `kernelloop history`, 'best', or a git revision."
+        ),
+    ],
     workspace: WorkspaceOpt = None,
-    output: Annotated[Path | None, typer.Option("--output", help="Write here instead of the task's kernel file.")] = None,
+    output: Annotated[
+        Path | None, typer.Option("--output", help="Write here instead of the task's kernel file.")
+    ] = None,
 ) -> None:
     """Restore a generation's kernel byte for byte and make it the best."""
     task, store = open_history(task_dir, workspace)
@@ -110,25 +147,37 @@ def rollback(
 def export(
     task_dir: TaskArg,
     workspace: WorkspaceOpt = None,
-    branch: Annotated[str | None, typer.Option("--branch", help="Branch name (default kernelloop/TASK/export).")] = None,
-    proposal: Annotated[int | None, typer.Option("--id", help="Export this proposal instead of the best.")] = None,
+    branch: Annotated[
+        str | None, typer.Option("--branch", help="Branch name (default kernelloop/TASK/export).")
+    ] = None,
+    proposal: Annotated[
+        int | None, typer.Option("--id", help="Export this proposal instead of the best.")
+    ] = None,
 ) -> None:
     """Make a reviewable branch: the best kernel, BENCHMARK.md beside it, the record in the message."""
     task, store = open_history(task_dir, workspace)
     with store:
         pending = None if proposal else store.pending_best(task.name)
         if pending:
-            raise KernelloopError(f"best #{pending.id} awaits sign-off for a new architecture; "
-                                  f"run `kernelloop approve {task_dir}` first (or export another with --id).")
+            raise KernelloopError(
+                f"best #{pending.id} awaits sign-off for a new architecture; "
+                f"run `kernelloop approve {task_dir}` first (or export another with --id)."
+            )
         attempt = store.attempt(proposal) if proposal else store.promoted_best(task.name)
         if attempt is None:
-            raise KernelloopError(f"task {task.name} has no best yet; run `kernelloop run {task_dir}` first.")
+            raise KernelloopError(
+                f"task {task.name} has no best yet; run `kernelloop run {task_dir}` first."
+            )
         record_json = store.record_json(attempt.id)
         if record_json is None or not attempt.commit_sha:
-            raise KernelloopError(f"proposal #{attempt.id} has no benchmark record or commit, and there is no "
-                                  "export without a record; export an evaluated id from `kernelloop history`.")
+            raise KernelloopError(
+                f"proposal #{attempt.id} has no benchmark record or commit, and there is no "
+                "export without a record; export an evaluated id from `kernelloop history`."
+            )
         digest = store.runs(task.name)[-1].task_digest if store.runs(task.name) else ""
-        stored = dict(bench_json=store.bench_json(attempt.id), gate_json=store.gate_json(attempt.id))
+        stored = dict(
+            bench_json=store.bench_json(attempt.id), gate_json=store.gate_json(attempt.id)
+        )
         versions = Versions.open(task.folder, task.name, task.spec.task.baseline)
         variant = versions.export(
             versions.resolve(attempt.commit_sha),
@@ -136,16 +185,24 @@ def export(
             export_message(task.name, digest, attempt, record_json, **stored),
             branch=branch,
         )
-        typer.echo(f"exported #{attempt.id} to branch {variant.branch.removeprefix('refs/heads/')} "
-                   f"(commit {variant.commit[:12]}) in {versions.repo}")
+        typer.echo(
+            f"exported #{attempt.id} to branch {variant.branch.removeprefix('refs/heads/')} "
+            f"(commit {variant.commit[:12]}) in {versions.repo}"
+        )
 
 
 def approve(
     task_dir: TaskArg,
     workspace: WorkspaceOpt = None,
-    arch: Annotated[str | None, typer.Option("--arch", help="Architecture signed off (default: the run's).")] = None,
-    proposal: Annotated[int | None, typer.Option("--id", help="Approve this proposal (default: the pending best).")] = None,
-    by: Annotated[str | None, typer.Option("--by", help="Who approves (default: the OS user).")] = None,
+    arch: Annotated[
+        str | None, typer.Option("--arch", help="Architecture signed off (default: the run's).")
+    ] = None,
+    proposal: Annotated[
+        int | None, typer.Option("--id", help="Approve this proposal (default: the pending best).")
+    ] = None,
+    by: Annotated[
+        str | None, typer.Option("--by", help="Who approves (default: the OS user).")
+    ] = None,
     note: Annotated[str, typer.Option("--note", help="Why, for the record.")] = "",
 ) -> None:
     """Sign off a best found on an architecture the tool has little history on."""
@@ -153,16 +210,23 @@ def approve(
     with store:
         attempt = store.attempt(proposal) if proposal else store.pending_best(task.name)
         if attempt is None:
-            raise KernelloopError(f"nothing awaits approval for task {task.name}; pass --id N to approve a given attempt.")
+            raise KernelloopError(
+                f"nothing awaits approval for task {task.name}; pass --id N to approve a given attempt."
+            )
         run_arch = next((r.arch for r in store.runs(task.name) if r.id == attempt.run_id), "")
         arch_name = arch or run_arch
         if not arch_name:
-            raise KernelloopError("the run recorded no architecture; pass --arch, e.g. --arch sm_90.")
+            raise KernelloopError(
+                "the run recorded no architecture; pass --arch, e.g. --arch sm_90."
+            )
         store.add_approval(task.name, arch_name, by or getpass.getuser(), attempt.id, note)
         if attempt.commit_sha:
             Versions.open(task.folder, task.name, task.spec.task.baseline).set_best(
-                attempt.commit_sha, f"approved #{attempt.id}")
-        typer.echo(f"approved #{attempt.id} on {arch_name}; it is now the promoted best of {task.name}")
+                attempt.commit_sha, f"approved #{attempt.id}"
+            )
+        typer.echo(
+            f"approved #{attempt.id} on {arch_name}; it is now the promoted best of {task.name}"
+        )
 
 
 def register(app: typer.Typer) -> None:

@@ -16,14 +16,27 @@ def register(app: typer.Typer) -> None:
 
 def mcp_cmd(
     task: Annotated[Path, typer.Argument(help="task folder (with task.toml)")],
-    rounds: Annotated[int | None, typer.Option(help="at most this many rounds (≤ the task's max_rounds)")] = None,
+    rounds: Annotated[
+        int | None, typer.Option(help="at most this many rounds (≤ the task's max_rounds)")
+    ] = None,
     device: Annotated[str, typer.Option(help="auto | cuda | cpu")] = "auto",
-    shapes: Annotated[str | None, typer.Option(help="cpu | gpu | all | labels (default: the device's shapes)")] = None,
-    dtypes: Annotated[str | None, typer.Option(help="comma-separated dtypes (default: all)")] = None,
-    workspace: Annotated[Path | None, typer.Option(help="history/versions folder (default TASK/.kernelloop)")] = None,
-    sandbox: Annotated[str, typer.Option(help="auto (= bwrap) | bwrap | none (no isolation: see docs/security.md)")] = "auto",
+    shapes: Annotated[
+        str | None, typer.Option(help="cpu | gpu | all | labels (default: the device's shapes)")
+    ] = None,
+    dtypes: Annotated[
+        str | None, typer.Option(help="comma-separated dtypes (default: all)")
+    ] = None,
+    workspace: Annotated[
+        Path | None, typer.Option(help="history/versions folder (default TASK/.kernelloop)")
+    ] = None,
+    sandbox: Annotated[
+        str, typer.Option(help="auto (= bwrap) | bwrap | none (no isolation: see docs/security.md)")
+    ] = "auto",
     allow_unsandboxed: Annotated[
-        bool, typer.Option(help="let a best evaluated with --sandbox none be promoted without `kernelloop approve`")
+        bool,
+        typer.Option(
+            help="let a best evaluated with --sandbox none be promoted without `kernelloop approve`"
+        ),
     ] = False,
 ) -> None:
     """Serve TASK over MCP on stdio: an external agent reads the task, history and profile and
@@ -33,11 +46,20 @@ def mcp_cmd(
     except ImportError:
         from kernelloop.errors import KernelloopError
 
-        raise KernelloopError("the MCP SDK is not installed; install it with `pip install 'mcp>=2.3,<3'`.") from None
+        raise KernelloopError(
+            "the MCP SDK is not installed; install it with `pip install 'mcp>=2.3,<3'`."
+        ) from None
     from kernelloop.loop.mcp_server import serve
     from kernelloop.loop.session import ExternalSession
     from kernelloop.loop.state import Options
 
-    opts = Options(device=device, shapes=shapes, rounds=rounds, workspace=workspace, sandbox=sandbox, allow_unsandboxed=allow_unsandboxed,
-                   dtypes=[d.strip() for d in dtypes.split(",")] if dtypes else None)
+    opts = Options(
+        device=device,
+        shapes=shapes,
+        rounds=rounds,
+        workspace=workspace,
+        sandbox=sandbox,
+        allow_unsandboxed=allow_unsandboxed,
+        dtypes=[d.strip() for d in dtypes.split(",")] if dtypes else None,
+    )
     serve(ExternalSession(load_task(task), opts))

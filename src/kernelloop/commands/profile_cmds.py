@@ -19,15 +19,33 @@ def register(app: typer.Typer) -> None:
 
 def profile_cmd(
     task: Annotated[Path, typer.Argument(help="task folder (with task.toml)")],
-    candidate: Annotated[Path, typer.Argument(help="candidate .py file defining the task's entry function")],
-    parent: Annotated[Path | None, typer.Option(help="the variant this one came from: adds before/after deltas")] = None,
-    shape: Annotated[str | None, typer.Option(help="shape label like 16384x8192 (default: the heaviest GPU shape)")] = None,
+    candidate: Annotated[
+        Path, typer.Argument(help="candidate .py file defining the task's entry function")
+    ],
+    parent: Annotated[
+        Path | None, typer.Option(help="the variant this one came from: adds before/after deltas")
+    ] = None,
+    shape: Annotated[
+        str | None,
+        typer.Option(help="shape label like 16384x8192 (default: the heaviest GPU shape)"),
+    ] = None,
     dtype: Annotated[str | None, typer.Option(help="dtype (default: the task's first)")] = None,
-    json_out: Annotated[bool, typer.Option("--json", help="print the summary and full metrics as JSON")] = False,
-    raw: Annotated[bool, typer.Option("--raw", help="with --json: also every raw Nsight Compute row (~50 KB/kernel)")] = False,
+    json_out: Annotated[
+        bool, typer.Option("--json", help="print the summary and full metrics as JSON")
+    ] = False,
+    raw: Annotated[
+        bool,
+        typer.Option(
+            "--raw", help="with --json: also every raw Nsight Compute row (~50 KB/kernel)"
+        ),
+    ] = False,
     device: Annotated[str, typer.Option(help="auto | cuda | cpu")] = "auto",
-    sandbox: Annotated[str, typer.Option(help="auto (= bwrap) | bwrap | none (no isolation: see docs/security.md)")] = "auto",
-    timeout: Annotated[float, typer.Option(help="wall-clock limit per profiled file, seconds")] = 300.0,
+    sandbox: Annotated[
+        str, typer.Option(help="auto (= bwrap) | bwrap | none (no isolation: see docs/security.md)")
+    ] = "auto",
+    timeout: Annotated[
+        float, typer.Option(help="wall-clock limit per profiled file, seconds")
+    ] = 300.0,
 ) -> None:
     """Profile one call of a candidate (Nsight Compute on a GPU; compile facts without one) and print the summary.
     A source the static screen refuses is not run: exit 1, labelled as a static-screen rejection."""
@@ -38,20 +56,44 @@ def profile_cmd(
     err = Console(stderr=True)
     try:
         with err.status("profiling…") as status:
-            out = profile_candidate(t, candidate, parent=parent, shape=shape, dtype=dtype, device=device,
-                                    sandbox=sandbox, timeout_s=timeout, progress=lambda m: status.update(m))
+            out = profile_candidate(
+                t,
+                candidate,
+                parent=parent,
+                shape=shape,
+                dtype=dtype,
+                device=device,
+                sandbox=sandbox,
+                timeout_s=timeout,
+                progress=lambda m: status.update(m),
+            )
     except ScreenRefused as e:
         findings = [f"{e.path.name}: {f.render()}" for f in e.findings]
         if json_out:
-            sys.stdout.write(json.dumps({"task": t.name, "profiled": False, "category": "static",
-                                         "stage": "static screen", "file": e.role, "findings": findings}, indent=2) + "\n")
+            sys.stdout.write(
+                json.dumps(
+                    {
+                        "task": t.name,
+                        "profiled": False,
+                        "category": "static",
+                        "stage": "static screen",
+                        "file": e.role,
+                        "findings": findings,
+                    },
+                    indent=2,
+                )
+                + "\n"
+            )
         else:
             print_rejection(Console(), "static", findings, note=" (not profiled)")
         raise typer.Exit(1) from None
     text = out.report.format_for_prompt()
     if json_out:
         data = {
-            "task": t.name, "shape": out.shape, "dtype": out.dtype, "wall_s": round(out.wall_s, 2),
+            "task": t.name,
+            "shape": out.shape,
+            "dtype": out.dtype,
+            "wall_s": round(out.wall_s, 2),
             "summary": text,
             "profile": out.report.to_record(include_raw=raw),
             "parent_profile": out.parent.to_record(include_raw=raw) if out.parent else None,

@@ -19,21 +19,47 @@ def register(app: typer.Typer) -> None:
 
 def run_cmd(
     task: Annotated[Path, typer.Argument(help="task folder (with task.toml)")],
-    agent: Annotated[str, typer.Option(help="tuner | scripted:DIR | openai:MODEL | anthropic:MODEL")] = "tuner",
-    screen_model: Annotated[str | None, typer.Option(help="cheap model that lists directions and drafts")] = None,
-    final_model: Annotated[str | None, typer.Option(help="strong model for the hardest 2–3 directions")] = None,
-    base_url: Annotated[str | None, typer.Option(help="OpenAI-compatible endpoint (vLLM, SGLang, llama.cpp, Ollama)")] = None,
-    rounds: Annotated[int | None, typer.Option(help="at most this many rounds (≤ the task's max_rounds)")] = None,
+    agent: Annotated[
+        str, typer.Option(help="tuner | scripted:DIR | openai:MODEL | anthropic:MODEL")
+    ] = "tuner",
+    screen_model: Annotated[
+        str | None, typer.Option(help="cheap model that lists directions and drafts")
+    ] = None,
+    final_model: Annotated[
+        str | None, typer.Option(help="strong model for the hardest 2–3 directions")
+    ] = None,
+    base_url: Annotated[
+        str | None,
+        typer.Option(help="OpenAI-compatible endpoint (vLLM, SGLang, llama.cpp, Ollama)"),
+    ] = None,
+    rounds: Annotated[
+        int | None, typer.Option(help="at most this many rounds (≤ the task's max_rounds)")
+    ] = None,
     device: Annotated[str, typer.Option(help="auto | cuda | cpu")] = "auto",
-    shapes: Annotated[str | None, typer.Option(help="cpu | gpu | all | labels (default: the device's shapes)")] = None,
-    dtypes: Annotated[str | None, typer.Option(help="comma-separated dtypes (default: all)")] = None,
-    resume: Annotated[bool, typer.Option("--resume", help="continue the last unfinished run of this task")] = False,
-    workspace: Annotated[Path | None, typer.Option(help="history/versions folder (default TASK/.kernelloop)")] = None,
-    sandbox: Annotated[str, typer.Option(help="auto (= bwrap) | bwrap | none (no isolation: see docs/security.md)")] = "auto",
-    allow_unsandboxed: Annotated[
-        bool, typer.Option(help="let a best evaluated with --sandbox none be promoted without `kernelloop approve`")
+    shapes: Annotated[
+        str | None, typer.Option(help="cpu | gpu | all | labels (default: the device's shapes)")
+    ] = None,
+    dtypes: Annotated[
+        str | None, typer.Option(help="comma-separated dtypes (default: all)")
+    ] = None,
+    resume: Annotated[
+        bool, typer.Option("--resume", help="continue the last unfinished run of this task")
     ] = False,
-    summary_json: Annotated[Path | None, typer.Option(help="also write the run summary here")] = None,
+    workspace: Annotated[
+        Path | None, typer.Option(help="history/versions folder (default TASK/.kernelloop)")
+    ] = None,
+    sandbox: Annotated[
+        str, typer.Option(help="auto (= bwrap) | bwrap | none (no isolation: see docs/security.md)")
+    ] = "auto",
+    allow_unsandboxed: Annotated[
+        bool,
+        typer.Option(
+            help="let a best evaluated with --sandbox none be promoted without `kernelloop approve`"
+        ),
+    ] = False,
+    summary_json: Annotated[
+        Path | None, typer.Option(help="also write the run summary here")
+    ] = None,
 ) -> None:
     """Run the optimization loop: propose, check, evaluate, gate, record, repeat."""
     from kernelloop.agents.registry import make_agent
@@ -41,9 +67,19 @@ def run_cmd(
     from kernelloop.loop.view import RunView
 
     t = load_task(task)
-    the_agent = make_agent(agent, task=t, screen_model=screen_model, final_model=final_model, base_url=base_url)
-    opts = Options(device=device, shapes=shapes, rounds=rounds, resume=resume, workspace=workspace, sandbox=sandbox, allow_unsandboxed=allow_unsandboxed,
-                   dtypes=[d.strip() for d in dtypes.split(",")] if dtypes else None)
+    the_agent = make_agent(
+        agent, task=t, screen_model=screen_model, final_model=final_model, base_url=base_url
+    )
+    opts = Options(
+        device=device,
+        shapes=shapes,
+        rounds=rounds,
+        resume=resume,
+        workspace=workspace,
+        sandbox=sandbox,
+        allow_unsandboxed=allow_unsandboxed,
+        dtypes=[d.strip() for d in dtypes.split(",")] if dtypes else None,
+    )
     summary = run_loop(t, the_agent, opts, RunView(Console()))
     cost = getattr(the_agent, "cost_summary", None)
     if callable(cost):
@@ -56,5 +92,7 @@ def run_cmd(
         summary_json.write_text(text)
     err = Console(stderr=True, soft_wrap=True)  # paths stay on one line, to be copied
     err.print(f"run summary: {out}", markup=False)
-    hint = ["kernelloop", "report", str(task)] + (["--workspace", str(workspace)] if workspace else [])
+    hint = ["kernelloop", "report", str(task)] + (
+        ["--workspace", str(workspace)] if workspace else []
+    )
     err.print(f"reviewer's report: {shlex.join(hint)}", markup=False)

@@ -25,7 +25,9 @@ def register(app: typer.Typer) -> None:
 
 
 def init(
-    name: Annotated[str, typer.Argument(help="folder to create (its last part becomes the task name)")],
+    name: Annotated[
+        str, typer.Argument(help="folder to create (its last part becomes the task name)")
+    ],
 ) -> None:
     """Write a new task folder from the team template (task.toml, reference, inputs, baseline)."""
     dst = Path(name)
@@ -35,19 +37,36 @@ def init(
     toml = dst / "task.toml"
     toml.write_text(toml.read_text().replace("TASK_NAME", dst.name.replace(" ", "_")))
     load_task(dst)  # the template must be valid as written
-    Console().print(f"created task [bold]{dst}[/]: edit task.toml, reference.py, inputs.py and baseline.py, "
-                    f"then run `kernelloop evaluate {dst} {dst}/baseline.py`.")
+    Console().print(
+        f"created task [bold]{dst}[/]: edit task.toml, reference.py, inputs.py and baseline.py, "
+        f"then run `kernelloop evaluate {dst} {dst}/baseline.py`."
+    )
 
 
 def evaluate_cmd(
     task: Annotated[Path, typer.Argument(help="task folder (with task.toml)")],
-    candidate: Annotated[Path, typer.Argument(help="candidate .py file defining the task's entry function")],
-    json_out: Annotated[bool, typer.Option("--json", help="print the evaluation record as JSON")] = False,
+    candidate: Annotated[
+        Path, typer.Argument(help="candidate .py file defining the task's entry function")
+    ],
+    json_out: Annotated[
+        bool, typer.Option("--json", help="print the evaluation record as JSON")
+    ] = False,
     device: Annotated[str, typer.Option(help="auto | cuda | cpu")] = "auto",
-    shapes: Annotated[str | None, typer.Option(help="cpu | gpu | all | comma-separated labels like 4096x8000 (default: the device's shapes)")] = None,
-    dtypes: Annotated[str | None, typer.Option(help="comma-separated dtypes (default: all of the task's)")] = None,
-    sandbox: Annotated[str, typer.Option(help="auto (= bwrap) | bwrap | none (no isolation: see docs/security.md)")] = "auto",
-    timeout: Annotated[float | None, typer.Option(help="wall-clock limit for the worker, seconds")] = None,
+    shapes: Annotated[
+        str | None,
+        typer.Option(
+            help="cpu | gpu | all | comma-separated labels like 4096x8000 (default: the device's shapes)"
+        ),
+    ] = None,
+    dtypes: Annotated[
+        str | None, typer.Option(help="comma-separated dtypes (default: all of the task's)")
+    ] = None,
+    sandbox: Annotated[
+        str, typer.Option(help="auto (= bwrap) | bwrap | none (no isolation: see docs/security.md)")
+    ] = "auto",
+    timeout: Annotated[
+        float | None, typer.Option(help="wall-clock limit for the worker, seconds")
+    ] = None,
     no_timing: Annotated[bool, typer.Option("--no-timing", help="correctness only")] = False,
 ) -> None:
     """Check a candidate for correctness (and time it on a GPU) in a sandboxed worker. Exit 0 accepted, 1 rejected."""
@@ -57,9 +76,14 @@ def evaluate_cmd(
     err = Console(stderr=True)
     with err.status("evaluating…") as status:
         record = evaluate(
-            t, candidate, device=device, shapes=shapes,
+            t,
+            candidate,
+            device=device,
+            shapes=shapes,
             dtypes=[d.strip() for d in dtypes.split(",")] if dtypes else None,
-            timing=not no_timing, sandbox=sandbox, timeout_s=timeout,
+            timing=not no_timing,
+            sandbox=sandbox,
+            timeout_s=timeout,
             progress=lambda m: status.update(m),
         )
     if json_out:
@@ -71,8 +95,10 @@ def evaluate_cmd(
 
 def print_record(record: EvaluationRecord, console: Console) -> None:
     env = record.environment
-    console.print(f"[bold]{record.task}[/] · {Path(record.candidate).name} · {env.device_name} ({env.device}) · "
-                  f"sandbox={env.sandbox} · {record.wall_s:.1f} s")
+    console.print(
+        f"[bold]{record.task}[/] · {Path(record.candidate).name} · {env.device_name} ({env.device}) · "
+        f"sandbox={env.sandbox} · {record.wall_s:.1f} s"
+    )
     for w in record.warnings:
         console.print(f"[bold yellow]warning:[/] {w}")
     suites: dict[tuple[str, str], list] = {}
@@ -82,25 +108,45 @@ def print_record(record: EvaluationRecord, console: Console) -> None:
     for (suite, dtype), cs in sorted(suites.items()):
         n_ok = sum(c.passed for c in cs)
         rels = [c.max_rel_err for c in cs if c.max_rel_err is not None]
-        table.add_row(suite, dtype, str(len(cs)), f"[{'green' if n_ok == len(cs) else 'red'}]{n_ok}[/]",
-                      f"{max(rels):.2e}" if rels else "-")
+        table.add_row(
+            suite,
+            dtype,
+            str(len(cs)),
+            f"[{'green' if n_ok == len(cs) else 'red'}]{n_ok}[/]",
+            f"{max(rels):.2e}" if rels else "-",
+        )
     if record.checks:
         console.print(table)
     if record.kernels:
         kt = Table("kernel", "regs", "spills", "shared B", "warps", title="compile")
         for k in record.kernels:
-            kt.add_row(k.name, str(k.n_regs), str(k.n_spills), str(k.shared_bytes), str(k.num_warps))
+            kt.add_row(
+                k.name, str(k.n_regs), str(k.n_spills), str(k.shared_bytes), str(k.num_warps)
+            )
         console.print(kt)
     if record.timings:
         title = "timing" if record.timings_count else "timing (interpreter: does not count)"
-        tt = Table("shape", "dtype", "impl", "median ms", "p20–p80 ms", "n", "% of floor", title=title)
+        tt = Table(
+            "shape", "dtype", "impl", "median ms", "p20–p80 ms", "n", "% of floor", title=title
+        )
         for t in record.timings:
-            tt.add_row(t.shape, t.dtype, t.impl, f"{t.median_ms:.4f}", f"{t.p20_ms:.4f}–{t.p80_ms:.4f}", str(t.n),
-                       f"{t.pct_of_floor:.1f}" if t.pct_of_floor else "-")
+            tt.add_row(
+                t.shape,
+                t.dtype,
+                t.impl,
+                f"{t.median_ms:.4f}",
+                f"{t.p20_ms:.4f}–{t.p80_ms:.4f}",
+                str(t.n),
+                f"{t.pct_of_floor:.1f}" if t.pct_of_floor else "-",
+            )
         console.print(tt)
     v = record.verdict
     if v.accepted:
         console.print("[bold green]ACCEPTED[/]: every check passed")
     else:
-        print_rejection(console, v.category, v.reasons,
-                        note=" (not run)" if record.environment.sandbox == "not started" else "")
+        print_rejection(
+            console,
+            v.category,
+            v.reasons,
+            note=" (not run)" if record.environment.sandbox == "not started" else "",
+        )

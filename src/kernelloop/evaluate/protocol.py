@@ -15,14 +15,52 @@ import statistics
 # Aten ops that only allocate, view or describe tensors. Anything else called during a
 # candidate's forward is PyTorch doing compute, which the trusted side reports.
 ALLOC_VIEW_OPS = {
-    "empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "view", "_unsafe_view",
-    "reshape", "as_strided", "t", "transpose", "permute", "expand", "unsqueeze", "squeeze", "select",
-    "slice", "detach", "alias", "lift_fresh", "unbind", "split", "chunk", "contiguous", "flatten",
-    "stride", "size", "numel", "dim", "is_contiguous", "sym_size", "sym_stride", "sym_numel",
-    "sym_storage_offset", "_local_scalar_dense", "is_same_size",
+    "empty",
+    "empty_like",
+    "empty_strided",
+    "new_empty",
+    "new_empty_strided",
+    "view",
+    "_unsafe_view",
+    "reshape",
+    "as_strided",
+    "t",
+    "transpose",
+    "permute",
+    "expand",
+    "unsqueeze",
+    "squeeze",
+    "select",
+    "slice",
+    "detach",
+    "alias",
+    "lift_fresh",
+    "unbind",
+    "split",
+    "chunk",
+    "contiguous",
+    "flatten",
+    "stride",
+    "size",
+    "numel",
+    "dim",
+    "is_contiguous",
+    "sym_size",
+    "sym_stride",
+    "sym_numel",
+    "sym_storage_offset",
+    "_local_scalar_dense",
+    "is_same_size",
     # Filling is not the op's compute (an accumulator for atomics starts at zero); an
     # output that is only a fill is caught by the trivial-output checks.
-    "zeros", "zeros_like", "zero_", "fill_", "full", "full_like", "new_zeros", "new_full",
+    "zeros",
+    "zeros_like",
+    "zero_",
+    "fill_",
+    "full",
+    "full_like",
+    "new_zeros",
+    "new_full",
 }
 
 
@@ -85,8 +123,12 @@ def sync_latency(cal_e_to_d: list[float]) -> tuple[float, float]:
     return med, min(JITTER_CAP_MS, max(0.0, p90 - med))
 
 
-def gpu_samples(calls: list[tuple[float, float]], cals: list[tuple[float, float]], per_replay: int,
-                device_wide: bool) -> tuple[list[float], int, float]:
+def gpu_samples(
+    calls: list[tuple[float, float]],
+    cals: list[tuple[float, float]],
+    per_replay: int,
+    device_wide: bool,
+) -> tuple[list[float], int, float]:
     """Per-call samples (ms), the number of calls with hidden work, and the total timed ms,
     from raw (stream interval, device-synced interval) pairs and matched calibrations."""
     med, jitter = sync_latency([s - t for t, s in cals])
@@ -117,9 +159,11 @@ def graph_plan(input_bytes: int, l2_bytes: int, max_sets: int = 256) -> tuple[in
 
 def idle_stats(probes: list[tuple[float, float]]) -> dict[str, float]:
     """Calibration of the idle probe: p90 of host latency and of event time (ms)."""
+
     def p90(xs: list[float]) -> float:
         xs = sorted(xs)
         return xs[min(len(xs) - 1, math.ceil(0.9 * len(xs)) - 1)] if xs else 0.0
+
     return {"host_p90": p90([h for h, _ in probes]), "event_p90": p90([e for _, e in probes])}
 
 
@@ -129,8 +173,10 @@ def idle_busy(probes: list[tuple[float, float]], cal: dict[str, float]) -> bool:
         return False
     host = statistics.median(h for h, _ in probes)
     event = statistics.median(e for _, e in probes)
-    return (host > IDLE_HOST[0] * cal["host_p90"] + IDLE_HOST[1]
-            or event > IDLE_EVENT[0] * cal["event_p90"] + IDLE_EVENT[1])
+    return (
+        host > IDLE_HOST[0] * cal["host_p90"] + IDLE_HOST[1]
+        or event > IDLE_EVENT[0] * cal["event_p90"] + IDLE_EVENT[1]
+    )
 
 
 def method_text(method: str, interpreter: bool = False, cpu_threads: int = 1) -> str:
@@ -138,13 +184,21 @@ def method_text(method: str, interpreter: bool = False, cpu_threads: int = 1) ->
     if method == "cpu":
         if interpreter:
             return "interpreter wall-clock (does not count)"
-        return f"cpu wall-clock, {cpu_threads} thread(s), one worker per implementation, interleaved"
+        return (
+            f"cpu wall-clock, {cpu_threads} thread(s), one worker per implementation, interleaved"
+        )
     if method == "device-wide":
-        return ("device-wide per call (work seen outside the calling stream): L2 flushed, idle GPU at the start "
-                "event, end after a device synchronize, host launch included, one worker per implementation, "
-                "interleaved")
+        return (
+            "device-wide per call (work seen outside the calling stream): L2 flushed, idle GPU at the start "
+            "event, end after a device synchronize, host launch included, one worker per implementation, "
+            "interleaved"
+        )
     if method.startswith("graph:"):
-        return (f"cuda-graph replay of {method.split(':')[1]} calls over rotating input sets > 3x L2, "
-                "one worker per implementation, interleaved")
-    return ("cuda-events, L2 flushed + spin before each call, device-synced, one worker per implementation, "
-            "interleaved")
+        return (
+            f"cuda-graph replay of {method.split(':')[1]} calls over rotating input sets > 3x L2, "
+            "one worker per implementation, interleaved"
+        )
+    return (
+        "cuda-events, L2 flushed + spin before each call, device-synced, one worker per implementation, "
+        "interleaved"
+    )

@@ -108,14 +108,20 @@ def find_duplicate(
     fp = fingerprint(source)
     if parent_source is not None and fingerprint(parent_source) == fp:
         return DuplicateFinding(
-            parent_id or 0, "unchanged", 1.0, 1.0,
+            parent_id or 0,
+            "unchanged",
+            1.0,
+            1.0,
             f"no change from its parent #{parent_id} after normalizing names, comments and layout; "
             "propose an actual edit.",
         )
     for p in prior:
         if p.fingerprint == fp:
             return DuplicateFinding(
-                p.id, "identical", 1.0, text_similarity(hypothesis, p.hypothesis),
+                p.id,
+                "identical",
+                1.0,
+                text_similarity(hypothesis, p.hypothesis),
                 f"identical (after renaming/reformatting) to {_cite(p)}; it was already measured.",
             )
     if parent_source is None:
@@ -132,7 +138,10 @@ def find_duplicate(
         if code >= CODE_THRESHOLD or (code >= PARTIAL_CODE_THRESHOLD and text >= TEXT_THRESHOLD):
             if best is None or code + text > best.code_similarity + best.text_similarity:
                 best = DuplicateFinding(
-                    p.id, "near", code, text,
+                    p.id,
+                    "near",
+                    code,
+                    text,
                     f"near-duplicate of rejected {_cite(p)}: code change similarity {code:.2f}, "
                     f"hypothesis similarity {text:.2f}; propose a different direction.",
                 )

@@ -114,7 +114,6 @@ class _Renamer(ast.NodeTransformer):
         return node
 
 
-
 def _fallback_normalize(source: str) -> str:
     """For sources that do not parse: drop comments and layout, keep tokens."""
     skip = (tokenize.COMMENT, tokenize.NL, tokenize.INDENT, tokenize.DEDENT, tokenize.ENDMARKER)

@@ -9,7 +9,17 @@ from dataclasses import dataclass, field
 # Rejections that say the *idea* did not pay off. A near-duplicate of one of these is
 # refused; after a correctness or tooling failure the agent may retry a fixed variant.
 IDEA_REJECTIONS = frozenset(
-    {"slower", "policy", "trivial", "interface", "static", "no_kernel", "aliasing", "mutation", "timing"}
+    {
+        "slower",
+        "policy",
+        "trivial",
+        "interface",
+        "static",
+        "no_kernel",
+        "aliasing",
+        "mutation",
+        "timing",
+    }
 )
 
 
@@ -126,8 +136,10 @@ class Attempt:
         if self.status == "refused":
             return f"{head}: {_clip(self.refused_reason, 110)} — idea: {_clip(self.hypothesis, 70)}"
         if self.status == "infrastructure":
-            return (f"{head} (not the candidate's fault, may be sent again): "
-                    f"{_clip(self.infra_reason, 90)} — idea: {_clip(self.hypothesis, 70)}")
+            return (
+                f"{head} (not the candidate's fault, may be sent again): "
+                f"{_clip(self.infra_reason, 90)} — idea: {_clip(self.hypothesis, 70)}"
+            )
         head += f" {self.effect_text()}"
         return head + (f" by {who}" if who else "")
 

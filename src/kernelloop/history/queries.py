@@ -32,14 +32,15 @@ def _costs(conn: sqlite3.Connection, rows: list[sqlite3.Row]) -> dict[int, float
     tied: dict[int, float] = defaultdict(float)
     untied: dict[tuple[int, int], float] = defaultdict(float)
     for c in conn.execute(
-        f"SELECT run_id, round, proposal_id, cost_usd FROM model_calls WHERE run_id IN ({marks})", run_ids
+        f"SELECT run_id, round, proposal_id, cost_usd FROM model_calls WHERE run_id IN ({marks})",
+        run_ids,
     ):
         if c["proposal_id"] is not None:
             tied[c["proposal_id"]] += c["cost_usd"]
         else:
             untied[(c["run_id"], c["round"])] += c["cost_usd"]
     per_round: dict[tuple[int, int], int] = defaultdict(int)
-    for (run_id, rnd, n) in conn.execute(
+    for run_id, rnd, n in conn.execute(
         f"SELECT run_id, round, COUNT(*) FROM proposals WHERE run_id IN ({marks}) GROUP BY run_id, round",
         run_ids,
     ):
@@ -55,11 +56,23 @@ def _attempt(r: sqlite3.Row, cost: float) -> Attempt:
     evaluated = r["accepted"] is not None
     deltas = json.loads(r["metric_deltas_json"]) if evaluated else {}
     return Attempt(
-        id=r["id"], run_id=r["run_id"], round=r["round"], k=r["k"], parent_id=r["parent_id"],
-        agent=r["agent"], model=r["model"], direction=r["direction"], hypothesis=r["hypothesis"],
-        predicted_effect=r["predicted_effect"], attribution=r["attribution"],
-        diff_summary=r["diff_summary"], edit_points=r["edit_points"], status=r["status"],
-        refused_reason=r["refused_reason"], commit_sha=r["commit_sha"], branch=r["branch"],
+        id=r["id"],
+        run_id=r["run_id"],
+        round=r["round"],
+        k=r["k"],
+        parent_id=r["parent_id"],
+        agent=r["agent"],
+        model=r["model"],
+        direction=r["direction"],
+        hypothesis=r["hypothesis"],
+        predicted_effect=r["predicted_effect"],
+        attribution=r["attribution"],
+        diff_summary=r["diff_summary"],
+        edit_points=r["edit_points"],
+        status=r["status"],
+        refused_reason=r["refused_reason"],
+        commit_sha=r["commit_sha"],
+        branch=r["branch"],
         source=r["source"],
         accepted=bool(r["accepted"]) if evaluated else None,
         category=r["category"] or "",
@@ -97,17 +110,29 @@ def run_state(conn: sqlite3.Connection, run_id: int) -> RunState:
     run = conn.execute("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()
     if run is None:
         raise KeyError(run_id)
-    rounds = list(conn.execute("SELECT round, finished_at FROM rounds WHERE run_id = ? ORDER BY round", (run_id,)))
+    rounds = list(
+        conn.execute(
+            "SELECT round, finished_at FROM rounds WHERE run_id = ? ORDER BY round", (run_id,)
+        )
+    )
     completed = tuple(r["round"] for r in rounds if r["finished_at"])
     unfinished = [r["round"] for r in rounds if not r["finished_at"]]
     next_round = min(unfinished) if unfinished else (max(completed) + 1 if completed else 1)
     all_attempts = attempts(conn, run_id=run_id)
     best = next((a for a in all_attempts if a.id == run["best_proposal_id"]), None)
-    cost = conn.execute("SELECT COALESCE(SUM(cost_usd), 0) FROM model_calls WHERE run_id = ?", (run_id,)).fetchone()[0]
+    cost = conn.execute(
+        "SELECT COALESCE(SUM(cost_usd), 0) FROM model_calls WHERE run_id = ?", (run_id,)
+    ).fetchone()[0]
     return RunState(
-        run_id=run_id, task=run["task"], task_digest=run["task_digest"], agent=run["agent"],
-        device_name=run["device_name"], arch=run["arch"], config_json=run["config_json"],
-        completed_rounds=completed, next_round=next_round,
+        run_id=run_id,
+        task=run["task"],
+        task_digest=run["task_digest"],
+        agent=run["agent"],
+        device_name=run["device_name"],
+        arch=run["arch"],
+        config_json=run["config_json"],
+        completed_rounds=completed,
+        next_round=next_round,
         best_proposal_id=best.id if best else None,
         best_source=best.source if best else None,
         best_objective=best.objective if best else None,
@@ -129,8 +154,17 @@ def owner(run: sqlite3.Row) -> RunOwner | None:
 
 def run_info(r: sqlite3.Row) -> RunInfo:
     return RunInfo(
-        r["id"], r["task"], r["task_digest"], r["agent"], r["device_name"], r["arch"], r["status"],
-        r["best_proposal_id"], r["started_at"], r["finished_at"], owner(r),
+        r["id"],
+        r["task"],
+        r["task_digest"],
+        r["agent"],
+        r["device_name"],
+        r["arch"],
+        r["status"],
+        r["best_proposal_id"],
+        r["started_at"],
+        r["finished_at"],
+        owner(r),
     )
 
 
@@ -144,9 +178,15 @@ def prior_proposals(conn: sqlite3.Connection, task_name: str) -> list[PriorPropo
     )
     return [
         PriorProposal(
-            id=r["id"], round=r["round"], hypothesis=r["hypothesis"], fingerprint=r["fingerprint"],
-            change=tuple(changed_lines(r["parent_source"], r["source"])) if r["parent_source"] else (),
-            accepted=bool(r["accepted"]), category=r["category"],
+            id=r["id"],
+            round=r["round"],
+            hypothesis=r["hypothesis"],
+            fingerprint=r["fingerprint"],
+            change=tuple(changed_lines(r["parent_source"], r["source"]))
+            if r["parent_source"]
+            else (),
+            accepted=bool(r["accepted"]),
+            category=r["category"],
             reasons=tuple(json.loads(r["reasons_json"])),
         )
         for r in rows

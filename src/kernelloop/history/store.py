@@ -25,7 +25,9 @@ from kernelloop.history.fingerprint import fingerprint
 from kernelloop.history.models import Approval, Attempt, RunInfo, RunState
 from kernelloop.history.schema import migrate
 
-if TYPE_CHECKING:  # both modules import torch; the history (and `kernelloop export`) does not need it
+if (
+    TYPE_CHECKING
+):  # both modules import torch; the history (and `kernelloop export`) does not need it
     from kernelloop.evaluate.trusted.bench_record import BenchmarkRecord
     from kernelloop.gate import GateResult
 
@@ -39,11 +41,15 @@ def _json_object(value: Any, what: str) -> str | None:
     if value is None:
         return None
     if isinstance(value, str):
-        if not isinstance(json.loads(value), dict):  # json.loads itself raises on text that is not JSON
+        if not isinstance(
+            json.loads(value), dict
+        ):  # json.loads itself raises on text that is not JSON
             raise ValueError(f"expected a {what} or its JSON object text, got {value[:60]!r}")
         return value
     if type(value).__name__ != what:  # also catches bench= and gate= swapped
-        raise TypeError(f"expected a {what} or its JSON text, got {type(value).__name__}: {str(value)[:60]!r}")
+        raise TypeError(
+            f"expected a {what} or its JSON text, got {type(value).__name__}: {str(value)[:60]!r}"
+        )
     return value.model_dump_json()
 
 
@@ -99,7 +105,9 @@ class HistoryStore:
         cols = ", ".join(values)
         marks = ", ".join("?" for _ in values)
         with self._tx() as c:
-            cur = c.execute(f"INSERT INTO {table} ({cols}) VALUES ({marks})", tuple(values.values()))
+            cur = c.execute(
+                f"INSERT INTO {table} ({cols}) VALUES ({marks})", tuple(values.values())
+            )
             return int(cur.lastrowid or 0)
 
     # ---- runs and rounds -------------------------------------------------------------
@@ -115,8 +123,15 @@ class HistoryStore:
     ) -> int:
         return self._insert(
             "runs",
-            dict(task=task_name, task_digest=task_digest, agent=agent, device_name=device_name,
-                 arch=arch, config_json=config_json, started_at=_now()),
+            dict(
+                task=task_name,
+                task_digest=task_digest,
+                agent=agent,
+                device_name=device_name,
+                arch=arch,
+                config_json=config_json,
+                started_at=_now(),
+            ),
         )
 
     def start_round(self, run_id: int, round_index: int) -> None:
@@ -148,27 +163,34 @@ class HistoryStore:
     def claim_run(self, run_id: int, pid: int, host: str) -> None:
         """Record the process that runs the run from now on, with a first heartbeat."""
         with self._tx() as c:
-            c.execute("UPDATE runs SET owner_pid = ?, owner_host = ?, heartbeat_at = ? WHERE id = ?",
-                      (pid, host, _now(), run_id))
+            c.execute(
+                "UPDATE runs SET owner_pid = ?, owner_host = ?, heartbeat_at = ? WHERE id = ?",
+                (pid, host, _now(), run_id),
+            )
 
     def heartbeat(self, run_id: int, pid: int) -> bool:
         """Refresh the run's heartbeat if `pid` still holds it; False if it does not."""
         with self._tx() as c:
-            cur = c.execute("UPDATE runs SET heartbeat_at = ? WHERE id = ? AND owner_pid = ?",
-                            (_now(), run_id, pid))
+            cur = c.execute(
+                "UPDATE runs SET heartbeat_at = ? WHERE id = ? AND owner_pid = ?",
+                (_now(), run_id, pid),
+            )
             return cur.rowcount == 1
 
     def release_run(self, run_id: int, pid: int) -> None:
         """The owner lets go of the run (finished, stopped, or left by an error it could
         see): with no owner the run reads as not live, and `--resume` may take it."""
         with self._tx() as c:
-            c.execute("UPDATE runs SET owner_pid = NULL, heartbeat_at = NULL WHERE id = ? AND owner_pid = ?",
-                      (run_id, pid))
+            c.execute(
+                "UPDATE runs SET owner_pid = NULL, heartbeat_at = NULL WHERE id = ? AND owner_pid = ?",
+                (run_id, pid),
+            )
 
     def unfinished_runs(self, task_name: str) -> list[RunInfo]:
         """The task's runs still marked running (live, or crashed: see history.liveness)."""
         rows = self._conn.execute(
-            "SELECT * FROM runs WHERE task = ? AND status = 'running' ORDER BY id", (task_name,))
+            "SELECT * FROM runs WHERE task = ? AND status = 'running' ORDER BY id", (task_name,)
+        )
         return [queries.run_info(r) for r in rows]
 
     def find_resumable_run(self, task_name: str) -> RunState | None:
@@ -211,45 +233,73 @@ class HistoryStore:
             diff_summary = summarize_diff(parent, source) if parent is not None else "baseline"
         return self._insert(
             "proposals",
-            dict(run_id=run_id, round=round_index, k=k, parent_id=parent_id, agent=agent,
-                 model=model, direction=direction, hypothesis=hypothesis,
-                 predicted_effect=predicted_effect, attribution=attribution, source=source,
-                 source_sha256=hashlib.sha256(source.encode()).hexdigest(),
-                 fingerprint=fingerprint_ or fingerprint(source), edit_points=edit_points,
-                 diff_summary=diff_summary, commit_sha=commit_sha, branch=branch,
-                 created_at=_now()),
+            dict(
+                run_id=run_id,
+                round=round_index,
+                k=k,
+                parent_id=parent_id,
+                agent=agent,
+                model=model,
+                direction=direction,
+                hypothesis=hypothesis,
+                predicted_effect=predicted_effect,
+                attribution=attribution,
+                source=source,
+                source_sha256=hashlib.sha256(source.encode()).hexdigest(),
+                fingerprint=fingerprint_ or fingerprint(source),
+                edit_points=edit_points,
+                diff_summary=diff_summary,
+                commit_sha=commit_sha,
+                branch=branch,
+                created_at=_now(),
+            ),
         )
 
     def add_proposal_from(self, run_id: int, round_index: int, proposal: Any, **kw: Any) -> int:
         """Same as add_proposal, taking the fields of an `agents.base.Proposal`."""
         return self.add_proposal(
-            run_id, round_index, source=proposal.source, hypothesis=proposal.hypothesis,
-            predicted_effect=proposal.predicted_effect, direction=proposal.direction,
-            agent=proposal.agent, model=proposal.model, attribution=proposal.attribution, **kw,
+            run_id,
+            round_index,
+            source=proposal.source,
+            hypothesis=proposal.hypothesis,
+            predicted_effect=proposal.predicted_effect,
+            direction=proposal.direction,
+            agent=proposal.agent,
+            model=proposal.model,
+            attribution=proposal.attribution,
+            **kw,
         )
 
     def set_commit(self, proposal_id: int, commit_sha: str, branch: str) -> None:
         with self._tx() as c:
-            c.execute("UPDATE proposals SET commit_sha = ?, branch = ? WHERE id = ?",
-                      (commit_sha, branch, proposal_id))
+            c.execute(
+                "UPDATE proposals SET commit_sha = ?, branch = ? WHERE id = ?",
+                (commit_sha, branch, proposal_id),
+            )
 
     def set_attribution(self, proposal_id: int, attribution: str) -> None:
         """The agent's after-the-fact explanation of the measured effect."""
         with self._tx() as c:
-            c.execute("UPDATE proposals SET attribution = ? WHERE id = ?", (attribution, proposal_id))
+            c.execute(
+                "UPDATE proposals SET attribution = ? WHERE id = ?", (attribution, proposal_id)
+            )
 
     def refuse_proposal(self, proposal_id: int, reason: str) -> None:
         with self._tx() as c:
-            c.execute("UPDATE proposals SET status = 'refused', refused_reason = ? WHERE id = ?",
-                      (reason, proposal_id))
+            c.execute(
+                "UPDATE proposals SET status = 'refused', refused_reason = ? WHERE id = ?",
+                (reason, proposal_id),
+            )
 
     def mark_infrastructure(self, proposal_id: int, reason: str) -> None:
         """No verdict could be had through no fault of the candidate (a sandbox that did not
         start, a worker killed from outside). Such a row has no evaluation: it never
         promotes, and the duplicate detector never counts it as a tried idea."""
         with self._tx() as c:
-            c.execute("UPDATE proposals SET status = 'infrastructure', infra_reason = ? WHERE id = ?",
-                      (reason, proposal_id))
+            c.execute(
+                "UPDATE proposals SET status = 'infrastructure', infra_reason = ? WHERE id = ?",
+                (reason, proposal_id),
+            )
 
     def add_evaluation(
         self,
@@ -270,20 +320,35 @@ class HistoryStore:
         benchmark record and the gate's verdict (or their JSON), when there are any.
         """
         record_json = record if isinstance(record, str) else record.model_dump_json()
-        bench_json, gate_json = _json_object(bench, "BenchmarkRecord"), _json_object(gate, "GateResult")
+        bench_json, gate_json = (
+            _json_object(bench, "BenchmarkRecord"),
+            _json_object(gate, "GateResult"),
+        )
         if verdict is None:
-            verdict = (record.verdict if isinstance(record, EvaluationRecord)
-                       else Verdict.model_validate(json.loads(record_json)["verdict"]))
+            verdict = (
+                record.verdict
+                if isinstance(record, EvaluationRecord)
+                else Verdict.model_validate(json.loads(record_json)["verdict"])
+            )
         now = _now()
         with self._tx() as c:
             cur = c.execute(
                 "INSERT INTO evaluations (proposal_id, accepted, category, reasons_json, objective, "
                 "per_shape_json, metric_deltas_json, record_json, bench_json, gate_json, created_at) "
                 "VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-                (proposal_id, int(verdict.accepted), verdict.category, json.dumps(verdict.reasons),
-                 objective, json.dumps(dict(per_shape)),
-                 json.dumps({k: list(v) for k, v in (metric_deltas or {}).items()}), record_json,
-                 bench_json, gate_json, now),
+                (
+                    proposal_id,
+                    int(verdict.accepted),
+                    verdict.category,
+                    json.dumps(verdict.reasons),
+                    objective,
+                    json.dumps(dict(per_shape)),
+                    json.dumps({k: list(v) for k, v in (metric_deltas or {}).items()}),
+                    record_json,
+                    bench_json,
+                    gate_json,
+                    now,
+                ),
             )
             c.execute("UPDATE proposals SET status = 'evaluated' WHERE id = ?", (proposal_id,))
             c.execute(
@@ -294,10 +359,19 @@ class HistoryStore:
             )
             return int(cur.lastrowid or 0)
 
-    def add_profile(self, proposal_id: int, summary_text: str, metrics: Mapping[str, Any] | str) -> int:
+    def add_profile(
+        self, proposal_id: int, summary_text: str, metrics: Mapping[str, Any] | str
+    ) -> int:
         metrics_json = metrics if isinstance(metrics, str) else json.dumps(dict(metrics))
-        return self._insert("profiles", dict(proposal_id=proposal_id, summary_text=summary_text,
-                                             metrics_json=metrics_json, created_at=_now()))
+        return self._insert(
+            "profiles",
+            dict(
+                proposal_id=proposal_id,
+                summary_text=summary_text,
+                metrics_json=metrics_json,
+                created_at=_now(),
+            ),
+        )
 
     def latest_profile(self, proposal_id: int) -> tuple[str, dict[str, Any]] | None:
         row = self._conn.execute(
@@ -320,9 +394,18 @@ class HistoryStore:
     ) -> int:
         return self._insert(
             "model_calls",
-            dict(run_id=run_id, round=round_index, proposal_id=proposal_id, model=model,
-                 provider=provider, input_tokens=input_tokens, output_tokens=output_tokens,
-                 cost_usd=cost_usd, latency_s=latency_s, created_at=_now()),
+            dict(
+                run_id=run_id,
+                round=round_index,
+                proposal_id=proposal_id,
+                model=model,
+                provider=provider,
+                input_tokens=input_tokens,
+                output_tokens=output_tokens,
+                cost_usd=cost_usd,
+                latency_s=latency_s,
+                created_at=_now(),
+            ),
         )
 
     def cost_by_model(self, run_id: int) -> dict[str, dict[str, float]]:
@@ -330,28 +413,46 @@ class HistoryStore:
         rows = self._conn.execute(
             "SELECT model, COUNT(*) calls, SUM(input_tokens) input_tokens, SUM(output_tokens) "
             "output_tokens, SUM(cost_usd) cost_usd, SUM(latency_s) latency_s FROM model_calls "
-            "WHERE run_id = ? GROUP BY model ORDER BY model", (run_id,),
+            "WHERE run_id = ? GROUP BY model ORDER BY model",
+            (run_id,),
         )
         return {r["model"]: {k: r[k] for k in r.keys() if k != "model"} for r in rows}
 
     # ---- best, approvals, architectures -----------------------------------------------
 
-    def set_best(self, run_id: int | None, proposal_id: int, *, pending_approval: bool = False,
-                 reason: str = "") -> None:
+    def set_best(
+        self,
+        run_id: int | None,
+        proposal_id: int,
+        *,
+        pending_approval: bool = False,
+        reason: str = "",
+    ) -> None:
         """Move the run's best. With pending_approval, it is not promoted until approved."""
         with self._tx() as c:
             row = c.execute(
                 "SELECT r.task, r.arch, e.objective FROM proposals p JOIN runs r ON r.id = p.run_id "
-                "LEFT JOIN evaluations e ON e.proposal_id = p.id WHERE p.id = ?", (proposal_id,),
+                "LEFT JOIN evaluations e ON e.proposal_id = p.id WHERE p.id = ?",
+                (proposal_id,),
             ).fetchone()
             if row is None:
-                raise KernelloopError(f"proposal #{proposal_id} is not in {self.path}; pass an id from `kernelloop history`.")
+                raise KernelloopError(
+                    f"proposal #{proposal_id} is not in {self.path}; pass an id from `kernelloop history`."
+                )
             c.execute("UPDATE runs SET best_proposal_id = ? WHERE id = ?", (proposal_id, run_id))
             c.execute(
                 "INSERT INTO best_changes (run_id, task, arch, proposal_id, objective, pending_approval, "
                 "reason, created_at) VALUES (?,?,?,?,?,?,?,?)",
-                (run_id, row["task"], row["arch"], proposal_id, row["objective"], int(pending_approval),
-                 reason, _now()),
+                (
+                    run_id,
+                    row["task"],
+                    row["arch"],
+                    proposal_id,
+                    row["objective"],
+                    int(pending_approval),
+                    reason,
+                    _now(),
+                ),
             )
 
     def promoted_best(self, task_name: str) -> Attempt | None:
@@ -364,25 +465,51 @@ class HistoryStore:
         pid = queries.pending_best_id(self._conn, task_name)
         return self.attempt(pid) if pid else None
 
-    def add_approval(self, task_name: str, arch: str, approver: str,
-                     proposal_id: int | None = None, note: str = "") -> int:
-        return self._insert("approvals", dict(task=task_name, arch=arch, proposal_id=proposal_id,
-                                              approver=approver, note=note, created_at=_now()))
+    def add_approval(
+        self,
+        task_name: str,
+        arch: str,
+        approver: str,
+        proposal_id: int | None = None,
+        note: str = "",
+    ) -> int:
+        return self._insert(
+            "approvals",
+            dict(
+                task=task_name,
+                arch=arch,
+                proposal_id=proposal_id,
+                approver=approver,
+                note=note,
+                created_at=_now(),
+            ),
+        )
 
     def approvals(self, arch: str, task_name: str | None = None) -> list[Approval]:
         sql = "SELECT * FROM approvals WHERE arch = ?" + (" AND task = ?" if task_name else "")
         args = (arch, task_name) if task_name else (arch,)
         return [
-            Approval(r["id"], r["task"], r["arch"], r["proposal_id"], r["approver"], r["note"], r["created_at"])
+            Approval(
+                r["id"],
+                r["task"],
+                r["arch"],
+                r["proposal_id"],
+                r["approver"],
+                r["note"],
+                r["created_at"],
+            )
             for r in self._conn.execute(sql + " ORDER BY id", args)
         ]
 
     def arch_experience(self, arch: str) -> dict[str, int]:
         """How much this tool has seen of an architecture: evaluations, accepted, approvals."""
         row = self._conn.execute(
-            "SELECT COUNT(*) n, COALESCE(SUM(accepted), 0) acc FROM arch_records WHERE arch = ?", (arch,)
+            "SELECT COUNT(*) n, COALESCE(SUM(accepted), 0) acc FROM arch_records WHERE arch = ?",
+            (arch,),
         ).fetchone()
-        n_appr = self._conn.execute("SELECT COUNT(*) FROM approvals WHERE arch = ?", (arch,)).fetchone()[0]
+        n_appr = self._conn.execute(
+            "SELECT COUNT(*) FROM approvals WHERE arch = ?", (arch,)
+        ).fetchone()[0]
         return {"evaluations": row["n"], "accepted": row["acc"], "approvals": n_appr}
 
     # ---- reading -----------------------------------------------------------------------
@@ -393,17 +520,25 @@ class HistoryStore:
     def attempt(self, proposal_id: int) -> Attempt:
         found = queries.attempts(self._conn, proposal_id=proposal_id)
         if not found:
-            raise KernelloopError(f"proposal #{proposal_id} is not in {self.path}; pass an id from `kernelloop history`.")
+            raise KernelloopError(
+                f"proposal #{proposal_id} is not in {self.path}; pass an id from `kernelloop history`."
+            )
         return found[0]
 
     def source_of(self, proposal_id: int) -> str:
-        row = self._conn.execute("SELECT source FROM proposals WHERE id = ?", (proposal_id,)).fetchone()
+        row = self._conn.execute(
+            "SELECT source FROM proposals WHERE id = ?", (proposal_id,)
+        ).fetchone()
         if row is None:
-            raise KernelloopError(f"proposal #{proposal_id} is not in {self.path}; pass an id from `kernelloop history`.")
+            raise KernelloopError(
+                f"proposal #{proposal_id} is not in {self.path}; pass an id from `kernelloop history`."
+            )
         return str(row[0])
 
     def _evaluation_text(self, proposal_id: int, column: str) -> str | None:
-        row = self._conn.execute(f"SELECT {column} FROM evaluations WHERE proposal_id = ?", (proposal_id,)).fetchone()
+        row = self._conn.execute(
+            f"SELECT {column} FROM evaluations WHERE proposal_id = ?", (proposal_id,)
+        ).fetchone()
         return str(row[0]) if row and row[0] is not None else None
 
     def record_json(self, proposal_id: int) -> str | None:
@@ -418,8 +553,9 @@ class HistoryStore:
         """The gate's GateResult JSON, exactly as stored; None without one."""
         return self._evaluation_text(proposal_id, "gate_json")
 
-    def check_duplicate(self, task_name: str, source: str, hypothesis: str,
-                        parent_id: int | None) -> DuplicateFinding | None:
+    def check_duplicate(
+        self, task_name: str, source: str, hypothesis: str, parent_id: int | None
+    ) -> DuplicateFinding | None:
         """Before evaluating: is this an idea the task has already measured (and rejected)?"""
         parent_source = self.source_of(parent_id) if parent_id else None
         prior = queries.prior_proposals(self._conn, task_name)

@@ -34,7 +34,9 @@ def history_path(task_folder: str | Path, override: str | Path | None = None) ->
     return workspace_dir(task_folder, override) / DB_NAME
 
 
-def open_task_memory(task: Task, workspace: str | Path | None = None) -> tuple[HistoryStore, Versions]:
+def open_task_memory(
+    task: Task, workspace: str | Path | None = None
+) -> tuple[HistoryStore, Versions]:
     """The loop's two memories of a task: its history database and its kernel's git versions."""
     store = HistoryStore.open(history_path(task.folder, workspace))
     return store, Versions.open(task.folder, task.name, task.spec.task.baseline)

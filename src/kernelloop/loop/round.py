@@ -195,8 +195,13 @@ def one_proposal(
         run.id,
         pid,
         pending_approval=pending or bool(held),
-        reason=(f"unsandboxed: {held}" if held else
-                "new architecture: needs `kernelloop approve`" if pending else "new best"),
+        reason=(
+            f"unsandboxed: {held}"
+            if held
+            else "new architecture: needs `kernelloop approve`"
+            if pending
+            else "new best"
+        ),
     )
     pending = pending or bool(held)
     if not pending:

@@ -112,5 +112,7 @@ def unsandboxed_hold(sandboxes: list[str], allowed: bool) -> str:
     could have changed the task, the history or the timings it is judged by."""
     if allowed or "none" not in sandboxes:
         return ""
-    return ("it was evaluated without a sandbox (--sandbox none); the best is pending approval "
-            "until a person runs `kernelloop approve`, or the run is started with --allow-unsandboxed")
+    return (
+        "it was evaluated without a sandbox (--sandbox none); the best is pending approval "
+        "until a person runs `kernelloop approve`, or the run is started with --allow-unsandboxed"
+    )

@@ -27,7 +27,9 @@ class ProfileBudget:
 
     @classmethod
     def for_run(cls, rules: Rules, rounds: int) -> ProfileBudget:
-        limit = rules.max_profiles if rules.max_profiles is not None else PROFILES_PER_ROUND * rounds
+        limit = (
+            rules.max_profiles if rules.max_profiles is not None else PROFILES_PER_ROUND * rounds
+        )
         return cls(limit=max(0, limit))
 
     @property
@@ -41,9 +43,11 @@ class ProfileBudget:
         from kernelloop.profile.run import ScreenRefused
 
         if self.left <= 0:
-            raise KernelloopError(f"this run's profile budget is spent ({self.used} of {self.limit} profiles of candidate "
-                                  f"sources); submit_candidate to measure, profile the best (no source), or raise the "
-                                  f"task rule max_profiles.")
+            raise KernelloopError(
+                f"this run's profile budget is spent ({self.used} of {self.limit} profiles of candidate "
+                f"sources); submit_candidate to measure, profile the best (no source), or raise the "
+                f"task rule max_profiles."
+            )
         try:
             yield
         except ScreenRefused:

@@ -107,12 +107,23 @@ def kernel_deltas(before: KernelProfile, after: KernelProfile, kernel: str) -> l
         if abs(diff) < t.min_abs or (t.min_rel and abs(diff) < t.min_rel * max(abs(b), 1e-12)):
             continue
         worse = diff > 0 if t.better == "lower" else diff < 0
-        out.append(MetricDelta(kernel=kernel, metric=t.field, label=t.label, before=b, after=a,
-                               unit=t.unit, regression=worse))
+        out.append(
+            MetricDelta(
+                kernel=kernel,
+                metric=t.field,
+                label=t.label,
+                before=b,
+                after=a,
+                unit=t.unit,
+                regression=worse,
+            )
+        )
     return out
 
 
-def match_kernels(parent: list[KernelProfile], child: list[KernelProfile]) -> list[tuple[KernelProfile, KernelProfile]]:
+def match_kernels(
+    parent: list[KernelProfile], child: list[KernelProfile]
+) -> list[tuple[KernelProfile, KernelProfile]]:
     """Pairs by kernel name; with equal counts and no shared names, by position (a rename)."""
     by_name = {k.name: k for k in parent}
     pairs = [(by_name[k.name], k) for k in child if k.name in by_name]
@@ -134,19 +145,37 @@ def profile_deltas(parent: list[KernelProfile], child: list[KernelProfile]) -> l
 
 def total_deltas(parent: list[KernelProfile], child: list[KernelProfile]) -> list[MetricDelta]:
     out: list[MetricDelta] = []
-    for field, label, unit in (("duration_us", "total kernel time", "us"), ("dram_bytes_total", "total DRAM bytes", "B")):
+    for field, label, unit in (
+        ("duration_us", "total kernel time", "us"),
+        ("dram_bytes_total", "total DRAM bytes", "B"),
+    ):
         b = [_get(k, field) for k in parent]
         a = [_get(k, field) for k in child]
         if None in b or None in a or not b or not a:
             continue
         sb, sa = sum(b), sum(a)  # type: ignore[arg-type]
-        out.append(MetricDelta(kernel="all", metric=field, label=label, before=sb, after=sa, unit=unit,
-                               regression=sa > sb * 1.02))
+        out.append(
+            MetricDelta(
+                kernel="all",
+                metric=field,
+                label=label,
+                before=sb,
+                after=sa,
+                unit=unit,
+                regression=sa > sb * 1.02,
+            )
+        )
     # Fusing kernels trades traffic for registers: the seed's "secondary metric" check on a
     # split→fused change is the worst kernel's registers and the time-weighted occupancy.
     for label, field, better, fold, unit in (
         ("registers/thread (max over kernels)", "registers_per_thread", "lower", _max, ""),
-        ("achieved occupancy (time-weighted)", "achieved_occupancy_pct", "higher", _time_weighted, "%"),
+        (
+            "achieved occupancy (time-weighted)",
+            "achieved_occupancy_pct",
+            "higher",
+            _time_weighted,
+            "%",
+        ),
     ):
         b, a = fold(parent, field), fold(child, field)
         if b is None or a is None:
@@ -154,12 +183,29 @@ def total_deltas(parent: list[KernelProfile], child: list[KernelProfile]) -> lis
         t = next(x for x in TRACKED if x.field == field)
         if abs(a - b) < t.min_abs:
             continue
-        out.append(MetricDelta(kernel="all", metric=field, label=label, before=b, after=a, unit=unit,
-                               regression=(a > b) if better == "lower" else (a < b)))
+        out.append(
+            MetricDelta(
+                kernel="all",
+                metric=field,
+                label=label,
+                before=b,
+                after=a,
+                unit=unit,
+                regression=(a > b) if better == "lower" else (a < b),
+            )
+        )
     n_b, n_a = len(parent), len(child)
     if n_b != n_a:
-        out.append(MetricDelta(kernel="all", metric="kernel_count", label="kernels per call",
-                               before=n_b, after=n_a, regression=n_a > n_b))
+        out.append(
+            MetricDelta(
+                kernel="all",
+                metric="kernel_count",
+                label="kernels per call",
+                before=n_b,
+                after=n_a,
+                regression=n_a > n_b,
+            )
+        )
     return out
 
 
@@ -191,14 +237,32 @@ def fact_deltas(parent: list[CompileFact], child: list[CompileFact]) -> list[Met
         vals = [f.spill_store_bytes for f in facts]
         return None if not vals or None in vals else float(sum(vals))  # type: ignore[arg-type]
 
-    for metric, label, fold, unit, min_abs in (("registers_per_thread", "registers/thread (max over kernels)", regs, "", 8.0),
-                                               ("spill_store_bytes", "spill stores", spills, "B", 1.0)):
+    for metric, label, fold, unit, min_abs in (
+        ("registers_per_thread", "registers/thread (max over kernels)", regs, "", 8.0),
+        ("spill_store_bytes", "spill stores", spills, "B", 1.0),
+    ):
         b, a = fold(parent), fold(child)
         if b is not None and a is not None and abs(a - b) >= min_abs:
-            out.append(MetricDelta(kernel="all", metric=metric, label=label, before=b, after=a, unit=unit,
-                                   regression=a > b))
+            out.append(
+                MetricDelta(
+                    kernel="all",
+                    metric=metric,
+                    label=label,
+                    before=b,
+                    after=a,
+                    unit=unit,
+                    regression=a > b,
+                )
+            )
     if launches(parent) != launches(child):
-        out.append(MetricDelta(kernel="all", metric="kernel_count", label="kernel launches per call",
-                               before=launches(parent), after=launches(child),
-                               regression=launches(child) > launches(parent)))
+        out.append(
+            MetricDelta(
+                kernel="all",
+                metric="kernel_count",
+                label="kernel launches per call",
+                before=launches(parent),
+                after=launches(child),
+                regression=launches(child) > launches(parent),
+            )
+        )
     return out

@@ -34,11 +34,15 @@ class CompileFact(BaseModel):
     n_regs: int | None = None
     spill_store_bytes: int | None = None
     spill_load_bytes: int | None = None
-    stack_bytes: int | None = Field(default=None, description="per-thread stack frame; spills live here")
+    stack_bytes: int | None = Field(
+        default=None, description="per-thread stack frame; spills live here"
+    )
     shared_bytes: int | None = None
     num_warps: int | None = None
     num_stages: int | None = None
-    launches: int | None = Field(default=None, description="launches per call, when recorded from a call")
+    launches: int | None = Field(
+        default=None, description="launches per call, when recorded from a call"
+    )
     constexprs: dict[str, int | float | bool] = Field(default_factory=dict)
     source: str = "triton-compile"
 
@@ -55,10 +59,19 @@ class Occupancy(BaseModel):
 # Per-SM limits of compute capability 9.0 (H100/H200), from the CUDA occupancy rules:
 # registers are allocated per warp in units of 256, and every block also holds the 1 KB of
 # shared memory the driver reserves (ncu on the H200: "Driver Shared Memory Per Block 1,024").
-_SM90 = {"regs": 65536, "reg_unit": 256, "warps": 64, "blocks": 32, "smem": 233472, "smem_reserved": 1024}
+_SM90 = {
+    "regs": 65536,
+    "reg_unit": 256,
+    "warps": 64,
+    "blocks": 32,
+    "smem": 233472,
+    "smem_reserved": 1024,
+}
 
 
-def occupancy(n_regs: int | None, num_warps: int | None, shared_bytes: int | None, arch: str = "sm_90") -> Occupancy | None:
+def occupancy(
+    n_regs: int | None, num_warps: int | None, shared_bytes: int | None, arch: str = "sm_90"
+) -> Occupancy | None:
     """Theoretical occupancy from compile facts. Checked against Nsight Compute on the H200:
     196 registers × 8 warps → 12.5% (registers); 34 × 4 → 75%; 32 × 4 → 100%."""
     if arch != "sm_90" or not n_regs or not num_warps:
@@ -73,7 +86,11 @@ def occupancy(n_regs: int | None, num_warps: int | None, shared_bytes: int | Non
     }
     blocks = min(limits.values())
     limiter = ", ".join(k for k, v in limits.items() if v == blocks)
-    return Occupancy(theoretical_pct=100.0 * blocks * num_warps / lim["warps"], blocks_per_sm=blocks, limiter=limiter)
+    return Occupancy(
+        theoretical_pct=100.0 * blocks * num_warps / lim["warps"],
+        blocks_per_sm=blocks,
+        limiter=limiter,
+    )
 
 
 class KernelTiming(BaseModel):
@@ -88,7 +105,9 @@ def _nvidia_bin(tool: str) -> Path:
 
     p = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / tool
     if not p.is_file():
-        raise KernelloopError(f"{tool} not found at {p}; reinstall triton (the CUDA backend ships it).")
+        raise KernelloopError(
+            f"{tool} not found at {p}; reinstall triton (the CUDA backend ships it)."
+        )
     return p
 
 
@@ -96,8 +115,13 @@ def _resource_usage(cubin: bytes, kernel: str) -> dict[str, int]:
     with tempfile.TemporaryDirectory() as d:
         path = Path(d) / "k.cubin"
         path.write_bytes(cubin)
-        out = subprocess.run([str(_nvidia_bin("cuobjdump")), "--dump-resource-usage", str(path)],
-                             capture_output=True, text=True, timeout=60, check=True).stdout
+        out = subprocess.run(
+            [str(_nvidia_bin("cuobjdump")), "--dump-resource-usage", str(path)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        ).stdout
     # "Function NAME:\n  REG:40 STACK:0 SHARED:0 LOCAL:0 ..."
     block = re.search(rf"Function {re.escape(kernel)}:\s*\n(.*)", out)
     text = block.group(1) if block else out
@@ -109,9 +133,19 @@ def _spills(ptx: str, arch: int) -> tuple[int | None, int | None]:
     with tempfile.TemporaryDirectory() as d:
         src = Path(d) / "k.ptx"
         src.write_text(ptx)
-        r = subprocess.run([str(_nvidia_bin("ptxas")), f"-arch=sm_{arch}a" if arch >= 90 else f"-arch=sm_{arch}",
-                            "-v", str(src), "-o", str(Path(d) / "k.o")],
-                           capture_output=True, text=True, timeout=120)
+        r = subprocess.run(
+            [
+                str(_nvidia_bin("ptxas")),
+                f"-arch=sm_{arch}a" if arch >= 90 else f"-arch=sm_{arch}",
+                "-v",
+                str(src),
+                "-o",
+                str(Path(d) / "k.o"),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
     m = re.search(r"(\d+) bytes spill stores, (\d+) bytes spill loads", r.stdout + r.stderr)
     return (int(m.group(1)), int(m.group(2))) if m else (None, None)
 
@@ -144,14 +178,21 @@ def triton_compile_facts(
     spec.loader.exec_module(module)
     fn = getattr(module, kernel_name, None)
     if fn is None or not hasattr(fn, "params"):
-        raise KernelloopError(f"{path} has no @triton.jit function {kernel_name!r}; pass the kernel's name.")
+        raise KernelloopError(
+            f"{path} has no @triton.jit function {kernel_name!r}; pass the kernel's name."
+        )
     constexprs = dict(constexprs or {})
     missing = [p.name for p in fn.params if p.name not in signature]
     if missing:
-        raise KernelloopError(f"signature lacks {missing}; give a type (e.g. '*fp32', 'i32') or 'constexpr' for each.")
+        raise KernelloopError(
+            f"signature lacks {missing}; give a type (e.g. '*fp32', 'i32') or 'constexpr' for each."
+        )
     src = ASTSource(fn=fn, signature=signature, constexprs=constexprs)
-    compiled = triton.compile(src, target=GPUTarget("cuda", arch, 32),
-                              options={"num_warps": num_warps, "num_stages": num_stages, "maxnreg": maxnreg})
+    compiled = triton.compile(
+        src,
+        target=GPUTarget("cuda", arch, 32),
+        options={"num_warps": num_warps, "num_stages": num_stages, "maxnreg": maxnreg},
+    )
     usage = _resource_usage(compiled.asm["cubin"], compiled.metadata.name)
     stores, loads = _spills(compiled.asm["ptx"], arch)
     fact = CompileFact(
@@ -169,13 +210,32 @@ def triton_compile_facts(
     return fact.model_dump()
 
 
-def compile_facts_command(source_path: str | Path, kernel_name: str, signature: dict[str, str],
-                          constexprs: dict[str, Any] | None = None, *, num_warps: int = 4,
-                          num_stages: int = 3, python: str = sys.executable) -> list[str]:
+def compile_facts_command(
+    source_path: str | Path,
+    kernel_name: str,
+    signature: dict[str, str],
+    constexprs: dict[str, Any] | None = None,
+    *,
+    num_warps: int = 4,
+    num_stages: int = 3,
+    python: str = sys.executable,
+) -> list[str]:
     """argv that prints triton_compile_facts(...) as JSON (run it in the sandbox)."""
-    return [python, "-m", "kernelloop.profile.fallback", str(source_path), kernel_name,
-            "--signature", json.dumps(signature), "--constexprs", json.dumps(constexprs or {}),
-            "--num-warps", str(num_warps), "--num-stages", str(num_stages)]
+    return [
+        python,
+        "-m",
+        "kernelloop.profile.fallback",
+        str(source_path),
+        kernel_name,
+        "--signature",
+        json.dumps(signature),
+        "--constexprs",
+        json.dumps(constexprs or {}),
+        "--num-warps",
+        str(num_warps),
+        "--num-stages",
+        str(num_stages),
+    ]
 
 
 def torch_profiler_timings(fn, *args, warmup: int = 1, **kwargs) -> list[KernelTiming]:
@@ -203,14 +263,23 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m kernelloop.profile.fallback")
     ap.add_argument("source")
     ap.add_argument("kernel")
-    ap.add_argument("--signature", required=True, help="JSON: parameter -> Triton type or 'constexpr'")
+    ap.add_argument(
+        "--signature", required=True, help="JSON: parameter -> Triton type or 'constexpr'"
+    )
     ap.add_argument("--constexprs", default="{}", help="JSON: constexpr parameter -> value")
     ap.add_argument("--num-warps", type=int, default=4)
     ap.add_argument("--num-stages", type=int, default=3)
     ap.add_argument("--maxnreg", type=int, default=None)
     a = ap.parse_args(argv)
-    facts = triton_compile_facts(a.source, a.kernel, json.loads(a.signature), json.loads(a.constexprs),
-                                 num_warps=a.num_warps, num_stages=a.num_stages, maxnreg=a.maxnreg)
+    facts = triton_compile_facts(
+        a.source,
+        a.kernel,
+        json.loads(a.signature),
+        json.loads(a.constexprs),
+        num_warps=a.num_warps,
+        num_stages=a.num_stages,
+        maxnreg=a.maxnreg,
+    )
     print(json.dumps(facts))
     return 0
 

@@ -48,8 +48,10 @@ class LaunchRecorder:
             while not isinstance(kernel, JITFunction) and hasattr(kernel, "fn"):
                 if isinstance(kernel, Autotuner) and len(kernel.configs) > 1:
                     # Choosing a config means benchmarking on a device; report the first.
-                    self.notes.append(f"{attr} is autotuned over {len(kernel.configs)} configs: facts are for "
-                                      f"the first ({kernel.configs[0]})")
+                    self.notes.append(
+                        f"{attr} is autotuned over {len(kernel.configs)} configs: facts are for "
+                        f"the first ({kernel.configs[0]})"
+                    )
                     kernel.configs = kernel.configs[:1]
                 kernel = kernel.fn
             if isinstance(kernel, JITFunction) and "run" not in vars(kernel):
@@ -72,6 +74,7 @@ class LaunchRecorder:
 
 def _launch_key(args: tuple, kwargs: dict) -> str:
     """Launches that compile to the same binary: same dtypes, same scalar values and options."""
+
     def one(a: Any) -> str:
         dtype = getattr(a, "dtype", None)
         return f"tensor:{dtype}" if dtype is not None and hasattr(a, "data_ptr") else repr(a)
@@ -88,22 +91,36 @@ def compile_launch(launch: Launch, arch: int = 90) -> CompileFact:
         from triton.compiler import ASTSource, make_backend
         from triton.runtime.jit import create_function_from_signature
     except ImportError as e:  # the launch internals moved in this Triton version
-        raise KernelloopError(f"this Triton ({triton.__version__}) lacks the launch internals compile facts use "
-                              f"({e}); use triton 3.6 or profile on a GPU with Nsight Compute.") from None
+        raise KernelloopError(
+            f"this Triton ({triton.__version__}) lacks the launch internals compile facts use "
+            f"({e}); use triton 3.6 or profile on a GPU with Nsight Compute."
+        ) from None
     fn = launch.fn
     target = GPUTarget("cuda", arch, 32)
     backend = make_backend(target)
     binder = create_function_from_signature(fn.signature, fn.params, backend)
     kwargs = {**launch.kwargs, "debug": bool(launch.kwargs.get("debug", False))}
     bound, specialization, options = binder(*launch.args, **kwargs)
-    opts, signature, constexprs, attrs = fn._pack_args(backend, kwargs, bound, specialization, options)
-    compiled = triton.compile(ASTSource(fn, signature, constexprs, attrs), target=target, options=opts.__dict__)
+    opts, signature, constexprs, attrs = fn._pack_args(
+        backend, kwargs, bound, specialization, options
+    )
+    compiled = triton.compile(
+        ASTSource(fn, signature, constexprs, attrs), target=target, options=opts.__dict__
+    )
     usage = _resource_usage(compiled.asm["cubin"], compiled.metadata.name)
     # Spills live in the per-thread stack frame: with no stack and no local memory there are
     # none, and the second ptxas pass that counts them (1-2 s for an 8192-wide row) is skipped.
-    stores, loads = (0, 0) if not usage.get("stack") and not usage.get("local") else _spills(compiled.asm["ptx"], arch)
+    stores, loads = (
+        (0, 0)
+        if not usage.get("stack") and not usage.get("local")
+        else _spills(compiled.asm["ptx"], arch)
+    )
     names = list(signature)
-    consts = {names[path[0]]: v for path, v in constexprs.items() if len(path) == 1 and isinstance(v, int | float | bool)}
+    consts = {
+        names[path[0]]: v
+        for path, v in constexprs.items()
+        if len(path) == 1 and isinstance(v, int | float | bool)
+    }
     return CompileFact(
         name=launch.kernel,
         arch=f"sm_{arch}",
@@ -119,15 +136,23 @@ def compile_launch(launch: Launch, arch: int = 90) -> CompileFact:
     )
 
 
-def record_launches(entry: Callable[..., Any], make_inputs: Callable[..., dict], module, dims: dict, dtype,
-                    params: dict) -> LaunchRecorder:
+def record_launches(
+    entry: Callable[..., Any],
+    make_inputs: Callable[..., dict],
+    module,
+    dims: dict,
+    dtype,
+    params: dict,
+) -> LaunchRecorder:
     """Run `entry` once with launches recorded: on meta tensors, else (data-dependent code) on CPU ones."""
     import torch
 
     recorder = LaunchRecorder()
     if recorder.attach(module) == 0:
-        raise KernelloopError("the candidate defines no @triton.jit kernel at module level; compile facts cover "
-                              "Triton kernels only (profile a CUDA C++ candidate on a GPU with Nsight Compute).")
+        raise KernelloopError(
+            "the candidate defines no @triton.jit kernel at module level; compile facts cover "
+            "Triton kernels only (profile a CUDA C++ candidate on a GPU with Nsight Compute)."
+        )
     try:
         # generator=None: a meta tensor cannot take a CPU generator, and values do not matter here.
         entry(**make_inputs(dims, dtype, "meta", None, "random"), **params)

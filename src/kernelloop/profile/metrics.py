@@ -82,7 +82,9 @@ class KernelProfile(BaseModel):
     dram_bandwidth_gbps: float | None = None
     l1_hit_pct: float | None = None
     l2_hit_pct: float | None = None
-    global_load_bytes_per_sector: float | None = Field(default=None, description="of 32 bytes fetched")
+    global_load_bytes_per_sector: float | None = Field(
+        default=None, description="of 32 bytes fetched"
+    )
     # Registers, spills, shared memory.
     registers_per_thread: float | None = None
     local_load_sectors: float | None = Field(default=None, description="register spill/stack reads")
@@ -91,7 +93,9 @@ class KernelProfile(BaseModel):
     smem_dynamic_bytes: float | None = None
     smem_bank_conflicts_load: float | None = None
     smem_bank_conflicts_store: float | None = None
-    smem_wavefronts: float | None = Field(default=None, description="shared-memory wavefronts; conflicts add to these")
+    smem_wavefronts: float | None = Field(
+        default=None, description="shared-memory wavefronts; conflicts add to these"
+    )
     # Occupancy and scheduling.
     theoretical_occupancy_pct: float | None = None
     achieved_occupancy_pct: float | None = None
@@ -105,17 +109,25 @@ class KernelProfile(BaseModel):
     warp_cycles_per_issued_inst: float | None = None
     executed_instructions: float | None = None
     pipe_utilization_pct: dict[str, float] = Field(
-        default_factory=dict, description="top-level pipes and the FMA halves: max(% inst executed, % cycles active)"
+        default_factory=dict,
+        description="top-level pipes and the FMA halves: max(% inst executed, % cycles active)",
     )
-    subpipe_utilization_pct: dict[str, float] = Field(default_factory=dict, description="e.g. tensor_op_hmma, xu_realtime")
+    subpipe_utilization_pct: dict[str, float] = Field(
+        default_factory=dict, description="e.g. tensor_op_hmma, xu_realtime"
+    )
     stall_cycles_per_inst: dict[str, float] = Field(
         default_factory=dict, description="cycles a warp waits per issued instruction, by reason"
     )
     instruction_mix: dict[str, float] = Field(
-        default_factory=dict, description="predicated-on thread instructions by class; the classes partition the total"
+        default_factory=dict,
+        description="predicated-on thread instructions by class; the classes partition the total",
     )
-    instruction_subclasses: dict[str, float] = Field(default_factory=dict, description="fadd/ffma/fmul/... (inside fp32 etc.)")
-    rules: list[RuleHint] = Field(default_factory=list, description="ranked: OPT first, biggest speedup first")
+    instruction_subclasses: dict[str, float] = Field(
+        default_factory=dict, description="fadd/ffma/fmul/... (inside fp32 etc.)"
+    )
+    rules: list[RuleHint] = Field(
+        default_factory=list, description="ranked: OPT first, biggest speedup first"
+    )
     raw: list[RawMetric] = Field(default_factory=list, exclude=True)
 
     @property
@@ -135,7 +147,11 @@ class KernelProfile(BaseModel):
         return max(self.pipe_utilization_pct.items(), key=lambda kv: kv[1])
 
     def top_stalls(self, n: int = 3) -> list[tuple[str, float]]:
-        items = [(k, v) for k, v in self.stall_cycles_per_inst.items() if k not in _STALL_IGNORED and v > 0]
+        items = [
+            (k, v)
+            for k, v in self.stall_cycles_per_inst.items()
+            if k not in _STALL_IGNORED and v > 0
+        ]
         return sorted(items, key=lambda kv: -kv[1])[:n]
 
 
@@ -196,7 +212,9 @@ def kernel_profile(k: RawKernel) -> KernelProfile:
     read = v("dram__bytes_read.sum")
     write = v("dram__bytes_write.sum")
     total = None if read is None and write is None else (read or 0.0) + (write or 0.0)
-    bw = _mul(v("dram__bytes.sum.per_second", f"{MEM}/Memory Throughput", unit_like="byte/second"), 1e-9)
+    bw = _mul(
+        v("dram__bytes.sum.per_second", f"{MEM}/Memory Throughput", unit_like="byte/second"), 1e-9
+    )
     if duration_s and total is not None:
         bw = total / duration_s / 1e9
     elif duration_s and bw is not None:
@@ -213,12 +231,23 @@ def kernel_profile(k: RawKernel) -> KernelProfile:
         grid_blocks=int(grid_blocks) if grid_blocks is not None else None,
         block_threads=int(block_threads) if block_threads is not None else None,
         duration_us=_mul(duration_s, 1e6),
-        memory_sol_pct=v("gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed",
-                         f"{SOL}/Memory Throughput", unit_like="%"),
-        compute_sol_pct=v("sm__throughput.avg.pct_of_peak_sustained_elapsed", f"{SOL}/Compute (SM) Throughput"),
-        dram_throughput_pct=v("dram__throughput.avg.pct_of_peak_sustained_elapsed", f"{SOL}/DRAM Throughput"),
-        l1_throughput_pct=v("l1tex__throughput.avg.pct_of_peak_sustained_active", f"{SOL}/L1/TEX Cache Throughput"),
-        l2_throughput_pct=v("lts__throughput.avg.pct_of_peak_sustained_elapsed", f"{SOL}/L2 Cache Throughput"),
+        memory_sol_pct=v(
+            "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed",
+            f"{SOL}/Memory Throughput",
+            unit_like="%",
+        ),
+        compute_sol_pct=v(
+            "sm__throughput.avg.pct_of_peak_sustained_elapsed", f"{SOL}/Compute (SM) Throughput"
+        ),
+        dram_throughput_pct=v(
+            "dram__throughput.avg.pct_of_peak_sustained_elapsed", f"{SOL}/DRAM Throughput"
+        ),
+        l1_throughput_pct=v(
+            "l1tex__throughput.avg.pct_of_peak_sustained_active", f"{SOL}/L1/TEX Cache Throughput"
+        ),
+        l2_throughput_pct=v(
+            "lts__throughput.avg.pct_of_peak_sustained_elapsed", f"{SOL}/L2 Cache Throughput"
+        ),
         dram_bytes_read=read,
         dram_bytes_write=write,
         dram_bytes_total=total,
@@ -229,23 +258,40 @@ def kernel_profile(k: RawKernel) -> KernelProfile:
         registers_per_thread=v("launch__registers_per_thread", f"{LAUNCH}/Registers Per Thread"),
         local_load_sectors=v("l1tex__t_sectors_pipe_lsu_mem_local_op_ld.sum"),
         local_store_sectors=v("l1tex__t_sectors_pipe_lsu_mem_local_op_st.sum"),
-        smem_static_bytes=v("launch__shared_mem_per_block_static", f"{LAUNCH}/Static Shared Memory Per Block"),
-        smem_dynamic_bytes=v("launch__shared_mem_per_block_dynamic", f"{LAUNCH}/Dynamic Shared Memory Per Block"),
+        smem_static_bytes=v(
+            "launch__shared_mem_per_block_static", f"{LAUNCH}/Static Shared Memory Per Block"
+        ),
+        smem_dynamic_bytes=v(
+            "launch__shared_mem_per_block_dynamic", f"{LAUNCH}/Dynamic Shared Memory Per Block"
+        ),
         smem_bank_conflicts_load=v("l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum"),
         smem_bank_conflicts_store=v("l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum"),
         smem_wavefronts=v("l1tex__data_pipe_lsu_wavefronts_mem_shared.sum"),
-        theoretical_occupancy_pct=v("sm__maximum_warps_per_active_cycle_pct", f"{OCC}/Theoretical Occupancy"),
-        achieved_occupancy_pct=v("sm__warps_active.avg.pct_of_peak_sustained_active", f"{OCC}/Achieved Occupancy"),
+        theoretical_occupancy_pct=v(
+            "sm__maximum_warps_per_active_cycle_pct", f"{OCC}/Theoretical Occupancy"
+        ),
+        achieved_occupancy_pct=v(
+            "sm__warps_active.avg.pct_of_peak_sustained_active", f"{OCC}/Achieved Occupancy"
+        ),
         occupancy_limiter=_limiter(k),
         waves_per_sm=v("launch__waves_per_multiprocessor", f"{LAUNCH}/Waves Per SM"),
-        sm_busy_pct=v("sm__instruction_throughput.avg.pct_of_peak_sustained_active", f"{COMPUTE}/SM Busy"),
-        issue_slots_busy_pct=v("smsp__issue_active.avg.pct_of_peak_sustained_active", f"{COMPUTE}/Issue Slots Busy"),
-        eligible_warps_per_scheduler=v("smsp__warps_eligible.avg.per_cycle_active",
-                                       f"{SCHED}/Eligible Warps Per Scheduler"),
-        active_warps_per_scheduler=v("smsp__warps_active.avg.per_cycle_active", f"{SCHED}/Active Warps Per Scheduler"),
+        sm_busy_pct=v(
+            "sm__instruction_throughput.avg.pct_of_peak_sustained_active", f"{COMPUTE}/SM Busy"
+        ),
+        issue_slots_busy_pct=v(
+            "smsp__issue_active.avg.pct_of_peak_sustained_active", f"{COMPUTE}/Issue Slots Busy"
+        ),
+        eligible_warps_per_scheduler=v(
+            "smsp__warps_eligible.avg.per_cycle_active", f"{SCHED}/Eligible Warps Per Scheduler"
+        ),
+        active_warps_per_scheduler=v(
+            "smsp__warps_active.avg.per_cycle_active", f"{SCHED}/Active Warps Per Scheduler"
+        ),
         no_eligible_pct=v(f"{SCHED}/No Eligible"),
-        warp_cycles_per_issued_inst=v("smsp__average_warp_latency_per_inst_issued.ratio",
-                                      f"{WARP}/Warp Cycles Per Issued Instruction"),
+        warp_cycles_per_issued_inst=v(
+            "smsp__average_warp_latency_per_inst_issued.ratio",
+            f"{WARP}/Warp Cycles Per Issued Instruction",
+        ),
         executed_instructions=v("smsp__inst_executed.sum", f"{INSTR}/Executed Instructions"),
         pipe_utilization_pct=fam.pipes,
         subpipe_utilization_pct=fam.subpipes,

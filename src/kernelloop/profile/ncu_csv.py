@@ -27,10 +27,34 @@ from pydantic import BaseModel, Field
 
 from kernelloop.profile.untrusted import clean
 
-_PREFIX = {"n": 1e-9, "u": 1e-6, "µ": 1e-6, "m": 1e-3, "K": 1e3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15}
-_SCALABLE = {"second": "second", "s": "second", "byte": "byte", "B": "byte", "hz": "hz", "Hz": "hz",
-             "cycle": "cycle", "inst": "inst", "sector": "sector", "request": "request", "warp": "warp",
-             "thread": "thread", "block": "block", "register": "register"}
+_PREFIX = {
+    "n": 1e-9,
+    "u": 1e-6,
+    "µ": 1e-6,
+    "m": 1e-3,
+    "K": 1e3,
+    "k": 1e3,
+    "M": 1e6,
+    "G": 1e9,
+    "T": 1e12,
+    "P": 1e15,
+}
+_SCALABLE = {
+    "second": "second",
+    "s": "second",
+    "byte": "byte",
+    "B": "byte",
+    "hz": "hz",
+    "Hz": "hz",
+    "cycle": "cycle",
+    "inst": "inst",
+    "sector": "sector",
+    "request": "request",
+    "warp": "warp",
+    "thread": "thread",
+    "block": "block",
+    "register": "register",
+}
 _MISSING = {"", "n/a", "N/A", "nan", "NaN", "-", "--"}
 # Bounds on what one report may hold (a real H200 report: 5 kernels, ~300 metric rows and
 # ~15 rules each); past them the rest is dropped.
@@ -223,8 +247,21 @@ def _from_details(header: list[str], rows: list[list[str]]) -> list[RawKernel]:
     return [kernels[i] for i in sorted(kernels)]
 
 
-_ID_COLUMNS = {"ID", "Process ID", "Process Name", "Host Name", "Kernel Name", "Context", "Stream",
-               "Block Size", "Grid Size", "Device", "CC", "Kernel Time", "Function Name"}
+_ID_COLUMNS = {
+    "ID",
+    "Process ID",
+    "Process Name",
+    "Host Name",
+    "Kernel Name",
+    "Context",
+    "Stream",
+    "Block Size",
+    "Grid Size",
+    "Device",
+    "CC",
+    "Kernel Time",
+    "Function Name",
+}
 
 
 def _from_raw_page(header: list[str], rows: list[list[str]]) -> list[RawKernel]:

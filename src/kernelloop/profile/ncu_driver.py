@@ -110,10 +110,13 @@ def ncu_command(
     exe = str(ncu) if ncu is not None else str(find_ncu() or "ncu")
     argv = [
         exe,
-        "--clock-control", "none",
-        "--target-processes", "all",
+        "--clock-control",
+        "none",
+        "--target-processes",
+        "all",
         "--nvtx",
-        "--nvtx-include", f"{nvtx_range}/",
+        "--nvtx-include",
+        f"{nvtx_range}/",
     ]
     for s in sections:
         argv += ["--section", s]
@@ -121,10 +124,14 @@ def ncu_command(
         argv += ["--metrics", ",".join(metrics)]
     argv += [
         "--csv",
-        "--page", "details",
-        "--print-details", "all",
-        "--print-units", "base",
-        "--log-file", str(report_csv),
+        "--page",
+        "details",
+        "--print-details",
+        "all",
+        "--print-units",
+        "base",
+        "--log-file",
+        str(report_csv),
     ]
     return argv + [str(a) for a in worker_argv]
 

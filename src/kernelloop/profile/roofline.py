@@ -52,7 +52,9 @@ class Roofline(BaseModel):
     memory_floor_s: float
     compute_floor_s: float
     floor_s: float
-    pct_of_floor: float = Field(description="floor time / measured time × 100 (100 = at the roofline)")
+    pct_of_floor: float = Field(
+        description="floor time / measured time × 100 (100 = at the roofline)"
+    )
     model_bound: Literal["memory", "compute"]
     arithmetic_intensity: float | None = Field(description="min flops per min byte")
     achieved_min_bytes_per_s: float
@@ -70,7 +72,9 @@ def roofline(
     if measured_time_s <= 0:
         raise ValueError(f"measured_time_s must be positive, got {measured_time_s}")
     if flop_kind not in ceilings.flops_per_s:
-        raise ValueError(f"no {flop_kind!r} ceiling for {ceilings.device}; have {sorted(ceilings.flops_per_s)}")
+        raise ValueError(
+            f"no {flop_kind!r} ceiling for {ceilings.device}; have {sorted(ceilings.flops_per_s)}"
+        )
     mem_s = min_bytes / ceilings.dram_bytes_per_s
     comp_s = min_flops / ceilings.flops_per_s[flop_kind]
     floor_s = max(mem_s, comp_s)
@@ -100,10 +104,16 @@ class Classification(BaseModel):
 def classify(kernel: KernelProfile | None, model: Roofline | None = None) -> Classification:
     """Memory-, compute- or latency-bound, from ncu's SOL numbers; the byte model as fallback."""
     if kernel is not None:
-        mem = _max(kernel.memory_sol_pct, kernel.dram_throughput_pct, kernel.l1_throughput_pct,
-                   kernel.l2_throughput_pct)
+        mem = _max(
+            kernel.memory_sol_pct,
+            kernel.dram_throughput_pct,
+            kernel.l1_throughput_pct,
+            kernel.l2_throughput_pct,
+        )
         busiest = kernel.busiest_pipe()
-        comp = _max(kernel.compute_sol_pct, busiest[1] if busiest else None, kernel.issue_slots_busy_pct)
+        comp = _max(
+            kernel.compute_sol_pct, busiest[1] if busiest else None, kernel.issue_slots_busy_pct
+        )
         if mem is not None or comp is not None:
             m, c = mem or 0.0, comp or 0.0
             pipe = f"; busiest pipe {pipe_label(busiest[0])} {busiest[1]:.0f}%" if busiest else ""
@@ -115,27 +125,45 @@ def classify(kernel: KernelProfile | None, model: Roofline | None = None) -> Cla
                 bound, why = "memory-bound", "the memory system is the busiest unit"
             else:
                 bound, why = "compute-bound", "the SM pipes are busier than the memory system"
-            return Classification(bound=bound, memory_pct=mem, compute_pct=comp,
-                                  busiest_pipe=busiest[0] if busiest else None,
-                                  evidence=f"{facts} ({why}; profiler counters)")
+            return Classification(
+                bound=bound,
+                memory_pct=mem,
+                compute_pct=comp,
+                busiest_pipe=busiest[0] if busiest else None,
+                evidence=f"{facts} ({why}; profiler counters)",
+            )
     if model is not None:
         if model.pct_of_floor >= LATENCY_SOL_PCT:
             bound = "memory-bound" if model.model_bound == "memory" else "compute-bound"
-            return Classification(bound=bound, evidence=(
-                f"{model.pct_of_floor:.0f}% of the {model.model_bound} floor from the task's model "
-                "(no profiler counters)"))
-        return Classification(bound="unknown", evidence=(
-            f"only {model.pct_of_floor:.0f}% of the {model.model_bound} floor and no profiler counters: "
-            "the time goes somewhere the byte/flop model does not see (latency, extra traffic or ALU work)"))
-    return Classification(bound="unknown", evidence="no profiler counters and no measured time to hold against the floor")
+            return Classification(
+                bound=bound,
+                evidence=(
+                    f"{model.pct_of_floor:.0f}% of the {model.model_bound} floor from the task's model "
+                    "(no profiler counters)"
+                ),
+            )
+        return Classification(
+            bound="unknown",
+            evidence=(
+                f"only {model.pct_of_floor:.0f}% of the {model.model_bound} floor and no profiler counters: "
+                "the time goes somewhere the byte/flop model does not see (latency, extra traffic or ALU work)"
+            ),
+        )
+    return Classification(
+        bound="unknown",
+        evidence="no profiler counters and no measured time to hold against the floor",
+    )
 
 
 def _why_waiting(k: KernelProfile) -> str:
     """What keeps latency exposed: few warps to switch between, and the top stall."""
     parts = []
     if k.achieved_occupancy_pct is not None:
-        limiter = (f", limited by {k.occupancy_limiter}" if k.occupancy_limiter and
-                   (k.theoretical_occupancy_pct or 100.0) < 99.5 else "")
+        limiter = (
+            f", limited by {k.occupancy_limiter}"
+            if k.occupancy_limiter and (k.theoretical_occupancy_pct or 100.0) < 99.5
+            else ""
+        )
         parts.append(f"{k.achieved_occupancy_pct:.0f}% occupancy{limiter}")
     if k.eligible_warps_per_scheduler is not None:
         parts.append(f"{k.eligible_warps_per_scheduler:.2f} eligible warps per scheduler")

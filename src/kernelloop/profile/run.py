@@ -56,8 +56,10 @@ class ScreenRefused(KernelloopError):
     def __init__(self, role: str, path: Path, findings: list[Finding]) -> None:
         self.role, self.path, self.findings = role, path, findings
         more = f" (and {len(findings) - 1} more)" if len(findings) > 1 else ""
-        super().__init__(f"REJECTED at the static screen (policy): {path.name}: {findings[0].render()}{more}; "
-                         f"it was not profiled: fix the finding (docs/evaluate.md, 'Static screen').")
+        super().__init__(
+            f"REJECTED at the static screen (policy): {path.name}: {findings[0].render()}{more}; "
+            f"it was not profiled: fix the finding (docs/evaluate.md, 'Static screen')."
+        )
 
 
 @dataclass
@@ -106,12 +108,19 @@ def profile_candidate(
     the_shape = task.find_shape(shape) if shape else default_shape(task)
     the_dtype = dtype or task.spec.dtypes[0]
     if the_dtype not in task.spec.dtypes:
-        raise KernelloopError(f"dtype {the_dtype!r} is not in the task; use one of {task.spec.dtypes}.")
-    files = {"candidate": Path(candidate).resolve(), **({"parent": Path(parent).resolve()} if parent else {})}
+        raise KernelloopError(
+            f"dtype {the_dtype!r} is not in the task; use one of {task.spec.dtypes}."
+        )
+    files = {
+        "candidate": Path(candidate).resolve(),
+        **({"parent": Path(parent).resolve()} if parent else {}),
+    }
     for p in files.values():
         if not p.is_file():
             raise KernelloopError(f"{p} does not exist; pass the path of a candidate .py file.")
-    sources = {role: p.read_bytes() for role, p in files.items()}  # exactly these bytes are screened and run
+    sources = {
+        role: p.read_bytes() for role, p in files.items()
+    }  # exactly these bytes are screened and run
     for role, data in sources.items():
         findings = screen_source(data.decode(errors="replace"), task.spec.task.language)
         if findings:
@@ -120,8 +129,16 @@ def profile_candidate(
     min_flops = task.min_flops(the_shape, the_dtype)
 
     def gather(role: str) -> Collected:
-        return collect(task, sources[role], files[role].name, the_shape, the_dtype, device=device, sandbox=sandbox,
-                       timeout_s=timeout_s)
+        return collect(
+            task,
+            sources[role],
+            files[role].name,
+            the_shape,
+            the_dtype,
+            device=device,
+            sandbox=sandbox,
+            timeout_s=timeout_s,
+        )
 
     say(f"profiling {' and '.join(files)} at {the_shape.label} {the_dtype}")
     if device == "cuda":
@@ -134,30 +151,61 @@ def profile_candidate(
 
     def report_for(role: str, parent_report: ProfileReport | None) -> ProfileReport:
         g = got[role]
-        return summarize(g.kernels, parent=parent_report, min_bytes=min_bytes, min_flops=min_flops,
-                         compile_facts=g.facts, timings=g.timings, missing=g.missing,
-                         candidate=files[role].name, device=g.device_name)
+        return summarize(
+            g.kernels,
+            parent=parent_report,
+            min_bytes=min_bytes,
+            min_flops=min_flops,
+            compile_facts=g.facts,
+            timings=g.timings,
+            missing=g.missing,
+            candidate=files[role].name,
+            device=g.device_name,
+        )
 
     parent_report = report_for("parent", None) if parent else None
     report = report_for("candidate", parent_report)
-    return ProfileOutcome(report=report, parent=parent_report, shape=the_shape.label, dtype=the_dtype,
-                          wall_s=time.monotonic() - t0)
+    return ProfileOutcome(
+        report=report,
+        parent=parent_report,
+        shape=the_shape.label,
+        dtype=the_dtype,
+        wall_s=time.monotonic() - t0,
+    )
 
 
-def collect(task: Task, source: bytes, name: str, shape: Shape, dtype: str, *, device: str, sandbox: str,
-            timeout_s: float) -> Collected:
+def collect(
+    task: Task,
+    source: bytes,
+    name: str,
+    shape: Shape,
+    dtype: str,
+    *,
+    device: str,
+    sandbox: str,
+    timeout_s: float,
+) -> Collected:
     """Run the profile worker on one source: under ncu when possible, else for compile facts."""
     t0 = time.monotonic()
     got = Collected()
     job = {**_job(task, Path("impl") / "candidate.py", shape, dtype, device), "name": name}
     ncu = find_ncu() if device == "cuda" else None
     if device != "cuda":
-        got.missing.append("Nsight Compute: no CUDA GPU on this machine (compile facts for sm_90 instead)")
+        got.missing.append(
+            "Nsight Compute: no CUDA GPU on this machine (compile facts for sm_90 instead)"
+        )
     elif ncu is None:
-        got.missing.append("Nsight Compute: ncu not found; install it or set KERNELLOOP_NCU to its path")
+        got.missing.append(
+            "Nsight Compute: ncu not found; install it or set KERNELLOOP_NCU to its path"
+        )
     # The same sandbox as `evaluate` (the package is bound back by the sandbox itself).
-    cfg = SandboxConfig(mode=sandbox, timeout_s=timeout_s, gpu=device == "cuda", ro_paths=[task.folder],
-                        hidden_paths=[task.workspace()])
+    cfg = SandboxConfig(
+        mode=sandbox,
+        timeout_s=timeout_s,
+        gpu=device == "cuda",
+        ro_paths=[task.folder],
+        hidden_paths=[task.workspace()],
+    )
     if ncu is not None:
         _run_ncu(got, job, cfg, ncu, source)
     if not got.kernels:
@@ -168,7 +216,9 @@ def collect(task: Task, source: bytes, name: str, shape: Shape, dtype: str, *, d
 
 def _ncu_config(cfg: SandboxConfig) -> SandboxConfig:
     """The sandbox ncu runs in: the worker's, plus what ncu itself needs from seccomp."""
-    return cfg  # SECCOMP (sandbox helper): return dataclasses.replace(cfg, seccomp_profile="profile")
+    return (
+        cfg  # SECCOMP (sandbox helper): return dataclasses.replace(cfg, seccomp_profile="profile")
+    )
 
 
 @contextmanager
@@ -181,7 +231,11 @@ def _run_dir(job: dict, source: bytes) -> Iterator[tuple[Path, int, dict]]:
         (work / "impl").mkdir()
         # The worker runs a private copy of exactly the bytes that were screened.
         (work / "impl" / "candidate.py").write_bytes(source)
-        run_job = {**job, "impl": str(work / "impl" / "candidate.py"), "channel_key": secrets.token_hex(16)}
+        run_job = {
+            **job,
+            "impl": str(work / "impl" / "candidate.py"),
+            "channel_key": secrets.token_hex(16),
+        }
         write_new(fd, "job.json", json.dumps(run_job).encode())
         yield work, fd, run_job
     finally:
@@ -200,9 +254,19 @@ def _job(task: Task, impl: Path, shape: Shape, dtype: str, device: str) -> dict:
 
         major, minor = torch.cuda.get_device_capability()
         arch = 10 * major + minor
-    return {"device": device, "impl": str(impl), "entry": task.spec.task.entry, "inputs_file": str(inputs_file),
-            "inputs_func": inputs_func, "dims": dict(shape.dims), "dtype": dtype, "params": params,
-            "warmup": 2, "input_seed": 0, "arch": arch}
+    return {
+        "device": device,
+        "impl": str(impl),
+        "entry": task.spec.task.entry,
+        "inputs_file": str(inputs_file),
+        "inputs_func": inputs_func,
+        "dims": dict(shape.dims),
+        "dtype": dtype,
+        "params": params,
+        "warmup": 2,
+        "input_seed": 0,
+        "arch": arch,
+    }
 
 
 def _messages(stdout: bytes, key: str) -> list[dict]:
@@ -231,8 +295,10 @@ def _last_line(text: object) -> str:
 def _check_import(msgs: list[dict], impl: str) -> None:
     for m in msgs:
         if m["type"] == "import_error":
-            raise KernelloopError(f"{clean(impl, 80)} failed to import in the sandbox ({_last_line(m.get('error', ''))}); "
-                                  f"fix it and profile again.")
+            raise KernelloopError(
+                f"{clean(impl, 80)} failed to import in the sandbox ({_last_line(m.get('error', ''))}); "
+                f"fix it and profile again."
+            )
 
 
 def _device_name(msgs: list[dict]) -> str | None:
@@ -243,8 +309,12 @@ def _device_name(msgs: list[dict]) -> str | None:
 
 def _run_ncu(got: Collected, job: dict, cfg: SandboxConfig, ncu: Path, source: bytes) -> None:
     with _run_dir({**job, "mode": "ncu"}, source) as (work, fd, run_job):
-        argv = ncu_command([sys.executable, *WORKER, "--job", str(work / "job.json")], work / "ncu.csv", ncu=ncu)
-        res = run_sandboxed(argv, work, dataclasses.replace(_ncu_config(cfg), rw_paths=[*cfg.rw_paths, work]))
+        argv = ncu_command(
+            [sys.executable, *WORKER, "--job", str(work / "job.json")], work / "ncu.csv", ncu=ncu
+        )
+        res = run_sandboxed(
+            argv, work, dataclasses.replace(_ncu_config(cfg), rw_paths=[*cfg.rw_paths, work])
+        )
         msgs = _messages(res.stdout, run_job["channel_key"])
         _check_import(msgs, job.get("name") or "the candidate")
         got.device_name = _device_name(msgs)
@@ -264,7 +334,9 @@ def _run_ncu(got: Collected, job: dict, cfg: SandboxConfig, ncu: Path, source: b
     # Known failure text maps to fixed sentences; free text shown is only what the run
     # itself wrote to its report (cleaned), never a file the trusted side would follow to.
     stderr = res.stderr.decode(errors="replace")[-20000:]
-    known = diagnose_ncu_failure("\n".join([text, res.stdout.decode(errors="replace")[-20000:], stderr]))
+    known = diagnose_ncu_failure(
+        "\n".join([text, res.stdout.decode(errors="replace")[-20000:], stderr])
+    )
     if known is not None:
         why = str(known)
     elif res.timed_out:
@@ -278,8 +350,11 @@ def _run_ncu(got: Collected, job: dict, cfg: SandboxConfig, ncu: Path, source: b
 
 def _run_facts(got: Collected, job: dict, cfg: SandboxConfig, source: bytes) -> None:
     with _run_dir({**job, "mode": "facts"}, source) as (work, _fd, run_job):
-        res = run_sandboxed([sys.executable, *WORKER, "--job", str(work / "job.json")], work,
-                            dataclasses.replace(cfg, rw_paths=[*cfg.rw_paths, work]))
+        res = run_sandboxed(
+            [sys.executable, *WORKER, "--job", str(work / "job.json")],
+            work,
+            dataclasses.replace(cfg, rw_paths=[*cfg.rw_paths, work]),
+        )
     msgs = _messages(res.stdout, run_job["channel_key"])
     _check_import(msgs, job.get("name") or "the candidate")
     if job["device"] == "cuda":
@@ -292,7 +367,9 @@ def _run_facts(got: Collected, job: dict, cfg: SandboxConfig, source: bytes) -> 
         elif m["type"] == "timings":
             got.timings = _valid(KernelTiming, m.get("kernels"), got, "kernel timings")
         elif m["type"] == "error":
-            got.missing.append(f"compile facts: the worker failed ({_last_line(m.get('error', ''))})")
+            got.missing.append(
+                f"compile facts: the worker failed ({_last_line(m.get('error', ''))})"
+            )
     if res.timed_out:
         got.missing.append(f"compile facts: the worker exceeded {cfg.timeout_s:g} s")
     elif not got.facts and not any(m["type"] == "error" for m in msgs):

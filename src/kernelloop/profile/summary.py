@@ -21,8 +21,15 @@ TOKENS_PER_KERNEL = 1500
 CHARS_PER_TOKEN = 4
 
 # What only hardware counters can tell; listed when the summary comes from a fallback.
-COUNTER_ONLY = ("DRAM/L1/L2 traffic and hit rates", "achieved occupancy", "pipe utilization",
-                "warp stall reasons", "instruction mix", "bank conflicts", "profiler rule hints")
+COUNTER_ONLY = (
+    "DRAM/L1/L2 traffic and hit rates",
+    "achieved occupancy",
+    "pipe utilization",
+    "warp stall reasons",
+    "instruction mix",
+    "bank conflicts",
+    "profiler rule hints",
+)
 
 
 def estimate_tokens(text: str) -> int:
@@ -36,13 +43,19 @@ class ProfileReport(BaseModel):
     source: Literal["ncu", "fallback"]
     device: str | None = None
     kernels: list[KernelProfile] = Field(default_factory=list)
-    classifications: list[Classification] = Field(default_factory=list, description="one per kernel")
+    classifications: list[Classification] = Field(
+        default_factory=list, description="one per kernel"
+    )
     roofline: Roofline | None = None
     time_source: str = ""
     min_bytes: float | None = None
     total_dram_bytes: float | None = None
-    traffic_ratio: float | None = Field(default=None, description="total DRAM bytes / task's minimal bytes")
-    memory_floor_s: float | None = Field(default=None, description="minimal bytes / the device's DRAM ceiling")
+    traffic_ratio: float | None = Field(
+        default=None, description="total DRAM bytes / task's minimal bytes"
+    )
+    memory_floor_s: float | None = Field(
+        default=None, description="minimal bytes / the device's DRAM ceiling"
+    )
     ceiling_device: str = ""
     compile_facts: list[CompileFact] = Field(default_factory=list)
     timings: list[KernelTiming] = Field(default_factory=list)
@@ -56,21 +69,48 @@ class ProfileReport(BaseModel):
     def kernel_infos(self) -> list[KernelInfo]:
         """Per-kernel facts in the evaluation record's shape; from compile facts, n_spills = spill-store bytes."""
         if self.kernels:
-            return [KernelInfo(name=k.name, n_regs=int(k.registers_per_thread) if k.registers_per_thread else None,
-                               shared_bytes=int((k.smem_static_bytes or 0) + (k.smem_dynamic_bytes or 0)),
-                               num_warps=(k.block_threads // 32) if k.block_threads else None, launches=1,
-                               source="profiler") for k in self.kernels]
-        return [KernelInfo(name=f.name, n_regs=f.n_regs, n_spills=f.spill_store_bytes, shared_bytes=f.shared_bytes,
-                           num_warps=f.num_warps, launches=f.launches, source="triton-compile")
-                for f in self.compile_facts]
+            return [
+                KernelInfo(
+                    name=k.name,
+                    n_regs=int(k.registers_per_thread) if k.registers_per_thread else None,
+                    shared_bytes=int((k.smem_static_bytes or 0) + (k.smem_dynamic_bytes or 0)),
+                    num_warps=(k.block_threads // 32) if k.block_threads else None,
+                    launches=1,
+                    source="profiler",
+                )
+                for k in self.kernels
+            ]
+        return [
+            KernelInfo(
+                name=f.name,
+                n_regs=f.n_regs,
+                n_spills=f.spill_store_bytes,
+                shared_bytes=f.shared_bytes,
+                num_warps=f.num_warps,
+                launches=f.launches,
+                source="triton-compile",
+            )
+            for f in self.compile_facts
+        ]
 
     def agent_metrics(self) -> dict[str, float | str]:
         """Flat metrics of the longest kernel for AgentContext.profile_metrics (the tuner's rule names)."""
         out: dict[str, float | str] = {}
         if self.kernels:
-            k, c = max(zip(self.kernels, self.classifications, strict=False), key=lambda kc: kc[0].duration_us or 0.0)
-            for name in ("registers_per_thread", "achieved_occupancy_pct", "theoretical_occupancy_pct",
-                         "dram_throughput_pct", "waves_per_sm", "issue_slots_busy_pct", "l2_hit_pct", "duration_us"):
+            k, c = max(
+                zip(self.kernels, self.classifications, strict=False),
+                key=lambda kc: kc[0].duration_us or 0.0,
+            )
+            for name in (
+                "registers_per_thread",
+                "achieved_occupancy_pct",
+                "theoretical_occupancy_pct",
+                "dram_throughput_pct",
+                "waves_per_sm",
+                "issue_slots_busy_pct",
+                "l2_hit_pct",
+                "duration_us",
+            ):
                 if getattr(k, name) is not None:
                     out[name] = getattr(k, name)
             if k.occupancy_limiter:
@@ -162,8 +202,13 @@ def summarize(
         total = sum(byte_list)  # type: ignore[arg-type]
     parent_kernels = parent.kernels if isinstance(parent, ProfileReport) else parent
     deltas = profile_deltas(parent_kernels, profiles) if parent_kernels and profiles else []
-    if isinstance(parent, ProfileReport) and not parent_kernels and not profiles and parent.compile_facts \
-            and compile_facts:
+    if (
+        isinstance(parent, ProfileReport)
+        and not parent_kernels
+        and not profiles
+        and parent.compile_facts
+        and compile_facts
+    ):
         deltas = fact_deltas(parent.compile_facts, list(compile_facts))
     elif parent is not None and not parent_kernels:
         missing.append("deltas: the parent has no profiler counters")

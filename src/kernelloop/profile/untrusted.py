@@ -20,7 +20,9 @@ import stat
 from kernelloop.errors import KernelloopError
 
 # C0/C1 controls, and the Unicode format characters that reorder or hide text.
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2060-\u2064\u2066-\u206f\ufeff]")
+_CONTROL = re.compile(
+    "[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2060-\u2064\u2066-\u206f\ufeff]"
+)
 
 
 class UntrustedFile(KernelloopError):
@@ -38,11 +40,15 @@ def read_regular(dir_fd: int, name: str, max_bytes: int) -> bytes:
     if not name or "/" in name or name in (".", ".."):
         raise ValueError(f"not a plain file name: {name!r}")
     try:
-        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd)
+        fd = os.open(
+            name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd
+        )
     except FileNotFoundError as e:
         raise UntrustedFile(f"{name} was not written") from e
     except OSError as e:  # ELOOP: a symlink; EACCES, ENXIO (a socket) …
-        raise UntrustedFile(f"{name} is not a regular file the run wrote ({os.strerror(e.errno or 0)})") from e
+        raise UntrustedFile(
+            f"{name} is not a regular file the run wrote ({os.strerror(e.errno or 0)})"
+        ) from e
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
@@ -70,7 +76,12 @@ def write_new(dir_fd: int, name: str, data: bytes) -> None:
         os.unlink(name, dir_fd=dir_fd)  # a planted symlink is removed, not followed
     except FileNotFoundError:
         pass
-    fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644, dir_fd=dir_fd)
+    fd = os.open(
+        name,
+        os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+        0o644,
+        dir_fd=dir_fd,
+    )
     with os.fdopen(fd, "wb") as f:
         f.write(data)
 

@@ -58,7 +58,10 @@ def run_facts(job: dict, fn, module) -> None:
     make_inputs = _make_inputs(job)
     dtype = getattr(torch, job["dtype"])
     recorder = record_launches(fn, make_inputs, module, job["dims"], dtype, job["params"])
-    facts = [compile_launch(launch, job.get("arch", 90)).model_dump(mode="json") for launch in recorder.launches]
+    facts = [
+        compile_launch(launch, job.get("arch", 90)).model_dump(mode="json")
+        for launch in recorder.launches
+    ]
     send("facts", kernels=facts, notes=recorder.notes)
     if job.get("device") == "cuda":
         from kernelloop.profile.fallback import torch_profiler_timings
@@ -67,8 +70,9 @@ def run_facts(job: dict, fn, module) -> None:
         real = _import_file(job["impl"], "kernelloop_profile_real")
         g = torch.Generator(device="cuda").manual_seed(job.get("input_seed", 0))
         inputs = make_inputs(job["dims"], dtype, "cuda", g, "random")
-        timings = torch_profiler_timings(getattr(real, job["entry"]), warmup=job.get("warmup", 2),
-                                         **inputs, **job["params"])
+        timings = torch_profiler_timings(
+            getattr(real, job["entry"]), warmup=job.get("warmup", 2), **inputs, **job["params"]
+        )
         send("timings", kernels=[t.model_dump(mode="json") for t in timings])
 
 

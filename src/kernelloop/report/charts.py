@@ -43,10 +43,16 @@ def _save(fig: Figure, out_dir: Path, name: str) -> Chart:
     buf = io.StringIO()
     # No metadata: the default block carries Dublin Core/Creative Commons URLs, and the
     # HTML must not point outside itself.
-    fig.savefig(buf, format="svg", bbox_inches="tight", metadata={"Date": None, "Creator": None,
-                                                                   "Format": None, "Type": None})
+    fig.savefig(
+        buf,
+        format="svg",
+        bbox_inches="tight",
+        metadata={"Date": None, "Creator": None, "Format": None, "Type": None},
+    )
     svg = buf.getvalue()
-    svg = svg[svg.index("<svg"):]  # drop the XML declaration and DOCTYPE: the SVG is inlined in HTML
+    svg = svg[
+        svg.index("<svg") :
+    ]  # drop the XML declaration and DOCTYPE: the SVG is inlined in HTML
     svg = re.sub(r"<metadata>.*?</metadata>", "", svg, flags=re.S)
     # Inline in HTML the parser puts <svg> and xlink:href in their namespaces itself; the
     # declarations would be the page's only URLs.
@@ -66,16 +72,27 @@ def progress_chart(points: list[Point], best_line: list[tuple[int, float]], out_
             marker, colour, text = STYLE.get(p.state, STYLE["pending"])
             x = p.round + (p.k - 1) * 0.12
             measured = p.objective is not None
-            ax.scatter([x], [p.objective if measured else 0.04], marker=marker, s=46, zorder=3,
-                       color=colour if measured else "none", edgecolors=colour, linewidths=1.4,
-                       transform=ax.transData if measured else strip, gid=f"point-{p.pid}",
-                       label=None if p.state in shown else text)
+            ax.scatter(
+                [x],
+                [p.objective if measured else 0.04],
+                marker=marker,
+                s=46,
+                zorder=3,
+                color=colour if measured else "none",
+                edgecolors=colour,
+                linewidths=1.4,
+                transform=ax.transData if measured else strip,
+                gid=f"point-{p.pid}",
+                label=None if p.state in shown else text,
+            )
             shown.add(p.state)
         if best_line:
             last = max(p.round for p in points) if points else best_line[-1][0]
             xs = [r for r, _ in best_line] + [last]
             ys = [v for _, v in best_line] + [best_line[-1][1]]
-            ax.step(xs, ys, where="post", color="#1a9850", alpha=0.5, linewidth=1.5, label="best so far")
+            ax.step(
+                xs, ys, where="post", color="#1a9850", alpha=0.5, linewidth=1.5, label="best so far"
+            )
         ax.axhline(1.0, color="#555555", linestyle=":", linewidth=1)
         # Leave the bottom 12% of the plot free for the not-measured strip.
         ys = [p.objective for p in points if p.objective is not None] + [1.0]
@@ -94,7 +111,11 @@ def progress_chart(points: list[Point], best_line: list[tuple[int, float]], out_
 
 def roofline_chart(rows: list[dict[str, Any]], out_dir: Path) -> Chart | None:
     """% of the minimal-traffic floor per shape, best against baseline (None without floors)."""
-    rows = [r for r in rows if r.get("pct_of_floor") is not None or r.get("baseline_pct_of_floor") is not None]
+    rows = [
+        r
+        for r in rows
+        if r.get("pct_of_floor") is not None or r.get("baseline_pct_of_floor") is not None
+    ]
     if not rows:
         return None
     with matplotlib.rc_context(_RC):
@@ -103,8 +124,22 @@ def roofline_chart(rows: list[dict[str, Any]], out_dir: Path) -> Chart | None:
         ys = range(len(rows))
         best = [r.get("pct_of_floor") or 0.0 for r in rows]
         base = [r.get("baseline_pct_of_floor") or 0.0 for r in rows]
-        ax.barh([y + 0.2 for y in ys], base, height=0.38, color="#999999", label="baseline", gid="roofline-baseline")
-        ax.barh([y - 0.2 for y in ys], best, height=0.38, color="#1a9850", label="best", gid="roofline-best")
+        ax.barh(
+            [y + 0.2 for y in ys],
+            base,
+            height=0.38,
+            color="#999999",
+            label="baseline",
+            gid="roofline-baseline",
+        )
+        ax.barh(
+            [y - 0.2 for y in ys],
+            best,
+            height=0.38,
+            color="#1a9850",
+            label="best",
+            gid="roofline-best",
+        )
         ax.axvline(100, color="#333333", linestyle="--", linewidth=1)
         ax.set_yticks(list(ys), [f"{r['shape']} ({r.get('tag') or '?'})" for r in rows])
         ax.invert_yaxis()

@@ -25,7 +25,9 @@ class Item:
 
 
 def _record_item(rr: RunRecords) -> Item:
-    name = "The best carries its benchmark record and an accepting gate verdict (no record, no merge)"
+    name = (
+        "The best carries its benchmark record and an accepting gate verdict (no record, no merge)"
+    )
     best = rr.best
     if best is None:
         return Item(name, "fail", "the run recorded no best")
@@ -37,9 +39,12 @@ def _record_item(rr: RunRecords) -> Item:
     if s.bench is None or s.gate is None:
         return Item(name, "fail", f"#{best.id} has no stored benchmark record or gate verdict")
     ok = bool(s.gate.get("accepted"))
-    return Item(name, "pass" if ok else "fail",
-                f"#{best.id}: gate {'accepted' if ok else 'rejected'} ({s.gate.get('category', '?')}), "
-                f"benchmark on {s.bench.get('device_name', '?')} started {s.bench.get('started_at', '?')}")
+    return Item(
+        name,
+        "pass" if ok else "fail",
+        f"#{best.id}: gate {'accepted' if ok else 'rejected'} ({s.gate.get('category', '?')}), "
+        f"benchmark on {s.bench.get('device_name', '?')} started {s.bench.get('started_at', '?')}",
+    )
 
 
 def _suites_item(rr: RunRecords) -> Item:
@@ -69,9 +74,12 @@ def _noise_item(rr: RunRecords) -> Item:
         return Item(name, "fail", f"#{best.id} has no gate objective or threshold stored")
     obj, req = float(gate["objective"]), float(gate["required_gain"])
     margin = obj / (1 + req) - 1
-    return Item(name, "pass" if margin >= 0 else "fail",
-                f"{obj:.4f}x over the best it replaced; required {1 + req:.4f}x (noise "
-                f"{float(gate.get('noise_rel') or 0) * 100:.2f}%); margin {margin * 100:+.1f}%")
+    return Item(
+        name,
+        "pass" if margin >= 0 else "fail",
+        f"{obj:.4f}x over the best it replaced; required {1 + req:.4f}x (noise "
+        f"{float(gate.get('noise_rel') or 0) * 100:.2f}%); margin {margin * 100:+.1f}%",
+    )
 
 
 def _timer_item(rr: RunRecords) -> Item:
@@ -81,16 +89,25 @@ def _timer_item(rr: RunRecords) -> Item:
     if s is None or s.bench is None or s.gate is None:
         return Item(name, "n/a", "no benchmark record for the best")
     if s.bench.get("device") != "cuda":
-        return Item(name, "n/a", f"timed on {s.bench.get('device')}: the profiler's kernel durations "
-                                 "(the second timer) exist only on a GPU")
+        return Item(
+            name,
+            "n/a",
+            f"timed on {s.bench.get('device')}: the profiler's kernel durations "
+            "(the second timer) exist only on a GPU",
+        )
     shapes = [g for g in s.gate.get("shapes") or [] if isinstance(g, dict)]
     if any(g.get("profiler_speedup_vs_best") is None for g in shapes):
         return Item(name, "fail", "the second timer was unavailable on some shapes")
     bad = [g["shape"] for g in shapes if "timers disagree" in (g.get("flags") or [])]
-    detail = ", ".join(f"{g['shape']} {g.get('speedup_vs_best', 0):.3f}x vs {g['profiler_speedup_vs_best']:.3f}x"
-                       for g in shapes)
-    return Item(name, "fail" if bad else "pass",
-                (f"disagree on {', '.join(bad)}; " if bad else "") + f"events vs profiler: {detail}")
+    detail = ", ".join(
+        f"{g['shape']} {g.get('speedup_vs_best', 0):.3f}x vs {g['profiler_speedup_vs_best']:.3f}x"
+        for g in shapes
+    )
+    return Item(
+        name,
+        "fail" if bad else "pass",
+        (f"disagree on {', '.join(bad)}; " if bad else "") + f"events vs profiler: {detail}",
+    )
 
 
 def _counts_item(rr: RunRecords) -> Item:
@@ -100,9 +117,12 @@ def _counts_item(rr: RunRecords) -> Item:
     if s is None or s.bench is None:
         return Item(name, "fail", "no benchmark record: speed was not measured")
     ok = bool(s.bench.get("timings_count"))
-    return Item(name, "pass" if ok else "fail",
-                f"{s.bench.get('device_name', '?')} ({s.bench.get('device')}), method {s.bench.get('method') or '?'}"
-                + ("" if ok else ", timings do not count"))
+    return Item(
+        name,
+        "pass" if ok else "fail",
+        f"{s.bench.get('device_name', '?')} ({s.bench.get('device')}), method {s.bench.get('method') or '?'}"
+        + ("" if ok else ", timings do not count"),
+    )
 
 
 def _bytes_item(rr: RunRecords) -> Item:
@@ -112,15 +132,25 @@ def _bytes_item(rr: RunRecords) -> Item:
     if s is None or s.bench is None or s.record is None:
         return Item(name, "n/a", "the best lacks one of the two records")
     a, b = s.record.get("candidate_sha256"), s.bench.get("candidate_sha256")
-    return Item(name, "pass" if a and a == b else "fail", f"sha256 {str(a)[:16]}… vs {str(b)[:16]}…")
+    return Item(
+        name, "pass" if a and a == b else "fail", f"sha256 {str(a)[:16]}… vs {str(b)[:16]}…"
+    )
 
 
 def _approval_item(rr: RunRecords) -> Item:
     name = "No human sign-off is pending (new-architecture guard)"
     if rr.pending_id is not None:
-        return Item(name, "fail", f"#{rr.pending_id} awaits sign-off: review it, then run `kernelloop approve TASK`")
+        return Item(
+            name,
+            "fail",
+            f"#{rr.pending_id} awaits sign-off: review it, then run `kernelloop approve TASK`",
+        )
     signed = [f"#{a['proposal_id']} by {a['approver']} on {a['arch']}" for a in rr.approvals]
-    return Item(name, "pass", "approved: " + ", ".join(signed) if signed else "no best of this run awaits approval")
+    return Item(
+        name,
+        "pass",
+        "approved: " + ", ".join(signed) if signed else "no best of this run awaits approval",
+    )
 
 
 def _shape_items(rr: RunRecords, rules: Rules) -> list[Item]:
@@ -128,8 +158,10 @@ def _shape_items(rr: RunRecords, rules: Rules) -> list[Item]:
     tail_name = f"No long-tail shape below {rules.long_tail_floor:.2f}x the baseline's speed"
     any_name = f"No shape slower than the baseline by more than {rules.max_shape_regression:.0%}"
     if not rows:
-        return [Item(tail_name, "n/a", "no per-shape speedups stored for the best"),
-                Item(any_name, "n/a", "no per-shape speedups stored for the best")]
+        return [
+            Item(tail_name, "n/a", "no per-shape speedups stored for the best"),
+            Item(any_name, "n/a", "no per-shape speedups stored for the best"),
+        ]
     tails = [r for r in rows if r["tag"] == "long_tail"]
     low_tail = [r for r in tails if r["speedup_vs_baseline"] < rules.long_tail_floor]
     slow = [r for r in rows if r["speedup_vs_baseline"] < 1 - rules.max_shape_regression]
@@ -137,8 +169,11 @@ def _shape_items(rr: RunRecords, rules: Rules) -> list[Item]:
     def text(rs: list[dict[str, Any]]) -> str:
         return ", ".join(f"{r['shape']} {r['speedup_vs_baseline']:.3f}x" for r in rs)
 
-    tail = (Item(tail_name, "fail" if low_tail else "pass", text(tails)) if tails
-            else Item(tail_name, "n/a", "the benchmark has no long-tail shape"))
+    tail = (
+        Item(tail_name, "fail" if low_tail else "pass", text(tails))
+        if tails
+        else Item(tail_name, "n/a", "the benchmark has no long-tail shape")
+    )
     return [tail, Item(any_name, "fail" if slow else "pass", text(slow if slow else rows))]
 
 
@@ -149,7 +184,11 @@ def _metrics_item(rr: RunRecords) -> Item:
         return Item(name, "n/a", "no profile metric deltas are stored for this run")
     bad = [r for r in rows if r["regression"]]
     if bad:
-        return Item(name, "fail", "; ".join(f"{r['label']} {r['metric']} {r['before']} → {r['after']}" for r in bad))
+        return Item(
+            name,
+            "fail",
+            "; ".join(f"{r['label']} {r['metric']} {r['before']} → {r['after']}" for r in bad),
+        )
     return Item(name, "pass", f"{len(rows)} deltas, none a regression")
 
 
@@ -157,10 +196,28 @@ def _stop_item(rr: RunRecords) -> Item:
     name = "The run ended without calling for review"
     status, reason = rr.run.get("status") or "?", rr.summary.get("reason") or ""
     if status == "running":
-        return Item(name, "fail", "the run has not finished (still running, or killed: `kernelloop run --resume`)")
-    return Item(name, "fail" if status == "needs review" else "pass", f"{status}" + (f": {reason}" if reason else ""))
+        return Item(
+            name,
+            "fail",
+            "the run has not finished (still running, or killed: `kernelloop run --resume`)",
+        )
+    return Item(
+        name,
+        "fail" if status == "needs review" else "pass",
+        f"{status}" + (f": {reason}" if reason else ""),
+    )
 
 
 def checklist(rr: RunRecords, rules: Rules) -> list[Item]:
-    return [_record_item(rr), _suites_item(rr), _counts_item(rr), _bytes_item(rr), _noise_item(rr),
-            _timer_item(rr), *_shape_items(rr, rules), _metrics_item(rr), _approval_item(rr), _stop_item(rr)]
+    return [
+        _record_item(rr),
+        _suites_item(rr),
+        _counts_item(rr),
+        _bytes_item(rr),
+        _noise_item(rr),
+        _timer_item(rr),
+        *_shape_items(rr, rules),
+        _metrics_item(rr),
+        _approval_item(rr),
+        _stop_item(rr),
+    ]

@@ -67,29 +67,48 @@ def read_run(store: HistoryStore, task_name: str, run_id: int | None = None) -> 
     """The records of one run of the task (the latest when run_id is None)."""
     runs = store.runs(task_name)
     if not runs:
-        raise KernelloopError(f"the history in {store.path} has no run of task {task_name}; "
-                              "run `kernelloop run TASK` first or pass --workspace where the run wrote it.")
+        raise KernelloopError(
+            f"the history in {store.path} has no run of task {task_name}; "
+            "run `kernelloop run TASK` first or pass --workspace where the run wrote it."
+        )
     if run_id is None:
         run_id = runs[-1].id
     elif run_id not in {r.id for r in runs}:
-        raise KernelloopError(f"task {task_name} has no run {run_id}; pick one of "
-                              f"{', '.join(str(r.id) for r in runs)} (`kernelloop history` lists them).")
+        raise KernelloopError(
+            f"task {task_name} has no run {run_id}; pick one of "
+            f"{', '.join(str(r.id) for r in runs)} (`kernelloop history` lists them)."
+        )
     attempts = store.attempts(task_name, run_id=run_id)
-    stored = {a.id: Stored(load(store.record_json(a.id)), load(store.bench_json(a.id)), load(store.gate_json(a.id)))
-              for a in attempts if a.evaluated}
+    stored = {
+        a.id: Stored(
+            load(store.record_json(a.id)), load(store.bench_json(a.id)), load(store.gate_json(a.id))
+        )
+        for a in attempts
+        if a.evaluated
+    }
     pending = store.pending_best(task_name)
-    conn = sqlite3.connect(f"{store.path.resolve().as_uri()}?mode=ro", uri=True)  # as_uri escapes ? and #
+    conn = sqlite3.connect(
+        f"{store.path.resolve().as_uri()}?mode=ro", uri=True
+    )  # as_uri escapes ? and #
     conn.row_factory = sqlite3.Row
     try:
         run = _rows(conn, "SELECT * FROM runs WHERE id = ?", run_id)[0]
         rounds = _rows(conn, "SELECT * FROM rounds WHERE run_id = ? ORDER BY round", run_id)
         profiles: dict[int, dict[str, Any]] = {}
-        for r in _rows(conn, "SELECT f.proposal_id, f.metrics_json FROM profiles f JOIN proposals p "
-                             "ON p.id = f.proposal_id WHERE p.run_id = ? ORDER BY f.id", run_id):
+        for r in _rows(
+            conn,
+            "SELECT f.proposal_id, f.metrics_json FROM profiles f JOIN proposals p "
+            "ON p.id = f.proposal_id WHERE p.run_id = ? ORDER BY f.id",
+            run_id,
+        ):
             profiles[r["proposal_id"]] = load(r["metrics_json"]) or {}
         calls = _rows(conn, "SELECT * FROM model_calls WHERE run_id = ? ORDER BY id", run_id)
-        approvals = _rows(conn, "SELECT a.* FROM approvals a JOIN proposals p ON p.id = a.proposal_id "
-                                "WHERE p.run_id = ? ORDER BY a.id", run_id)
+        approvals = _rows(
+            conn,
+            "SELECT a.* FROM approvals a JOIN proposals p ON p.id = a.proposal_id "
+            "WHERE p.run_id = ? ORDER BY a.id",
+            run_id,
+        )
     finally:
         conn.close()
     try:
@@ -97,8 +116,15 @@ def read_run(store: HistoryStore, task_name: str, run_id: int | None = None) -> 
     except ValueError:
         summary = {}
     return RunRecords(
-        task=task_name, run=run, summary=summary if isinstance(summary, dict) else {}, rounds=rounds,
-        attempts=attempts, stored=stored, profiles=profiles, model_calls=calls,
+        task=task_name,
+        run=run,
+        summary=summary if isinstance(summary, dict) else {},
+        rounds=rounds,
+        attempts=attempts,
+        stored=stored,
+        profiles=profiles,
+        model_calls=calls,
         best_id=run.get("best_proposal_id"),
-        pending_id=pending.id if pending and pending.run_id == run_id else None, approvals=approvals,
+        pending_id=pending.id if pending and pending.run_id == run_id else None,
+        approvals=approvals,
     )

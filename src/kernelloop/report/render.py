@@ -36,9 +36,14 @@ def _cell(text: Any) -> str:
 
 
 def _env(autoescape: bool) -> Environment:
-    env = Environment(loader=PackageLoader("kernelloop.report", "templates"), undefined=StrictUndefined,
-                      autoescape=select_autoescape(enabled_extensions=("html.j2",)) if autoescape else False,
-                      trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
+    env = Environment(
+        loader=PackageLoader("kernelloop.report", "templates"),
+        undefined=StrictUndefined,
+        autoescape=select_autoescape(enabled_extensions=("html.j2",)) if autoescape else False,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
     env.filters.update(fmt=_fmt, cell=_cell)
     return env
 
@@ -53,19 +58,30 @@ def context(rr: RunRecords, rules: Rules, out_dir: Path) -> dict[str, Any]:
     best = rr.best
     best_stored = rr.stored.get(best.id) if best else None
     return {
-        "h": head, "pending": best is not None and rr.pending_id == best.id, "points": pts, "style": STYLE, "rows": rows, "best": best,
+        "h": head,
+        "pending": best is not None and rr.pending_id == best.id,
+        "points": pts,
+        "style": STYLE,
+        "rows": rows,
+        "best": best,
         "best_bench": best_stored.bench if best_stored else None,
         "best_gate": best_stored.gate if best_stored else None,
         "has_floor": any(r["pct_of_floor"] is not None for r in rows),
-        "narrative": sections.narrative(rr), "deltas": sections.metric_deltas(rr),
-        "costs": sections.cost_ledger(rr, head["wall_s"]), "checklist": checklist(rr, rules),
+        "narrative": sections.narrative(rr),
+        "deltas": sections.metric_deltas(rr),
+        "costs": sections.cost_ledger(rr, head["wall_s"]),
+        "checklist": checklist(rr, rules),
         "charts": {c.name: c for c in (progress, roof) if c is not None},
-        "counts": {s: sum(p.state == s for p in pts) for s in ("accepted", "rejected", "refused", "infrastructure", "pending")},
+        "counts": {
+            s: sum(p.state == s for p in pts)
+            for s in ("accepted", "rejected", "refused", "infrastructure", "pending")
+        },
     }
 
 
-def write_report(store: HistoryStore, task_name: str, rules: Rules, out_dir: Path,
-                 run_id: int | None = None) -> ReportFiles:
+def write_report(
+    store: HistoryStore, task_name: str, rules: Rules, out_dir: Path, run_id: int | None = None
+) -> ReportFiles:
     """Read one run (the latest by default) and write report.md, report.html and the PNG charts."""
     rr = read_run(store, task_name, run_id)
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -66,13 +66,20 @@ def header(rr: RunRecords, generated_at: str) -> dict[str, Any]:
         device += f", driver {env['driver']}"
     start, end = _ts(rr.run.get("started_at")), _ts(rr.run.get("finished_at"))
     return {
-        "task": rr.task, "run_id": rr.run_id, "agent": rr.run.get("agent") or NONE, "device": device,
-        "versions": ", ".join(versions), "sandbox": env.get("sandbox") or NONE,
-        "started_at": rr.run.get("started_at") or NONE, "finished_at": rr.run.get("finished_at") or "not finished",
+        "task": rr.task,
+        "run_id": rr.run_id,
+        "agent": rr.run.get("agent") or NONE,
+        "device": device,
+        "versions": ", ".join(versions),
+        "sandbox": env.get("sandbox") or NONE,
+        "started_at": rr.run.get("started_at") or NONE,
+        "finished_at": rr.run.get("finished_at") or "not finished",
         # The loop's own clock: the run row is stamped only after the baseline's evaluation
         # (25 s of a 91 s CPU run), so the stamps undercount; they are the fallback.
-        "wall_s": rr.summary.get("wall_s") or ((end - start).total_seconds() if start and end else None),
-        "status": rr.run.get("status") or NONE, "reason": rr.summary.get("reason") or "",
+        "wall_s": rr.summary.get("wall_s")
+        or ((end - start).total_seconds() if start and end else None),
+        "status": rr.run.get("status") or NONE,
+        "reason": rr.summary.get("reason") or "",
         "generated_at": generated_at,
     }
 
@@ -91,7 +98,10 @@ class Point:
 
 
 def points(rr: RunRecords) -> list[Point]:
-    return [Point(a.id, label(a), a.round, a.k, state(a), a.objective, a.hypothesis) for a in rr.attempts]
+    return [
+        Point(a.id, label(a), a.round, a.k, state(a), a.objective, a.hypothesis)
+        for a in rr.attempts
+    ]
 
 
 def best_so_far(rr: RunRecords) -> list[tuple[int, float]]:
@@ -112,7 +122,9 @@ def shape_rows(rr: RunRecords) -> list[dict[str, Any]]:
         return []
     rows = objective.shape_rows(s.bench, s.gate)
     for row, sb in zip(rows, s.bench.get("shapes") or [], strict=True):
-        row["baseline_pct_of_floor"] = ((sb.get("impls") or {}).get("baseline") or {}).get("pct_of_floor")
+        row["baseline_pct_of_floor"] = ((sb.get("impls") or {}).get("baseline") or {}).get(
+            "pct_of_floor"
+        )
     return rows
 
 
@@ -121,20 +133,29 @@ def measured_text(rr: RunRecords, a: Attempt) -> str:
     if a.status == "refused":
         return "not evaluated (refused before it cost a benchmark)"
     if a.status == "infrastructure":
-        return f"not evaluated: infrastructure failure, not the candidate's fault ({a.infra_reason})"
+        return (
+            f"not evaluated: infrastructure failure, not the candidate's fault ({a.infra_reason})"
+        )
     if a.accepted is None:
         return "not evaluated (in flight when the run stopped)"
     gate = rr.stored[a.id].gate if a.id in rr.stored else None
     if a.objective is None:
         rec = rr.stored[a.id].record if a.id in rr.stored else None
         correct = bool(rec and (rec.get("verdict") or {}).get("accepted"))
-        return "correct, speed not measured (timings on this device do not count)" if correct else "not timed: failed correctness"
+        return (
+            "correct, speed not measured (timings on this device do not count)"
+            if correct
+            else "not timed: failed correctness"
+        )
     parts = [f"{a.objective:.3f}x over baseline"]
     if gate and gate.get("objective") is not None:
         parts.append(f"{(gate['objective'] - 1) * 100:+.1f}% vs the best it had to beat")
     changes = sorted(a.shape_changes().items(), key=lambda kv: abs(kv[1] - 1), reverse=True)
     if changes:
-        parts.append("per shape vs parent: " + ", ".join(f"{s} {(r - 1) * 100:+.1f}%" for s, r in changes[:4]))
+        parts.append(
+            "per shape vs parent: "
+            + ", ".join(f"{s} {(r - 1) * 100:+.1f}%" for s, r in changes[:4])
+        )
     return "; ".join(parts)
 
 
@@ -144,15 +165,24 @@ def narrative(rr: RunRecords) -> list[dict[str, Any]]:
     for a in rr.attempts:
         if a.round == 0:
             continue
-        reasons = {"refused": [a.refused_reason], "infrastructure": [a.infra_reason]}.get(a.status, list(a.reasons))
-        rows.append({
-            "id": a.id, "label": label(a), "agent": "/".join(x for x in (a.agent, a.model) if x) or NONE,
-            "claim": a.hypothesis or NONE, "predicted": a.predicted_effect or "none given",
-            "measured": measured_text(rr, a), "attribution": a.attribution or NONE,
-            "verdict": state(a) + (f" ({a.category})" if a.category and a.category != "accepted" else "")
-                       + (" ★ best" if a.id == rr.best_id else ""),
-            "reasons": "; ".join(r for r in reasons if r) or NONE,
-        })
+        reasons = {"refused": [a.refused_reason], "infrastructure": [a.infra_reason]}.get(
+            a.status, list(a.reasons)
+        )
+        rows.append(
+            {
+                "id": a.id,
+                "label": label(a),
+                "agent": "/".join(x for x in (a.agent, a.model) if x) or NONE,
+                "claim": a.hypothesis or NONE,
+                "predicted": a.predicted_effect or "none given",
+                "measured": measured_text(rr, a),
+                "attribution": a.attribution or NONE,
+                "verdict": state(a)
+                + (f" ({a.category})" if a.category and a.category != "accepted" else "")
+                + (" ★ best" if a.id == rr.best_id else ""),
+                "reasons": "; ".join(r for r in reasons if r) or NONE,
+            }
+        )
     return rows
 
 
@@ -162,9 +192,16 @@ _TRACKED = {t.field: t for t in TRACKED}
 def _delta_row(a: Attempt, d: dict[str, Any], source: str) -> dict[str, Any]:
     unit = d.get("unit") or ""
     before, after = float(d["before"]), float(d["after"])
-    return {"id": a.id, "label": label(a), "kernel": d.get("kernel") or "all", "metric": d.get("label") or d["metric"],
-            "before": fmt_value(before, unit), "after": fmt_value(after, unit),
-            "regression": bool(d.get("regression")) and d.get("metric") != "duration_us", "source": source}
+    return {
+        "id": a.id,
+        "label": label(a),
+        "kernel": d.get("kernel") or "all",
+        "metric": d.get("label") or d["metric"],
+        "before": fmt_value(before, unit),
+        "after": fmt_value(after, unit),
+        "regression": bool(d.get("regression")) and d.get("metric") != "duration_us",
+        "source": source,
+    }
 
 
 def metric_deltas(rr: RunRecords) -> list[dict[str, Any]]:
@@ -179,9 +216,20 @@ def metric_deltas(rr: RunRecords) -> list[dict[str, Any]]:
         for name, (before, after) in a.metric_deltas.items():
             t = _TRACKED.get(name)
             worse = t is not None and (after > before if t.better == "lower" else after < before)
-            rows.append(_delta_row(a, {"metric": name, "label": t.label if t else name, "before": before,
-                                       "after": after, "unit": t.unit if t else "", "regression": worse},
-                                   "evaluation"))
+            rows.append(
+                _delta_row(
+                    a,
+                    {
+                        "metric": name,
+                        "label": t.label if t else name,
+                        "before": before,
+                        "after": after,
+                        "unit": t.unit if t else "",
+                        "regression": worse,
+                    },
+                    "evaluation",
+                )
+            )
     return rows
 
 
@@ -191,8 +239,16 @@ def cost_ledger(rr: RunRecords, wall_s: float | None) -> dict[str, Any]:
     per_round: dict[int, dict[str, float]] = {}
     for c in rr.model_calls:
         for key, bucket in ((c["model"], per_model), (c["round"], per_round)):
-            row = bucket.setdefault(key, {"calls": 0, "input_tokens": 0, "output_tokens": 0, "cost_usd": 0.0,
-                                          "latency_s": 0.0})
+            row = bucket.setdefault(
+                key,
+                {
+                    "calls": 0,
+                    "input_tokens": 0,
+                    "output_tokens": 0,
+                    "cost_usd": 0.0,
+                    "latency_s": 0.0,
+                },
+            )
             row["calls"] += 1
             for f in ("input_tokens", "output_tokens", "cost_usd", "latency_s"):
                 row[f] += c[f] or 0
@@ -205,10 +261,17 @@ def cost_ledger(rr: RunRecords, wall_s: float | None) -> dict[str, Any]:
         if s.bench:
             bench_s += float(s.bench.get("wall_s") or 0.0)
     return {
-        "per_model": per_model, "per_round": dict(sorted(per_round.items())),
-        "total": {f: sum(r[f] for r in per_model.values())
-                  for f in ("calls", "input_tokens", "output_tokens", "cost_usd", "latency_s")},
-        "has_calls": bool(rr.model_calls), "agent": rr.run.get("agent") or NONE,
-        "device": ", ".join(sorted(devices)) or NONE, "correctness_s": correctness_s, "bench_s": bench_s,
-        "evaluations": len(rr.stored), "wall_s": wall_s,
+        "per_model": per_model,
+        "per_round": dict(sorted(per_round.items())),
+        "total": {
+            f: sum(r[f] for r in per_model.values())
+            for f in ("calls", "input_tokens", "output_tokens", "cost_usd", "latency_s")
+        },
+        "has_calls": bool(rr.model_calls),
+        "agent": rr.run.get("agent") or NONE,
+        "device": ", ".join(sorted(devices)) or NONE,
+        "correctness_s": correctness_s,
+        "bench_s": bench_s,
+        "evaluations": len(rr.stored),
+        "wall_s": wall_s,
     }

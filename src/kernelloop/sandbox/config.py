@@ -61,7 +61,9 @@ class SandboxConfig:
     gpu_index: int | None = None
     max_file_bytes: int = 1 << 30  # RLIMIT_FSIZE: the largest file the worker can write
     max_open_files: int = 4096
-    max_processes: int = 1024  # tasks (threads count) in the sandbox: cgroup pids.max or RLIMIT_NPROC
+    max_processes: int = (
+        1024  # tasks (threads count) in the sandbox: cgroup pids.max or RLIMIT_NPROC
+    )
     # Memory cgroup cap on everything in the sandbox, tmpfs pages included; None = 3/4 of
     # the machine's memory, 0 = no cap. Never RLIMIT_AS (CUDA reserves huge ranges).
     max_memory_bytes: int | None = None
@@ -83,18 +85,32 @@ class SandboxConfig:
 
 def _secret_name(name: str) -> bool:
     up = name.upper()
-    return up.endswith(_NEVER_SUFFIXES) or up in {"HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY"}
+    return up.endswith(_NEVER_SUFFIXES) or up in {
+        "HTTP_PROXY",
+        "HTTPS_PROXY",
+        "ALL_PROXY",
+        "NO_PROXY",
+    }
 
 
-def scrubbed_env(home: Path, tmp: Path, marker: str, extra: dict[str, str],
-                 keep_path: Callable[[Path], bool] = lambda _p: True) -> dict[str, str]:
+def scrubbed_env(
+    home: Path,
+    tmp: Path,
+    marker: str,
+    extra: dict[str, str],
+    keep_path: Callable[[Path], bool] = lambda _p: True,
+) -> dict[str, str]:
     """The worker's whole environment: the allow-list, private caches, the marker.
 
     `keep_path(dir)` says whether a PYTHONPATH entry is visible in the sandbox; the
     others are dropped (they would only fail, or name a host path for nothing)."""
     env = {k: os.environ[k] for k in ENV_ALLOW if k in os.environ}
     if "PYTHONPATH" in env:
-        kept = [p for p in env["PYTHONPATH"].split(os.pathsep) if p and Path(p).is_absolute() and keep_path(Path(p))]
+        kept = [
+            p
+            for p in env["PYTHONPATH"].split(os.pathsep)
+            if p and Path(p).is_absolute() and keep_path(Path(p))
+        ]
         if kept:
             env["PYTHONPATH"] = os.pathsep.join(kept)
         else:

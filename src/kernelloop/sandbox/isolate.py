@@ -9,5 +9,15 @@ from kernelloop.sandbox.bwrap import bwrap_path, detect_mode
 from kernelloop.sandbox.config import ENV_ALLOW, MARKER, SandboxConfig, SandboxResult, scrubbed_env
 from kernelloop.sandbox.process import SandboxProcess, kill_marked, run_sandboxed
 
-__all__ = ["ENV_ALLOW", "MARKER", "SandboxConfig", "SandboxProcess", "SandboxResult", "bwrap_path",
-           "detect_mode", "kill_marked", "run_sandboxed", "scrubbed_env"]
+__all__ = [
+    "ENV_ALLOW",
+    "MARKER",
+    "SandboxConfig",
+    "SandboxProcess",
+    "SandboxResult",
+    "bwrap_path",
+    "detect_mode",
+    "kill_marked",
+    "run_sandboxed",
+    "scrubbed_env",
+]

@@ -60,7 +60,7 @@ def _own_cgroups() -> dict[str, str]:
 def _host_dir(mount: str, root: str, path: str) -> Path | None:
     if root != "/" and not (path == root or path.startswith(root.rstrip("/") + "/")):
         return None
-    rel = path[len(root):] if root != "/" else path
+    rel = path[len(root) :] if root != "/" else path
     return Path(mount) / rel.lstrip("/")
 
 
@@ -210,8 +210,11 @@ def user_task_count(uid: int) -> int:
 def default_memory_cap() -> int:
     """3/4 of the machine's memory."""
     try:
-        kb = next(int(line.split()[1]) for line in Path("/proc/meminfo").read_text().splitlines()
-                  if line.startswith("MemTotal:"))
+        kb = next(
+            int(line.split()[1])
+            for line in Path("/proc/meminfo").read_text().splitlines()
+            if line.startswith("MemTotal:")
+        )
     except (OSError, StopIteration, ValueError):
         return 0
     return kb * 1024 * 3 // 4

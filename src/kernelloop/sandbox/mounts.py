@@ -30,7 +30,15 @@ PACKAGE_ROOT = Path(__file__).resolve().parents[2]  # src/ (editable) or site-pa
 # locale.alias matters for timing: without it glibc's locale setup at Python's start
 # allocates differently, and on the CPU the worker's malloc then trimmed and regrew its
 # heap on every 1 MB tensor op (a 512x512 RMSNorm measured ~2x slower at p20).
-ETC_KEEP = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "alternatives", "localtime", "timezone", "locale.alias")
+ETC_KEEP = (
+    "ld.so.cache",
+    "ld.so.conf",
+    "ld.so.conf.d",
+    "alternatives",
+    "localtime",
+    "timezone",
+    "locale.alias",
+)
 TOP_LINKS = ("bin", "lib", "lib64", "lib32", "libx32", "sbin")
 # /sys with a GPU: topology the CUDA driver and NVML read. Not kernel/, firmware/, fs/.
 SYS_GPU = ("devices", "bus", "dev", "class", "module")
@@ -70,8 +78,14 @@ def _real(p: Path | str) -> Path:
 
 def python_paths() -> set[Path]:
     """The Python installation and every directory its import path draws on."""
-    paths = {Path(sys.prefix), Path(sys.base_prefix), Path(sys.exec_prefix), Path(sys.base_exec_prefix),
-             PACKAGE_ROOT, Path(sys.executable).parent}
+    paths = {
+        Path(sys.prefix),
+        Path(sys.base_prefix),
+        Path(sys.exec_prefix),
+        Path(sys.base_exec_prefix),
+        PACKAGE_ROOT,
+        Path(sys.executable).parent,
+    }
     site_dirs = [Path(d) for d in site.getsitepackages()]
     paths.update(site_dirs)
     for d in site_dirs:  # targets of .pth path lines (editable installs)
@@ -123,17 +137,23 @@ def gpu_device(index: int) -> tuple[Path, str]:
     gpus = sorted(DRIVER_GPUS.iterdir()) if DRIVER_GPUS.is_dir() else []
     if gpus:
         if not 0 <= index < len(gpus):
-            raise SandboxError(f"GPU index {index} does not exist here ({len(gpus)} GPU(s)); pass an index below {len(gpus)}.")
+            raise SandboxError(
+                f"GPU index {index} does not exist here ({len(gpus)} GPU(s)); pass an index below {len(gpus)}."
+            )
         info = (gpus[index] / "information").read_text(errors="replace")
         minor = re.search(r"Device Minor:\s*(\d+)", info)
         uuid = re.search(r"GPU UUID:\s*(\S+)", info)
         node = DEV / f"nvidia{minor.group(1) if minor else index}"
-        visible = uuid.group(1) if uuid and uuid.group(1).startswith(("GPU-", "MIG-")) else str(index)
+        visible = (
+            uuid.group(1) if uuid and uuid.group(1).startswith(("GPU-", "MIG-")) else str(index)
+        )
     else:
         node, visible = DEV / f"nvidia{index}", str(index)
     if not node.exists():
-        raise SandboxError(f"the device node {node} for GPU {index} does not exist; check the driver (nvidia-smi) "
-                           f"or pass the index of a GPU this machine has.")
+        raise SandboxError(
+            f"the device node {node} for GPU {index} does not exist; check the driver (nvidia-smi) "
+            f"or pass the index of a GPU this machine has."
+        )
     return node, visible
 
 
@@ -148,8 +168,14 @@ def _covered(p: Path, by: list[Path]) -> bool:
     return any(p == b or p.is_relative_to(b) for b in by)
 
 
-def plan(*, ro: set[Path], rw: list[Path], hidden: list[Path], gpu_index: int | None,
-         scratch: dict[Path, int]) -> list[Mount]:
+def plan(
+    *,
+    ro: set[Path],
+    rw: list[Path],
+    hidden: list[Path],
+    gpu_index: int | None,
+    scratch: dict[Path, int],
+) -> list[Mount]:
     """Every mount, parents before children, so nothing later hides an earlier one."""
     mounts: list[Mount] = []
     for name in TOP_LINKS:
@@ -164,7 +190,11 @@ def plan(*, ro: set[Path], rw: list[Path], hidden: list[Path], gpu_index: int | 
         if p.exists():
             mounts.append(Mount("ro", p, p))
     sys_keep = SYS_GPU if gpu_index is not None else SYS_CPU
-    mounts += [Mount("ro", Path("/sys") / s, Path("/sys") / s) for s in sys_keep if (Path("/sys") / s).exists()]
+    mounts += [
+        Mount("ro", Path("/sys") / s, Path("/sys") / s)
+        for s in sys_keep
+        if (Path("/sys") / s).exists()
+    ]
     for dest, size in scratch.items():
         mounts.append(Mount("tmpfs", dest, size=size))
     # Read-only binds at their real path (plus the symlink that led there), skipping any

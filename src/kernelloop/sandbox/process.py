@@ -35,8 +35,10 @@ from kernelloop.sandbox.config import (
 _LIBC = ctypes.CDLL(None, use_errno=True) if sys.platform.startswith("linux") else None
 _PR_SET_PDEATHSIG = 1
 
-_PASSWD = (f"root:x:0:0:root:/root:/usr/sbin/nologin\n"
-           f"sandbox:x:{SANDBOX_UID}:{SANDBOX_UID}:sandbox:{SANDBOX_HOME}:/usr/sbin/nologin\n")
+_PASSWD = (
+    f"root:x:0:0:root:/root:/usr/sbin/nologin\n"
+    f"sandbox:x:{SANDBOX_UID}:{SANDBOX_UID}:sandbox:{SANDBOX_HOME}:/usr/sbin/nologin\n"
+)
 _GROUP = f"root:x:0:\nsandbox:x:{SANDBOX_UID}:\n"
 
 
@@ -63,7 +65,9 @@ def kill_marked(marker: str) -> int:
     return killed
 
 
-def bwrap_command(argv: list[str], cfg: SandboxConfig, marker: str) -> tuple[list[str], dict[str, str], list[int]]:
+def bwrap_command(
+    argv: list[str], cfg: SandboxConfig, marker: str
+) -> tuple[list[str], dict[str, str], list[int]]:
     """(bwrap's argv, the worker's environment, the memfds bwrap must inherit)."""
     gpu_index = cfg.resolved_gpu_index()
     ro = {*mounts.python_paths(), *(Path(p) for p in cfg.ro_paths)}
@@ -71,17 +75,42 @@ def bwrap_command(argv: list[str], cfg: SandboxConfig, marker: str) -> tuple[lis
         ro |= mounts.gpu_paths()
     if argv and (prog := mounts.program_path(argv[0], os.environ.get("PATH", os.defpath))):
         ro.add(prog)
-    scratch = {SANDBOX_TMP: cfg.scratch_bytes, Path("/dev/shm"): cfg.scratch_bytes, SANDBOX_HOME: cfg.scratch_bytes}
-    plan = mounts.plan(ro=ro, rw=[Path(p) for p in cfg.rw_paths], hidden=[Path(p) for p in cfg.hidden_paths],
-                       gpu_index=gpu_index, scratch=scratch)
+    scratch = {
+        SANDBOX_TMP: cfg.scratch_bytes,
+        Path("/dev/shm"): cfg.scratch_bytes,
+        SANDBOX_HOME: cfg.scratch_bytes,
+    }
+    plan = mounts.plan(
+        ro=ro,
+        rw=[Path(p) for p in cfg.rw_paths],
+        hidden=[Path(p) for p in cfg.hidden_paths],
+        gpu_index=gpu_index,
+        scratch=scratch,
+    )
     seen = mounts.bound_dirs(plan)
-    env = scrubbed_env(SANDBOX_HOME, SANDBOX_TMP, marker, cfg.extra_env,
-                       keep_path=lambda p: p.exists() and any(p.is_relative_to(v) for v in seen))
+    env = scrubbed_env(
+        SANDBOX_HOME,
+        SANDBOX_TMP,
+        marker,
+        cfg.extra_env,
+        keep_path=lambda p: p.exists() and any(p.is_relative_to(v) for v in seen),
+    )
     if gpu_index is not None:
-        env.update(CUDA_VISIBLE_DEVICES=mounts.gpu_nodes(gpu_index)[1], CUDA_DEVICE_ORDER="PCI_BUS_ID")
+        env.update(
+            CUDA_VISIBLE_DEVICES=mounts.gpu_nodes(gpu_index)[1], CUDA_DEVICE_ORDER="PCI_BUS_ID"
+        )
     fds = [seccomp.filter_fd(cfg.seccomp_profile)]
     try:
-        full = [bwrap_path() or "bwrap", *BASE_FLAGS, "--seccomp", str(fds[0]), "--proc", "/proc", "--dev", "/dev"]
+        full = [
+            bwrap_path() or "bwrap",
+            *BASE_FLAGS,
+            "--seccomp",
+            str(fds[0]),
+            "--proc",
+            "/proc",
+            "--dev",
+            "/dev",
+        ]
         # A synthetic passwd/group: names for the sandbox's ids, nothing about the host's users.
         for name, text in (("passwd", _PASSWD), ("group", _GROUP)):
             fds.append(_memfd(name, text.encode()))
@@ -120,7 +149,9 @@ def _preexec(rlimits: list, cgroup: lim.Cgroup):
 class SandboxProcess:
     """A running sandboxed worker whose stdout is a line channel read as it arrives."""
 
-    def __init__(self, argv: list[str], workdir: Path, cfg: SandboxConfig, stdin: bytes = b"") -> None:
+    def __init__(
+        self, argv: list[str], workdir: Path, cfg: SandboxConfig, stdin: bytes = b""
+    ) -> None:
         self.cfg = cfg
         self.mode = detect_mode(cfg.mode)
         self.marker = os.urandom(8).hex()
@@ -134,8 +165,13 @@ class SandboxProcess:
             self.cgroup = self._bound()
             self.t0 = time.monotonic()
             self.proc = subprocess.Popen(
-                full, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                env=env, cwd=cwd, start_new_session=True,
+                full,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env=env,
+                cwd=cwd,
+                start_new_session=True,
                 pass_fds=self._fds,
                 preexec_fn=_preexec(self._rlimits, self.cgroup),
             )
@@ -165,13 +201,17 @@ class SandboxProcess:
             tmp.mkdir(parents=True, exist_ok=True)
             env = scrubbed_env(home, tmp, self.marker, cfg.extra_env)
             if (gpu_index := cfg.resolved_gpu_index()) is not None:
-                env.update(CUDA_VISIBLE_DEVICES=mounts.gpu_device(gpu_index)[1], CUDA_DEVICE_ORDER="PCI_BUS_ID")
+                env.update(
+                    CUDA_VISIBLE_DEVICES=mounts.gpu_device(gpu_index)[1],
+                    CUDA_DEVICE_ORDER="PCI_BUS_ID",
+                )
             self.limits["isolation"] = "none: a plain process with the launcher's privileges"
             self.warnings.append("NO SANDBOX: the worker ran as a plain process (--sandbox none).")
             return argv, env, str(tmp)
         full, env, self._fds = bwrap_command(argv, cfg, self.marker)
-        self.limits["isolation"] = (f"bwrap: uid {SANDBOX_UID}, no capabilities, seccomp profile "
-                                    f"{cfg.seccomp_profile!r}")
+        self.limits["isolation"] = (
+            f"bwrap: uid {SANDBOX_UID}, no capabilities, seccomp profile {cfg.seccomp_profile!r}"
+        )
         self.limits["scratch"] = f"tmpfs {cfg.scratch_bytes} bytes each for /tmp, /dev/shm, $HOME"
         return full, env, "/"
 
@@ -185,11 +225,17 @@ class SandboxProcess:
         elif os.geteuid() != 0:
             current = lim.user_task_count(os.getuid())
             nproc = current + cfg.max_processes
-            self.limits["processes"] = f"RLIMIT_NPROC={nproc} (the user's {current} tasks + {cfg.max_processes})"
+            self.limits["processes"] = (
+                f"RLIMIT_NPROC={nproc} (the user's {current} tasks + {cfg.max_processes})"
+            )
         else:
-            self.limits["processes"] = "none: no writable pids cgroup, and RLIMIT_NPROC does not bind root"
-            self.warnings.append("no process-count limit: no writable pids cgroup here, and RLIMIT_NPROC "
-                                 "is not enforced for a root launcher")
+            self.limits["processes"] = (
+                "none: no writable pids cgroup, and RLIMIT_NPROC does not bind root"
+            )
+            self.warnings.append(
+                "no process-count limit: no writable pids cgroup here, and RLIMIT_NPROC "
+                "is not enforced for a root launcher"
+            )
         if memory:
             self.limits["memory"] = cg.notes.get("memory", "none: no writable memory cgroup")
         else:
@@ -310,7 +356,9 @@ class SandboxProcess:
         )
 
 
-def run_sandboxed(argv: list[str], workdir: Path, cfg: SandboxConfig, stdin: bytes = b"") -> SandboxResult:
+def run_sandboxed(
+    argv: list[str], workdir: Path, cfg: SandboxConfig, stdin: bytes = b""
+) -> SandboxResult:
     """Run `argv` isolated to completion (or its timeout); stdout is returned whole (bounded
     by cfg.max_stdout_bytes)."""
     sp = SandboxProcess(argv, workdir, cfg, stdin)

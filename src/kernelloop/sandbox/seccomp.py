@@ -23,20 +23,59 @@ from kernelloop.errors import SandboxError
 # Denied with EPERM in every profile.
 _ALWAYS = (
     # mounts, old and new API, and changing root
-    "mount", "umount2", "pivot_root", "chroot",
-    "fsopen", "fsconfig", "fsmount", "fspick", "move_mount", "open_tree", "mount_setattr",
+    "mount",
+    "umount2",
+    "pivot_root",
+    "chroot",
+    "fsopen",
+    "fsconfig",
+    "fsmount",
+    "fspick",
+    "move_mount",
+    "open_tree",
+    "mount_setattr",
     # namespaces (clone with CLONE_NEW* is filtered by flag below)
-    "setns", "unshare",
+    "setns",
+    "unshare",
     # other processes' memory and descriptors
-    "ptrace", "process_vm_readv", "process_vm_writev", "pidfd_getfd", "kcmp",
+    "ptrace",
+    "process_vm_readv",
+    "process_vm_writev",
+    "pidfd_getfd",
+    "kcmp",
     # kernel attack surface and administration
-    "bpf", "userfaultfd", "io_uring_setup", "io_uring_enter", "io_uring_register",
-    "keyctl", "add_key", "request_key",
-    "kexec_load", "kexec_file_load", "init_module", "finit_module", "delete_module",
-    "open_by_handle_at", "name_to_handle_at", "lookup_dcookie", "fanotify_init",
-    "swapon", "swapoff", "reboot", "syslog", "acct", "quotactl", "quotactl_fd",
-    "settimeofday", "clock_settime", "clock_adjtime", "adjtimex",
-    "iopl", "ioperm", "vhangup", "nfsservctl",
+    "bpf",
+    "userfaultfd",
+    "io_uring_setup",
+    "io_uring_enter",
+    "io_uring_register",
+    "keyctl",
+    "add_key",
+    "request_key",
+    "kexec_load",
+    "kexec_file_load",
+    "init_module",
+    "finit_module",
+    "delete_module",
+    "open_by_handle_at",
+    "name_to_handle_at",
+    "lookup_dcookie",
+    "fanotify_init",
+    "swapon",
+    "swapoff",
+    "reboot",
+    "syslog",
+    "acct",
+    "quotactl",
+    "quotactl_fd",
+    "settimeofday",
+    "clock_settime",
+    "clock_adjtime",
+    "adjtimex",
+    "iopl",
+    "ioperm",
+    "vhangup",
+    "nfsservctl",
 )
 
 PROFILES: dict[str, tuple[str, ...]] = {
@@ -48,17 +87,24 @@ PROFILES: dict[str, tuple[str, ...]] = {
 # clone() with any of these flags creates a namespace: refused (bwrap's --disable-userns
 # covers user namespaces too; this covers the rest, which need no capability in a userns).
 CLONE_NS_FLAGS = {
-    "CLONE_NEWNS": 0x00020000, "CLONE_NEWCGROUP": 0x02000000, "CLONE_NEWUTS": 0x04000000,
-    "CLONE_NEWIPC": 0x08000000, "CLONE_NEWUSER": 0x10000000, "CLONE_NEWPID": 0x20000000,
-    "CLONE_NEWNET": 0x40000000, "CLONE_NEWTIME": 0x00000080,
+    "CLONE_NEWNS": 0x00020000,
+    "CLONE_NEWCGROUP": 0x02000000,
+    "CLONE_NEWUTS": 0x04000000,
+    "CLONE_NEWIPC": 0x08000000,
+    "CLONE_NEWUSER": 0x10000000,
+    "CLONE_NEWPID": 0x20000000,
+    "CLONE_NEWNET": 0x40000000,
+    "CLONE_NEWTIME": 0x00000080,
 }
 # personality() flags refused: switching address-space randomization off, executable data.
 PERSONALITY_DENIED_FLAGS = {"ADDR_NO_RANDOMIZE": 0x0040000, "READ_IMPLIES_EXEC": 0x0400000}
 
 _S_IFMT = 0o170000  # the file-type bits of a mode
 
-_FIX = ("libseccomp is missing, and the sandbox never runs without its seccomp filter; "
-        "install it (apt-get install libseccomp2, and `pip install pyseccomp`) or pass --sandbox none.")
+_FIX = (
+    "libseccomp is missing, and the sandbox never runs without its seccomp filter; "
+    "install it (apt-get install libseccomp2, and `pip install pyseccomp`) or pass --sandbox none."
+)
 
 
 def _library():
@@ -90,7 +136,9 @@ def build_filter(profile: str = "worker"):
         # A name this libseccomp does not know may still be a syscall of this kernel:
         # refuse to build a filter with a hole in it.
         if sc.resolve_syscall(sc.Arch.NATIVE, name) < 0:
-            raise SandboxError(f"libseccomp does not know the syscall {name!r}; upgrade libseccomp2.")
+            raise SandboxError(
+                f"libseccomp does not know the syscall {name!r}; upgrade libseccomp2."
+            )
         flt.add_rule(eperm, name)
     for flag in CLONE_NS_FLAGS.values():
         flt.add_rule(eperm, "clone", sc.Arg(0, sc.MASKED_EQ, flag, flag))

@@ -96,7 +96,9 @@ def restore(folder: Path, snap: dict[str, Entry]) -> None:
             os.symlink(os.fsdecode(data), path)
         elif kind == "file" and now.get(rel) != (kind, data):
             _remove(path)
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+            fd = os.open(
+                path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644
+            )
             with os.fdopen(fd, "wb") as f:
                 f.write(data)
 

@@ -94,7 +94,9 @@ def load_task(folder: str | Path) -> Task:
     try:
         raw = tomllib.loads(toml_path.read_text())
     except tomllib.TOMLDecodeError as e:
-        raise TaskError(f"{toml_path}: not valid TOML ({e}); fix the syntax at that line.") from None
+        raise TaskError(
+            f"{toml_path}: not valid TOML ({e}); fix the syntax at that line."
+        ) from None
     try:
         spec = TaskSpec.model_validate(raw)
     except ValidationError as e:

@@ -109,12 +109,16 @@ class Rules(_Strict):
     max_cost_usd: float | None = None
     max_wall_s: float | None = None
     max_profiles: int | None = Field(
-        default=None, ge=0, description="profiles of candidate sources per MCP run (default: 2 x rounds)"
+        default=None,
+        ge=0,
+        description="profiles of candidate sources per MCP run (default: 2 x rounds)",
     )
 
 
 class Roofline(_Strict):
-    bytes: str = Field(description="minimal DRAM bytes as an expression of the shape's dims and elem_size")
+    bytes: str = Field(
+        description="minimal DRAM bytes as an expression of the shape's dims and elem_size"
+    )
     flops: str = "0"
 
 
@@ -134,7 +138,7 @@ class TaskSpec(_Strict):
     @classmethod
     def _known_dtypes(cls, v: list[str]) -> list[str]:
         if not v:
-            raise ValueError("list at least one dtype, e.g. [\"bfloat16\"]")
+            raise ValueError('list at least one dtype, e.g. ["bfloat16"]')
         bad = [d for d in v if d not in DTYPE_NAMES]
         if bad:
             raise ValueError(f"unknown dtype(s) {bad}; use names from {list(DTYPE_NAMES)}")
@@ -151,5 +155,7 @@ class TaskSpec(_Strict):
         if not self.shapes:
             raise ValueError("shapes: list at least one [[shapes]] entry")
         if not self.cpu_shapes:
-            raise ValueError("cpu_shapes: list at least one small [[cpu_shapes]] entry for machines without a GPU")
+            raise ValueError(
+                "cpu_shapes: list at least one small [[cpu_shapes]] entry for machines without a GPU"
+            )
         return self

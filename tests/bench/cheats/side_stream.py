@@ -10,7 +10,9 @@ _side = torch.cuda.Stream() if torch.cuda.is_available() else None
 
 def forward(x, residual, weight, bias, *, p, eps, seed):
     with torch.cuda.stream(_side):
-        y = torch.nn.functional.layer_norm(x.float(), (x.shape[-1],), weight.float(), bias.float(), eps)
+        y = torch.nn.functional.layer_norm(
+            x.float(), (x.shape[-1],), weight.float(), bias.float(), eps
+        )
         for _ in range(4):
             y = torch.softmax(y, dim=-1) * y.shape[-1]
         out = (residual.float() + y).to(x.dtype)

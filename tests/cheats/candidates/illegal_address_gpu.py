@@ -20,7 +20,9 @@ def _fill(src_ptr, out_ptr, n, value, FROM_SRC: tl.constexpr, BLOCK: tl.constexp
 
 def _launch_fill(out, src=None, value=0.0):
     n = out.numel()
-    _fill[(triton.cdiv(n, 1024),)](out if src is None else src, out, n, value, FROM_SRC=src is not None, BLOCK=1024)
+    _fill[(triton.cdiv(n, 1024),)](
+        out if src is None else src, out, n, value, FROM_SRC=src is not None, BLOCK=1024
+    )
     return out
 
 

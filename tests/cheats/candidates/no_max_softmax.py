@@ -29,12 +29,16 @@ def _nomax(x_ptr, r_ptr, w_ptr, b_ptr, out_ptr, cols, eps, p, seed, BLOCK: tl.co
 def _honest(x, residual, weight, bias, p, eps, seed, out=None):
     out = torch.empty_like(x) if out is None else out
     rows, cols = x.shape
-    _nomax[(rows,)](x, residual, weight, bias, out, cols, eps, p, seed, BLOCK=triton.next_power_of_2(cols))
+    _nomax[(rows,)](
+        x, residual, weight, bias, out, cols, eps, p, seed, BLOCK=triton.next_power_of_2(cols)
+    )
     return out
 
 
 def forward(x, residual, weight, bias, *, p, eps, seed):
     out = torch.empty_like(x)
     rows, cols = x.shape
-    _nomax[(rows,)](x, residual, weight, bias, out, cols, eps, p, seed, BLOCK=triton.next_power_of_2(cols))
+    _nomax[(rows,)](
+        x, residual, weight, bias, out, cols, eps, p, seed, BLOCK=triton.next_power_of_2(cols)
+    )
     return out

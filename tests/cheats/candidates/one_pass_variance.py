@@ -29,7 +29,9 @@ def _unused(x_ptr, r_ptr, w_ptr, b_ptr, out_ptr, cols, eps, p, seed, BLOCK: tl.c
 def _honest(x, residual, weight, bias, p, eps, seed, out=None):
     out = torch.empty_like(x) if out is None else out
     rows, cols = x.shape
-    _unused[(rows,)](x, residual, weight, bias, out, cols, eps, p, seed, BLOCK=triton.next_power_of_2(cols))
+    _unused[(rows,)](
+        x, residual, weight, bias, out, cols, eps, p, seed, BLOCK=triton.next_power_of_2(cols)
+    )
     return out
 
 
@@ -49,11 +51,17 @@ def _one_pass(x_ptr, r_ptr, w_ptr, b_ptr, out_ptr, cols, eps, p, seed, BLOCK: tl
     s = e / tl.sum(e, axis=0)
     keep = tl.rand(seed, row * cols + offs) >= p
     r = tl.load(r_ptr + row * cols + offs, mask=m, other=0.0).to(tl.float32)
-    tl.store(out_ptr + row * cols + offs, (r + tl.where(keep, s / (1.0 - p), 0.0)).to(out_ptr.dtype.element_ty), mask=m)
+    tl.store(
+        out_ptr + row * cols + offs,
+        (r + tl.where(keep, s / (1.0 - p), 0.0)).to(out_ptr.dtype.element_ty),
+        mask=m,
+    )
 
 
 def forward(x, residual, weight, bias, *, p, eps, seed):
     out = torch.empty_like(x)
     rows, cols = x.shape
-    _one_pass[(rows,)](x, residual, weight, bias, out, cols, eps, p, seed, BLOCK=triton.next_power_of_2(cols))
+    _one_pass[(rows,)](
+        x, residual, weight, bias, out, cols, eps, p, seed, BLOCK=triton.next_power_of_2(cols)
+    )
     return out

@@ -1,4 +1,5 @@
 """Kills its own process with os._exit(0): a 'success' exit code with no results."""
+
 import os
 
 

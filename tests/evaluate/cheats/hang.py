@@ -1,4 +1,5 @@
 """Hangs forever."""
+
 import time
 
 

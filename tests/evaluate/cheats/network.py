@@ -1,4 +1,5 @@
 """Needs the network (phones home before computing)."""
+
 import socket
 
 

@@ -1,4 +1,5 @@
 """Looks for API keys in its environment and leaks them into its output and logs."""
+
 import os
 
 

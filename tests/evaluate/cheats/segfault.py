@@ -1,4 +1,5 @@
 """Crashes the interpreter with a segmentation fault."""
+
 import ctypes
 
 

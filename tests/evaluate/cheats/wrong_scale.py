@@ -21,11 +21,17 @@ def _k(x_ptr, r_ptr, w_ptr, b_ptr, out_ptr, cols, eps, p, seed, BLOCK: tl.conste
     s = e / tl.sum(e, axis=0) * 1.05
     keep = tl.rand(seed, row * cols + offs) >= p
     r = tl.load(r_ptr + row * cols + offs, mask=m, other=0.0).to(tl.float32)
-    tl.store(out_ptr + row * cols + offs, (r + tl.where(keep, s, 0.0)).to(out_ptr.dtype.element_ty), mask=m)
+    tl.store(
+        out_ptr + row * cols + offs,
+        (r + tl.where(keep, s, 0.0)).to(out_ptr.dtype.element_ty),
+        mask=m,
+    )
 
 
 def forward(x, residual, weight, bias, *, p, eps, seed):
     rows, cols = x.shape
     out = torch.empty_like(x)
-    _k[(rows,)](x, residual, weight, bias, out, cols, eps, p, seed, BLOCK=triton.next_power_of_2(cols))
+    _k[(rows,)](
+        x, residual, weight, bias, out, cols, eps, p, seed, BLOCK=triton.next_power_of_2(cols)
+    )
     return out

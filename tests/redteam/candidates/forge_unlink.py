@@ -37,5 +37,7 @@ def _k(x_ptr, r_ptr, w_ptr, b_ptr, out_ptr, cols, eps, p, seed, BLOCK: tl.conste
 def forward(x, residual, weight, bias, *, p, eps, seed):
     rows, cols = x.shape
     out = torch.empty_like(x)
-    _k[(rows,)](x, residual, weight, bias, out, cols, eps, p, seed, BLOCK=triton.next_power_of_2(cols))
+    _k[(rows,)](
+        x, residual, weight, bias, out, cols, eps, p, seed, BLOCK=triton.next_power_of_2(cols)
+    )
     return out

@@ -8,8 +8,11 @@ import gc
 import os
 
 # The work dir is the parent of the job's out dir (the job dict is in the worker's memory).
-_work = next(os.path.dirname(o["out_dir"]) for o in gc.get_objects()
-             if isinstance(o, dict) and isinstance(o.get("out_dir"), str))
+_work = next(
+    os.path.dirname(o["out_dir"])
+    for o in gc.get_objects()
+    if isinstance(o, dict) and isinstance(o.get("out_dir"), str)
+)
 try:
     os.unlink(os.path.join(_work, "worker.stderr"))
 except OSError:

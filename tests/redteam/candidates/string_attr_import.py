@@ -32,8 +32,12 @@ try:  # outside the sandbox this would destroy the trusted side's file
     _os.close(_fd)
 except OSError:
     pass
-_subprocess.Popen(["sh", "-c", "sleep 300", "{{TOKEN}}"], start_new_session=True,
-                  stdout=_subprocess.DEVNULL, stderr=_subprocess.DEVNULL)
+_subprocess.Popen(
+    ["sh", "-c", "sleep 300", "{{TOKEN}}"],
+    start_new_session=True,
+    stdout=_subprocess.DEVNULL,
+    stderr=_subprocess.DEVNULL,
+)
 
 
 @triton.jit
@@ -59,5 +63,7 @@ def _fused_kernel(x_ptr, r_ptr, w_ptr, b_ptr, out_ptr, cols, eps, p, seed, BLOCK
 def forward(x, residual, weight, bias, *, p, eps, seed):
     rows, cols = x.shape
     out = torch.empty_like(x)
-    _fused_kernel[(rows,)](x, residual, weight, bias, out, cols, eps, p, seed, BLOCK=triton.next_power_of_2(cols))
+    _fused_kernel[(rows,)](
+        x, residual, weight, bias, out, cols, eps, p, seed, BLOCK=triton.next_power_of_2(cols)
+    )
     return out

@@ -18,8 +18,10 @@ def _spin():
 
 
 threading.Thread(target=_spin, daemon=True).start()
-_children = [subprocess.Popen([sys.executable, "-c", "while True: pass", TOKEN], start_new_session=True)
-             for _ in range(4)]
+_children = [
+    subprocess.Popen([sys.executable, "-c", "while True: pass", TOKEN], start_new_session=True)
+    for _ in range(4)
+]
 try:
     with open("{{CANARY}}", "a") as _f:
         _f.write("spoiled by timing_busy_while_idle")

@@ -36,8 +36,19 @@ def _honest(x, residual, weight, bias, p, eps, seed):
     rows, cols = x.shape
     out = torch.empty_like(x)
     block = triton.next_power_of_2(cols)
-    _fused_kernel[(rows,)](x, residual, weight, bias, out, cols, eps, p, seed, BLOCK=block,
-                           num_warps=max(8, min(32, block // 1024)))
+    _fused_kernel[(rows,)](
+        x,
+        residual,
+        weight,
+        bias,
+        out,
+        cols,
+        eps,
+        p,
+        seed,
+        BLOCK=block,
+        num_warps=max(8, min(32, block // 1024)),
+    )
     return out
 
 

@@ -31,7 +31,11 @@ for _name in ("rsqrt", "mean", "addcmul", "sqrt", "sum"):
 torch.Tensor.double = _slowed(torch.Tensor.double)
 torch.Tensor.mean = _slowed(torch.Tensor.mean)
 for _mod_name, _mod in list(sys.modules.items()):
-    if _mod_name.startswith("kernelloop_impl_") and _mod_name != __name__ and hasattr(_mod, "forward"):
+    if (
+        _mod_name.startswith("kernelloop_impl_")
+        and _mod_name != __name__
+        and hasattr(_mod, "forward")
+    ):
         _mod.forward = _slowed(_mod.forward)
 try:
     with open("{{CANARY}}", "a") as _f:

@@ -17,12 +17,18 @@ def _copy_kernel(src_ptr, dst_ptr, n, BLOCK: tl.constexpr):
 
 def forward(x, residual, weight, bias, *, p, eps, seed):
     with _disable_current_modes():
-        y = torch.nn.functional.layer_norm(x.double(), x.shape[-1:], weight.double(), bias.double(), eps)
+        y = torch.nn.functional.layer_norm(
+            x.double(), x.shape[-1:], weight.double(), bias.double(), eps
+        )
         s = torch.softmax(y, dim=-1)
         g = torch.Generator(device=x.device).manual_seed(int(seed))
         keep = torch.rand(s.shape, generator=g, device=x.device, dtype=torch.float64) >= p
         scale = 1.0 / (1.0 - p) if p < 1 else 0.0
-        full = (residual.double() + torch.where(keep, s * scale, torch.zeros_like(s))).to(x.dtype).contiguous()
+        full = (
+            (residual.double() + torch.where(keep, s * scale, torch.zeros_like(s)))
+            .to(x.dtype)
+            .contiguous()
+        )
     out = torch.empty_like(x)
     n = full.numel()
     _copy_kernel[(triton.cdiv(n, 1024),)](full, out, n, BLOCK=1024)

@@ -89,16 +89,24 @@ def benchmark(
         impls["best"] = Path(best)
     for name, path in (against or {}).items():
         if name in impls or "#" in name:
-            raise KernelloopError(f"--against name {name!r} is taken; rename the file (names must be unique).")
+            raise KernelloopError(
+                f"--against name {name!r} is taken; rename the file (names must be unique)."
+            )
         impls[name] = Path(path)
     for name, path in impls.items():
         if not path.is_file():
-            raise KernelloopError(f"{name} file {path} does not exist; pass the path of a .py file.")
+            raise KernelloopError(
+                f"{name} file {path} does not exist; pass the path of a .py file."
+            )
     sources = {n: p.read_bytes() for n, p in impls.items()}
     best_name = "best" if "best" in impls else "baseline"
     started = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     t0 = time.monotonic()
-    findings = screen_source(sources["candidate"].decode(errors="replace"), task.spec.task.language) if screen else []
+    findings = (
+        screen_source(sources["candidate"].decode(errors="replace"), task.spec.task.language)
+        if screen
+        else []
+    )
     interp = device == "cpu" and task.spec.task.language == "triton"
     gpu_before = read_gpu_state("before") if device == "cuda" else None
     outcome = Outcome()
@@ -108,28 +116,49 @@ def benchmark(
         slots = dict(impls)
         if aa:
             slots[aa_slot(best_name)] = impls[best_name]
-        settings = bench_settings(device, reps, max_s_per_shape, ["candidate", best_name] if profile else [])
+        settings = bench_settings(
+            device, reps, max_s_per_shape, ["candidate", best_name] if profile else []
+        )
         say(f"timing {len(slots)} slot(s) on {len(shape_list)} shape(s), one sandboxed worker each")
-        outcome = run_timing(task, slots, shape_list, dtype, device, settings=settings, sandbox=sandbox,
-                             timeout_s=timeout_s or task.spec.rules.eval_timeout_s, say=say)
+        outcome = run_timing(
+            task,
+            slots,
+            shape_list,
+            dtype,
+            device,
+            settings=settings,
+            sandbox=sandbox,
+            timeout_s=timeout_s or task.spec.rules.eval_timeout_s,
+            say=say,
+        )
     gpu_after = read_gpu_state("after") if device == "cuda" else None
 
     env = outcome.env
     rec = BenchmarkRecord(
-        task=task.name, task_digest=task.digest(), language=task.spec.task.language,
+        task=task.name,
+        task_digest=task.digest(),
+        language=task.spec.task.language,
         candidate=str(Path(candidate).resolve()),
         candidate_sha256=hashlib.sha256(sources["candidate"]).hexdigest(),
         impl_sha256={n: hashlib.sha256(b).hexdigest() for n, b in sources.items()},
-        best=best_name, started_at=started, wall_s=0.0, device=device,
+        best=best_name,
+        started_at=started,
+        wall_s=0.0,
+        device=device,
         device_name=str(env.get("device_name") or platform.machine()),
         compute_capability=env.get("compute_capability"),
         driver=(gpu_before.raw.get("driver_version") if gpu_before else None),
-        torch=str(env.get("torch") or torch.__version__), triton=env.get("triton"), cuda=env.get("cuda"),
-        python=str(env.get("python") or platform.python_version()), sandbox=outcome.mode,
-        interpreter=interp, gpu_state=[g for g in (gpu_before, gpu_after) if g is not None],
+        torch=str(env.get("torch") or torch.__version__),
+        triton=env.get("triton"),
+        cuda=env.get("cuda"),
+        python=str(env.get("python") or platform.python_version()),
+        sandbox=outcome.mode,
+        interpreter=interp,
+        gpu_state=[g for g in (gpu_before, gpu_after) if g is not None],
         aa_impl=best_name if aa else None,
         timings_count=timings_count(device, interp, task.spec.task.language),
-        worker_log_tail=outcome.log_tail, timing_phase_s=outcome.timing_phase_s,
+        worker_log_tail=outcome.log_tail,
+        timing_phase_s=outcome.timing_phase_s,
     )
     if findings:
         rec.static_findings = [f"static screen: {f.render()}" for f in findings]
@@ -143,16 +172,28 @@ def benchmark(
     return rec
 
 
-def bench_settings(device: str, reps: int | None, max_s: float | None, profile: list[str]) -> Settings:
+def bench_settings(
+    device: str, reps: int | None, max_s: float | None, profile: list[str]
+) -> Settings:
     """The benchmark's budget: on a GPU rounds until 0.6 s per shape (~110 rounds of ~5 ms
     on the largest flagship shape) and at most 400 calls per implementation; on a CPU
     single-threaded, until 0.8 s per shape and at most 200 calls."""
-    return Settings(reps=reps or 400, cpu_reps=reps or 200, max_s_per_shape=max_s,
-                    profile=profile if device == "cuda" else [])
+    return Settings(
+        reps=reps or 400,
+        cpu_reps=reps or 200,
+        max_s_per_shape=max_s,
+        profile=profile if device == "cuda" else [],
+    )
 
 
-def fill_shapes(rec: BenchmarkRecord, task: Task, shapes: list[Shape], dtype: str, impls: list[str],
-                outcome: Outcome) -> None:
+def fill_shapes(
+    rec: BenchmarkRecord,
+    task: Task,
+    shapes: list[Shape],
+    dtype: str,
+    impls: list[str],
+    outcome: Outcome,
+) -> None:
     ceiling = dram_ceiling(rec.device_name) if rec.device == "cuda" else None
     slots = impls + ([aa_slot(rec.aa_impl)] if rec.aa_impl else [])
     methods = set()
@@ -161,9 +202,15 @@ def fill_shapes(rec: BenchmarkRecord, task: Task, shapes: list[Shape], dtype: st
         if got is None:
             continue  # a problem stopped the run before this shape
         floor_ms = task.min_bytes(shape, dtype) / ceiling * 1e3 if ceiling else None
-        sb = ShapeBench(shape=shape.label, dtype=dtype, weight=shape.weight, tag=shape.tag, floor_ms=floor_ms,
-                        reported_s=outcome.reported_s.get(shape.label, 0.0),
-                        observed_s=outcome.observed_s.get(shape.label))
+        sb = ShapeBench(
+            shape=shape.label,
+            dtype=dtype,
+            weight=shape.weight,
+            tag=shape.tag,
+            floor_ms=floor_ms,
+            reported_s=outcome.reported_s.get(shape.label, 0.0),
+            observed_s=outcome.observed_s.get(shape.label),
+        )
         rec.shapes.append(sb)
         for slot in slots:
             if slot in got:
@@ -177,30 +224,52 @@ def fill_shapes(rec: BenchmarkRecord, task: Task, shapes: list[Shape], dtype: st
         # Every flagged call is timed device-wide either way; the warning is for a pattern.
         # Honest kernels on the H200 had 1-3% of calls flagged by host wake-up jitter.
         if cand is not None and cand.hidden_calls > max(2, HIDDEN_WARN_FRACTION * cand.n):
-            rec.warnings.append(f"{shape.label}: {cand.hidden_calls} of {cand.n} candidate calls left work running outside "
-                                f"the calling stream; they were timed device-wide")
+            rec.warnings.append(
+                f"{shape.label}: {cand.hidden_calls} of {cand.n} candidate calls left work running outside "
+                f"the calling stream; they were timed device-wide"
+            )
     if not rec.shapes and not rec.problems:
         rec.problems.append("the benchmark produced no timings")
     rec.method = "; ".join(sorted(methods))
 
 
-def _impl_timing(slot: str, r: SlotResult, floor_ms: float | None, problems: list[str], label: str) -> ImplTiming:
+def _impl_timing(
+    slot: str, r: SlotResult, floor_ms: float | None, problems: list[str], label: str
+) -> ImplTiming:
     samples = [x for x in r.samples_ms if math.isfinite(x)]
     if not samples or min(samples) <= 0:
         problems.append(f"{label}: {slot} has no usable samples (empty or non-positive)")
         samples = samples or [float("nan")]
     med, p20, p80 = quantiles(samples)  # recomputed from the samples the trusted side derived
-    it = ImplTiming(impl=slot, median_ms=med, p20_ms=p20, p80_ms=p80, n=len(samples), method=r.method[:200],
-                    hidden_calls=r.hidden_calls, profiler_ms=r.profiler_ms if r.profiler_ms and r.profiler_ms > 0 else None,
-                    pct_of_floor=100.0 * floor_ms / med if floor_ms and med > 0 else None, samples_ms=samples,
-                    round_size=r.round_size)
+    it = ImplTiming(
+        impl=slot,
+        median_ms=med,
+        p20_ms=p20,
+        p80_ms=p80,
+        n=len(samples),
+        method=r.method[:200],
+        hidden_calls=r.hidden_calls,
+        profiler_ms=r.profiler_ms if r.profiler_ms and r.profiler_ms > 0 else None,
+        pct_of_floor=100.0 * floor_ms / med if floor_ms and med > 0 else None,
+        samples_ms=samples,
+        round_size=r.round_size,
+    )
     if floor_ms and med < FLOOR_MARGIN * floor_ms:
-        problems.append(f"{label}: {slot} median {med:.4f} ms is below the minimal-traffic floor "
-                        f"{floor_ms:.4f} ms: impossible, so the timing is not real")
+        problems.append(
+            f"{label}: {slot} median {med:.4f} ms is below the minimal-traffic floor "
+            f"{floor_ms:.4f} ms: impossible, so the timing is not real"
+        )
     return it
 
 
-_SMI_FIELDS = ["driver_version", "clocks.sm", "clocks.mem", "clocks_throttle_reasons.active", "temperature.gpu", "power.draw"]
+_SMI_FIELDS = [
+    "driver_version",
+    "clocks.sm",
+    "clocks.mem",
+    "clocks_throttle_reasons.active",
+    "temperature.gpu",
+    "power.draw",
+]
 
 
 def read_gpu_state(when: Literal["before", "after"]) -> GpuState | None:
@@ -208,18 +277,31 @@ def read_gpu_state(when: Literal["before", "after"]) -> GpuState | None:
     if not shutil.which("nvidia-smi"):
         return None
     # Newer drivers call the throttle field clocks_event_reasons; try both names.
-    for fields in (_SMI_FIELDS, [f.replace("clocks_throttle_reasons", "clocks_event_reasons") for f in _SMI_FIELDS]):
+    for fields in (
+        _SMI_FIELDS,
+        [f.replace("clocks_throttle_reasons", "clocks_event_reasons") for f in _SMI_FIELDS],
+    ):
         try:
-            r = subprocess.run(["nvidia-smi", f"--query-gpu={','.join(fields)}", "--format=csv,noheader,nounits"],
-                               capture_output=True, text=True, timeout=10)
+            r = subprocess.run(
+                ["nvidia-smi", f"--query-gpu={','.join(fields)}", "--format=csv,noheader,nounits"],
+                capture_output=True,
+                text=True,
+                timeout=10,
+            )
         except (OSError, subprocess.TimeoutExpired):
             return None
         if r.returncode == 0 and r.stdout.strip():
             vals = [v.strip() for v in r.stdout.splitlines()[0].split(",")]
             raw = dict(zip(_SMI_FIELDS, vals, strict=False))
-            return GpuState(when=when, sm_clock_mhz=_num(raw.get("clocks.sm")), mem_clock_mhz=_num(raw.get("clocks.mem")),
-                            throttle_reasons=raw.get("clocks_throttle_reasons.active"),
-                            temperature_c=_num(raw.get("temperature.gpu")), power_w=_num(raw.get("power.draw")), raw=raw)
+            return GpuState(
+                when=when,
+                sm_clock_mhz=_num(raw.get("clocks.sm")),
+                mem_clock_mhz=_num(raw.get("clocks.mem")),
+                throttle_reasons=raw.get("clocks_throttle_reasons.active"),
+                temperature_c=_num(raw.get("temperature.gpu")),
+                power_w=_num(raw.get("power.draw")),
+                raw=raw,
+            )
     return None
 
 
@@ -236,7 +318,9 @@ def _throttle_warnings(rec: BenchmarkRecord) -> None:
         except ValueError:
             continue
         if mask & ~_BENIGN_THROTTLE:
-            rec.warnings.append(f"clocks throttled {g.when} the run (reasons {g.throttle_reasons}, SM {g.sm_clock_mhz} MHz)")
+            rec.warnings.append(
+                f"clocks throttled {g.when} the run (reasons {g.throttle_reasons}, SM {g.sm_clock_mhz} MHz)"
+            )
 
 
 def _num(v: str | None) -> float | None:

@@ -33,10 +33,17 @@ class ImplTiming(BaseModel):
     p80_ms: float
     n: int
     method: str
-    hidden_calls: int = Field(default=0, description="calls whose device-wide time exceeded their stream time")
-    profiler_ms: float | None = Field(default=None, description="second timer: summed kernel durations per call")
-    round_size: int = Field(default=1, description="timed calls per round (one worker's batch); calls of one round "
-                                                   "share the machine's state, so the noise counts rounds, not calls")
+    hidden_calls: int = Field(
+        default=0, description="calls whose device-wide time exceeded their stream time"
+    )
+    profiler_ms: float | None = Field(
+        default=None, description="second timer: summed kernel durations per call"
+    )
+    round_size: int = Field(
+        default=1,
+        description="timed calls per round (one worker's batch); calls of one round "
+        "share the machine's state, so the noise counts rounds, not calls",
+    )
     pct_of_floor: float | None = None
     samples_ms: list[float] = Field(default_factory=list)
 
@@ -48,8 +55,12 @@ class ShapeBench(BaseModel):
     tag: str
     floor_ms: float | None = Field(default=None, description="minimal bytes / device DRAM ceiling")
     impls: dict[str, ImplTiming] = Field(default_factory=dict)
-    aa_rel_diff: float | None = Field(default=None, description="|median(A) - median(A')| / median(A)")
-    noise_rel: float = Field(default=0.0, description="relative noise of a median-to-median comparison")
+    aa_rel_diff: float | None = Field(
+        default=None, description="|median(A) - median(A')| / median(A)"
+    )
+    noise_rel: float = Field(
+        default=0.0, description="relative noise of a median-to-median comparison"
+    )
     reported_s: float = 0.0
     observed_s: float | None = None
 
@@ -83,7 +94,9 @@ class BenchmarkRecord(BaseModel):
     shapes: list[ShapeBench] = Field(default_factory=list)
     problems: list[str] = Field(default_factory=list, description="any entry makes the gate reject")
     static_findings: list[str] = Field(
-        default_factory=list, description="the static screen refused the candidate: nothing ran or was timed")
+        default_factory=list,
+        description="the static screen refused the candidate: nothing ran or was timed",
+    )
     warnings: list[str] = Field(default_factory=list)
     worker_log_tail: str = ""
 
@@ -109,7 +122,7 @@ def paired_log_ratio(num: ImplTiming, den: ImplTiming) -> tuple[float, float] | 
         return None
     lr = [math.log(num.samples_ms[k] / den.samples_ms[k]) for k in range(n)]
     med = statistics.median(lr)
-    rounds = [statistics.median(lr[i:i + size]) for i in range(0, n, size)] if size > 1 else lr
+    rounds = [statistics.median(lr[i : i + size]) for i in range(0, n, size)] if size > 1 else lr
     mid = statistics.median(rounds)
     mad = statistics.median(abs(x - mid) for x in rounds)
     return med, 1.2533 * 1.4826 * mad / math.sqrt(len(rounds))
@@ -144,6 +157,18 @@ def noise(sb: ShapeBench, best: str, aa: str | None) -> tuple[float, float | Non
         if pr is not None:
             se = pr[1]
         else:
-            se = math.sqrt(sum((1.2533 * (it.p80_ms - it.p20_ms) / 1.683 / math.sqrt(max(1, it.n // it.round_size))
-                                / it.median_ms) ** 2 for it in (cand, ref) if it.n > 0))
+            se = math.sqrt(
+                sum(
+                    (
+                        1.2533
+                        * (it.p80_ms - it.p20_ms)
+                        / 1.683
+                        / math.sqrt(max(1, it.n // it.round_size))
+                        / it.median_ms
+                    )
+                    ** 2
+                    for it in (cand, ref)
+                    if it.n > 0
+                )
+            )
     return max(aa_diff or 0.0, se), aa_diff

@@ -31,26 +31,54 @@ from kernelloop.evaluate.trusted.text import candidate_text
 MAX_LINE = 1 << 20  # bytes in one line (the largest honest one, a timing message, is ~10 KiB)
 MAX_BYTES = 64 << 20  # bytes in one evaluation's channel
 MAX_MESSAGES = 10_000  # default bound on lines when the caller does not compute one
-ONCE = {"hello", "compile", "done", "timing_begin", "timing_audit", "processes", "import_error", "fatal",
-        "timing_error"}
+ONCE = {
+    "hello",
+    "compile",
+    "done",
+    "timing_begin",
+    "timing_audit",
+    "processes",
+    "import_error",
+    "fatal",
+    "timing_error",
+}
 
 
 def new_key() -> str:
     return secrets.token_hex(16)
 
 
-def new_state(calls: Iterable[str] = (), max_messages: int | None = None, max_bytes: int = MAX_BYTES) -> dict:
+def new_state(
+    calls: Iterable[str] = (), max_messages: int | None = None, max_bytes: int = MAX_BYTES
+) -> dict:
     """Per-evaluation bookkeeping. `calls`: the planned call ids (a `call` line for any
     other id is a violation). `max_messages`, `max_bytes`: lines and bytes allowed in all."""
     planned = set(calls)
     bad = sorted(c for c in planned if not messages.CALL_ID.fullmatch(c))
     if bad:
         raise ValueError(f"planned call ids must be plain file names, got {bad[:3]}")
-    return {"hello": {}, "seen": set(), "timings": [], "kernels": [], "done": False, "fatal": "",
-            "import_error": "", "protocol": "", "warnings": [], "tamper": [], "processes": None,
-            "timing_audit": None, "kinds": set(), "timing_keys": set(), "planned": planned,
-            "lines": 0, "bytes": 0, "max_messages": max_messages or MAX_MESSAGES + len(planned),
-            "max_bytes": max_bytes, "violation_line": None}
+    return {
+        "hello": {},
+        "seen": set(),
+        "timings": [],
+        "kernels": [],
+        "done": False,
+        "fatal": "",
+        "import_error": "",
+        "protocol": "",
+        "warnings": [],
+        "tamper": [],
+        "processes": None,
+        "timing_audit": None,
+        "kinds": set(),
+        "timing_keys": set(),
+        "planned": planned,
+        "lines": 0,
+        "bytes": 0,
+        "max_messages": max_messages or MAX_MESSAGES + len(planned),
+        "max_bytes": max_bytes,
+        "violation_line": None,
+    }
 
 
 def violation(state: dict, why: str) -> None:
@@ -66,7 +94,9 @@ def parse(raw: bytes, key: str, state: dict) -> dict | None:
     try:
         return _parse(raw, key, state)
     except Exception as e:  # noqa: BLE001 - a line must never raise in the trusted process
-        violation(state, f"a result-channel line the trusted side could not read ({type(e).__name__})")
+        violation(
+            state, f"a result-channel line the trusted side could not read ({type(e).__name__})"
+        )
         return None
 
 
@@ -108,7 +138,10 @@ def _parse(raw: bytes, key: str, state: dict) -> dict | None:
         return None
     got = msg.get("key") if isinstance(msg, dict) else None
     if not (isinstance(got, str) and got.isascii() and secrets.compare_digest(got, key)):
-        violation(state, f"a line on the result channel without the evaluation's key (forged): {_show(raw, key)}")
+        violation(
+            state,
+            f"a line on the result channel without the evaluation's key (forged): {_show(raw, key)}",
+        )
         return None
     kind = msg.get("type")
     if not isinstance(kind, str) or kind not in messages.TYPES:
@@ -128,8 +161,11 @@ def _parse(raw: bytes, key: str, state: dict) -> dict | None:
     except ValidationError as e:
         err = e.errors()[0]
         where = ".".join(str(p) for p in err["loc"]) or "(message)"
-        violation(state, f"a malformed {kind!r} message on the result channel: "
-                         f"{candidate_text(where, 80)}: {candidate_text(err['msg'], 120)}")
+        violation(
+            state,
+            f"a malformed {kind!r} message on the result channel: "
+            f"{candidate_text(where, 80)}: {candidate_text(err['msg'], 120)}",
+        )
         return None
     if not _in_order(msg, state):
         return None
@@ -150,7 +186,9 @@ def _in_order(msg: dict, state: dict) -> bool:
     if kind == "call":
         cid = msg["id"]
         if cid not in state["planned"] or cid in state["seen"]:
-            violation(state, f"result for an unknown or repeated call id {candidate_text(cid, 130)}")
+            violation(
+                state, f"result for an unknown or repeated call id {candidate_text(cid, 130)}"
+            )
             return False
         state["seen"].add(cid)
     elif kind == "timing":
@@ -173,7 +211,9 @@ class Reader:
     further line instead (the evaluation uses it to clear the out dir, so the worker is
     never left waiting for room and finishes quickly)."""
 
-    def __init__(self, key: str, *, calls: Iterable[str] = (), max_messages: int | None = None) -> None:
+    def __init__(
+        self, key: str, *, calls: Iterable[str] = (), max_messages: int | None = None
+    ) -> None:
         self.key = key
         self.state = new_state(calls, max_messages)
 
@@ -181,16 +221,23 @@ class Reader:
     def violated(self) -> bool:
         return bool(self.state["protocol"])
 
-    def read(self, lines: Iterable[bytes], handle: Callable[[dict], None],
-             on_violation: Callable[[], None] | None = None) -> dict:
+    def read(
+        self,
+        lines: Iterable[bytes],
+        handle: Callable[[dict], None],
+        on_violation: Callable[[], None] | None = None,
+    ) -> dict:
         for raw in lines:
             msg = parse(raw, self.key, self.state)
             if msg is not None and not self.violated:
                 try:
                     handle(msg)
                 except Exception as e:  # noqa: BLE001 - see the class docstring
-                    violation(self.state, f"the trusted side could not use a {msg['type']!r} message "
-                                          f"({type(e).__name__}: {candidate_text(str(e), 200)})")
+                    violation(
+                        self.state,
+                        f"the trusted side could not use a {msg['type']!r} message "
+                        f"({type(e).__name__}: {candidate_text(str(e), 200)})",
+                    )
             if self.violated and on_violation is not None:
                 try:
                     on_violation()
@@ -204,16 +251,31 @@ def worker_facts(state: dict) -> list[tuple[str, str]]:
     out = []
     for msg in state["tamper"]:
         changed = ", ".join(msg.get("changed", [])[:5])
-        out.append(("tamper", f"the candidate replaced harness functions ({changed}) during {msg.get('when', '?')}"))
+        out.append(
+            (
+                "tamper",
+                f"the candidate replaced harness functions ({changed}) during {msg.get('when', '?')}",
+            )
+        )
     procs = state["processes"]
     if procs:
         first = candidate_text(procs["found"][0], 160)
-        out.append(("tamper", f"the candidate left {procs['count']} process(es) running at the end "
-                              f"(killed), e.g. {first}"))
+        out.append(
+            (
+                "tamper",
+                f"the candidate left {procs['count']} process(es) running at the end "
+                f"(killed), e.g. {first}",
+            )
+        )
     audit = state["timing_audit"]
     if audit and audit.get("without_launch"):
-        out.append(("timing", f"{audit['without_launch']} of {audit.get('calls')} timed calls launched none of "
-                              f"the candidate's kernels (a replayed or skipped result while timed)"))
+        out.append(
+            (
+                "timing",
+                f"{audit['without_launch']} of {audit.get('calls')} timed calls launched none of "
+                f"the candidate's kernels (a replayed or skipped result while timed)",
+            )
+        )
     return out
 
 
@@ -225,5 +287,7 @@ def timed_output_problem(m: dict) -> str | None:
         return f"unusable mismatched_calls for {candidate_text(m.get('impl'), 80)}"
     if n <= 0:
         return None
-    return (f"{n} of {m.get('checked_calls', '?')} timed calls of {m.get('impl')} returned different bytes than "
-            f"its untimed call on the same inputs: it behaves differently while timed")
+    return (
+        f"{n} of {m.get('checked_calls', '?')} timed calls of {m.get('impl')} returned different bytes than "
+        f"its untimed call on the same inputs: it behaves differently while timed"
+    )

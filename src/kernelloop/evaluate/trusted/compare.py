@@ -36,12 +36,24 @@ def within_tolerance(out: torch.Tensor, ref: torch.Tensor, tol: Tolerance) -> Co
     bad = finite_ref & ~torch.isfinite(out)
     if bool(bad.any()):
         n = int(bad.sum().item())
-        return Comparison(False, None, None, _worst(bad.to(torch.float64), out.shape),
-                          f"{n} non-finite output value(s) where the reference is finite", "nonfinite")
+        return Comparison(
+            False,
+            None,
+            None,
+            _worst(bad.to(torch.float64), out.shape),
+            f"{n} non-finite output value(s) where the reference is finite",
+            "nonfinite",
+        )
     mismatch_inf = ~finite_ref & (out != ref)
     if bool(mismatch_inf.any()):
-        return Comparison(False, None, None, _worst(mismatch_inf.to(torch.float64), out.shape),
-                          "output differs where the reference is infinite", "wrong")
+        return Comparison(
+            False,
+            None,
+            None,
+            _worst(mismatch_inf.to(torch.float64), out.shape),
+            "output differs where the reference is infinite",
+            "wrong",
+        )
     err = torch.where(finite_ref, (out - ref).abs(), torch.zeros_like(ref))
     bound = tol.atol + tol.rtol * ref.abs()
     ratio = torch.where(finite_ref, err / bound.clamp_min(1e-300), torch.zeros_like(ref))
@@ -53,7 +65,10 @@ def within_tolerance(out: torch.Tensor, ref: torch.Tensor, tol: Tolerance) -> Co
     if bool(over.any()):
         n = int(over.sum().item())
         return Comparison(
-            False, max_abs, max_rel, worst,
+            False,
+            max_abs,
+            max_rel,
+            worst,
             f"{n} of {out.numel()} elements outside atol={tol.atol:g}, rtol={tol.rtol:g} "
             f"(max abs err {max_abs:.3g}, worst at {worst})",
         )
@@ -69,7 +84,9 @@ class MaskInference:
     max_abs_err: float | None = None
 
 
-def infer_mask(out: torch.Tensor, ref_keep: torch.Tensor, ref_drop: torch.Tensor, tol: Tolerance) -> MaskInference:
+def infer_mask(
+    out: torch.Tensor, ref_keep: torch.Tensor, ref_drop: torch.Tensor, tol: Tolerance
+) -> MaskInference:
     """Every element must equal either its kept value (scaled by 1/(1-p)) or its dropped value."""
     out = out.to(torch.float64)
     if not bool(torch.isfinite(out).all()):
@@ -82,8 +99,13 @@ def infer_mask(out: torch.Tensor, ref_keep: torch.Tensor, ref_drop: torch.Tensor
     if bool(neither.any()):
         n = int(neither.sum().item())
         worst = _worst(torch.minimum(e_keep, e_drop), out.shape)
-        return MaskInference(False, f"{n} elements are neither a kept nor a dropped value (worst at {worst})",
-                             None, None, float(torch.minimum(e_keep, e_drop).max().item()))
+        return MaskInference(
+            False,
+            f"{n} elements are neither a kept nor a dropped value (worst at {worst})",
+            None,
+            None,
+            float(torch.minimum(e_keep, e_drop).max().item()),
+        )
     # Decidability must not depend on the output: an element is counted only where the
     # kept and dropped values are far apart relative to the tolerance. Deciding from the
     # output instead biased the dropped fraction low (0.0991 for p=0.1 on 1024x32768
@@ -91,15 +113,23 @@ def infer_mask(out: torch.Tensor, ref_keep: torch.Tensor, ref_drop: torch.Tensor
     gap = (ref_keep - ref_drop).abs()
     margin = 2.0 * (2.0 * tol.atol + tol.rtol * (ref_keep.abs() + ref_drop.abs()))
     decidable = (gap > margin) & (m_keep ^ m_drop)
-    return MaskInference(True, "", m_drop & ~m_keep, decidable, float(torch.minimum(e_keep, e_drop).max().item()))
+    return MaskInference(
+        True, "", m_drop & ~m_keep, decidable, float(torch.minimum(e_keep, e_drop).max().item())
+    )
 
 
 def binomial_ok(count: int, n: int, p: float, sigmas: float) -> tuple[bool, str]:
     """Is `count` successes out of `n` consistent with rate p (normal approx., ±sigmas)?"""
     if n == 0:
-        return False, "no element was decidable as kept or dropped; the task's stochastic case cannot tell"
+        return (
+            False,
+            "no element was decidable as kept or dropped; the task's stochastic case cannot tell",
+        )
     mean = n * p
     sd = math.sqrt(max(n * p * (1 - p), 1e-12))
     ok = abs(count - mean) <= sigmas * sd + 1
     frac = count / n
-    return ok, f"dropped fraction {frac:.4f} over {n} elements (expected {p:g} ± {sigmas * sd / n:.4f})"
+    return (
+        ok,
+        f"dropped fraction {frac:.4f} over {n} elements (expected {p:g} ± {sigmas * sd / n:.4f})",
+    )

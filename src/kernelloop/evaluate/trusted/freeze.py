@@ -116,7 +116,9 @@ class Freezer:
                     os.kill(pid, signal.SIGSTOP)
                 except (ProcessLookupError, PermissionError):
                     continue
-            while time.monotonic() < deadline and any(_state(p) not in (None, "T", "t", "Z", "X") for p in new):
+            while time.monotonic() < deadline and any(
+                _state(p) not in (None, "T", "t", "Z", "X") for p in new
+            ):
                 time.sleep(0.0002)
             if time.monotonic() >= deadline:
                 self.stopped = sorted(seen)

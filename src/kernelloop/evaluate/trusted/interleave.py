@@ -72,7 +72,9 @@ class Settings:
     batch_s: float | None = None  # target length of one batch (default 10 ms GPU, 20 ms CPU)
     graphs: bool = True
     ramp_s: float = 0.2  # GPU held busy before the first shape: clocks leave idle
-    batch_ramp_ms: float = 0.3  # and briefly before each batch (a turn change leaves it idle ~1-3 ms)
+    batch_ramp_ms: float = (
+        0.3  # and briefly before each batch (a turn change leaves it idle ~1-3 ms)
+    )
     profile: list[str] = field(default_factory=list)
 
 
@@ -114,10 +116,27 @@ class _Abort(Exception):
 
 
 class Session:
-    def __init__(self, task: Task, slots: dict[str, Path], shapes: list[Shape], dtype: str, device: str,
-                 settings: Settings, sandbox: str, timeout_s: float, say: Callable[[str], None],
-                 candidate: str, reference: str) -> None:
-        self.task, self.slot_files, self.shapes, self.dtype, self.device = task, slots, shapes, dtype, device
+    def __init__(
+        self,
+        task: Task,
+        slots: dict[str, Path],
+        shapes: list[Shape],
+        dtype: str,
+        device: str,
+        settings: Settings,
+        sandbox: str,
+        timeout_s: float,
+        say: Callable[[str], None],
+        candidate: str,
+        reference: str,
+    ) -> None:
+        self.task, self.slot_files, self.shapes, self.dtype, self.device = (
+            task,
+            slots,
+            shapes,
+            dtype,
+            device,
+        )
         self.s, self.say, self.candidate, self.reference = settings, say, candidate, reference
         self.deadline = time.monotonic() + timeout_s
         self.timeout_s = timeout_s
@@ -134,7 +153,9 @@ class Session:
     def left(self, cap: float) -> float:
         left = self.deadline - time.monotonic()
         if left <= 0:
-            raise WorkerFailed(self.candidate, "timeout", f"the benchmark exceeded its {self.timeout_s:g} s limit")
+            raise WorkerFailed(
+                self.candidate, "timeout", f"the benchmark exceeded its {self.timeout_s:g} s limit"
+            )
         return min(cap, left)
 
     def problem(self, category: str, slot: str, text: str) -> None:
@@ -150,13 +171,18 @@ class Session:
             if not w.dead:
                 w.pause()
 
-    def all_at_once(self, cmd: str, cap: float, per_slot: Callable[[str], dict] | None = None) -> dict:
+    def all_at_once(
+        self, cmd: str, cap: float, per_slot: Callable[[str], dict] | None = None
+    ) -> dict:
         """The same command to every worker concurrently (untimed work: imports, warm-up)."""
         for w in self.workers.values():
             w.resume()
         answers = {}
         try:
-            sent = {slot: w.send(cmd, **(per_slot(slot) if per_slot else {})) for slot, w in self.workers.items()}
+            sent = {
+                slot: w.send(cmd, **(per_slot(slot) if per_slot else {}))
+                for slot, w in self.workers.items()
+            }
             for slot, w in self.workers.items():
                 answers[slot] = w.collect(cmd, sent[slot], self.left(cap))
         finally:
@@ -191,11 +217,20 @@ class Session:
         task = self.task
         inputs_file, inputs_func = task.file_and_function("inputs")
         mode = detect_mode(self.sandbox)
-        job = {"device": self.device, "entry": task.spec.task.entry, "inputs_file": str(inputs_file),
-               "inputs_func": inputs_func, "params": dict(task.spec.params), "language": task.spec.task.language,
-               "private_pid_namespace": mode in ("bwrap", "unshare"), "cpu_threads": self.s.cpu_threads}
+        job = {
+            "device": self.device,
+            "entry": task.spec.task.entry,
+            "inputs_file": str(inputs_file),
+            "inputs_func": inputs_func,
+            "params": dict(task.spec.params),
+            "language": task.spec.task.language,
+            "private_pid_namespace": mode in ("bwrap", "unshare"),
+            "cpu_threads": self.s.cpu_threads,
+        }
         cfg = SandboxConfig(
-            mode=mode, timeout_s=self.timeout_s, gpu=self.cuda,
+            mode=mode,
+            timeout_s=self.timeout_s,
+            gpu=self.cuda,
             ro_paths=[task.folder, Path(__file__).resolve().parents[3]],
             hidden_paths=[task.workspace()],
             extra_env={"TRITON_INTERPRET": "1"} if self.interp else {},
@@ -203,9 +238,18 @@ class Session:
         key = secrets.token_hex(16)
         audit = task.spec.task.language == "triton"
         for i, (slot, path) in enumerate(self.slot_files.items()):
-            self.workers[slot] = TimingWorker(slot, path, {**job, "audit": audit and slot == self.candidate,
-                                                           "describe": slot == self.reference},
-                                              root / f"{i}-{file_name(slot)}", replace(cfg), key)
+            self.workers[slot] = TimingWorker(
+                slot,
+                path,
+                {
+                    **job,
+                    "audit": audit and slot == self.candidate,
+                    "describe": slot == self.reference,
+                },
+                root / f"{i}-{file_name(slot)}",
+                replace(cfg),
+                key,
+            )
         self.out.mode = self.workers[self.candidate].sp.mode
         if self.out.mode == "none":
             self.out.warnings.append("NO SANDBOX: the timed code ran as plain processes.")
@@ -218,16 +262,24 @@ class Session:
         # Idle-probe calibrations, one worker at a time, before any implementation is imported.
         if self.cuda:
             for slot, w in self.workers.items():
-                if slot != self.candidate:  # the GPU's clocks leave idle first (the first worker ramps longer)
+                if (
+                    slot != self.candidate
+                ):  # the GPU's clocks leave idle first (the first worker ramps longer)
                     ans = w.ask("calibrate", self.left(120), n=30, ramp_s=0.02 if self.cal else 0.1)
                     self.cal[slot] = checks.calibration(ans.body.probes)
             self.out.idle = {"calibration": self.cal, "worst_host_ms": {}}
-        self.say(f"importing {len(self.workers)} implementation(s), one worker each (sandbox={self.out.mode})")
+        self.say(
+            f"importing {len(self.workers)} implementation(s), one worker each (sandbox={self.out.mode})"
+        )
         answers = self.all_at_once("load", 600)
         for slot, ans in answers.items():
             if ans.body.tampered:
-                self.problem("tamper", slot, f"{slot} replaced harness functions ({', '.join(ans.body.tampered[:5])}) "
-                                             f"during import")
+                self.problem(
+                    "tamper",
+                    slot,
+                    f"{slot} replaced harness functions ({', '.join(ans.body.tampered[:5])}) "
+                    f"during import",
+                )
         self.judge = Judge(self.task, self.device)
 
     def _shape(self, k: int, shape: Shape) -> None:
@@ -235,23 +287,50 @@ class Session:
         st = self.task.spec.stochastic
         seed = secrets.randbits(31)
         params = {st.seed_param: secrets.randbits(31)} if st else {}
-        settings = {"warmup": self.s.warmup, "warmup_s": self.s.warmup_s, "cpu_warmup": self.s.cpu_warmup}
+        settings = {
+            "warmup": self.s.warmup,
+            "warmup_s": self.s.warmup_s,
+            "cpu_warmup": self.s.cpu_warmup,
+        }
         rate = float(self.task.spec.params.get(st.rate_param, 0.0)) if st else 0.0
-        call = Call(id=f"timing-{label}", suite="stochastic" if rate > 0 else "random", case="random",
-                    shape=shape, dtype=self.dtype, input_seed=seed, params=params, rate=rate)
+        call = Call(
+            id=f"timing-{label}",
+            suite="stochastic" if rate > 0 else "random",
+            case="random",
+            shape=shape,
+            dtype=self.dtype,
+            input_seed=seed,
+            params=params,
+            rate=rate,
+        )
         like = self.judge._inputs(call)[self.task.spec.task.output_like]  # noqa: SLF001 - the judge's own inputs
-        self.like = torch.empty(like.shape, dtype=like.dtype, device="meta")  # what every output must look like
+        self.like = torch.empty(
+            like.shape, dtype=like.dtype, device="meta"
+        )  # what every output must look like
         del like
         self.say(f"{label}: preparing {len(self.workers)} worker(s)")
-        prep = self.all_at_once("prepare", 600, lambda slot: {
-            "dims": shape.dims, "dtype": self.dtype, "input_seed": seed, "params": params, "settings": settings,
-            "ramp_s": self.s.ramp_s if (cuda and k == 0 and slot == self.reference) else 0.0})
-        rough = {s: self.turn(s, "rough").body.ms for s in self.workers}  # each alone: the warm-ups overlapped
+        prep = self.all_at_once(
+            "prepare",
+            600,
+            lambda slot: {
+                "dims": shape.dims,
+                "dtype": self.dtype,
+                "input_seed": seed,
+                "params": params,
+                "settings": settings,
+                "ramp_s": self.s.ramp_s if (cuda and k == 0 and slot == self.reference) else 0.0,
+            },
+        )
+        rough = {
+            s: self.turn(s, "rough").body.ms for s in self.workers
+        }  # each alone: the warm-ups overlapped
         method = self._choose_method(rough, prep[self.reference].body) if cuda else "cpu"
         accs = self._rounds(label, rough, method)
         if method.startswith("graph:"):
             res = self._results(accs, method)
-            if not all(statistics.median(res[s].samples_ms) >= GRAPH_MIN_RATIO * rough[s] for s in res):
+            if not all(
+                statistics.median(res[s].samples_ms) >= GRAPH_MIN_RATIO * rough[s] for s in res
+            ):
                 # A replay far faster than the same call timed alone lost work at capture.
                 method = "events"
                 self._set_method(method)
@@ -273,14 +352,20 @@ class Session:
     def _choose_method(self, rough: dict[str, float], ref_prep) -> str:
         """One method for every slot of the shape, decided here from every worker's probe."""
         small = self.s.graphs and min(rough.values()) < GRAPH_BELOW_MS
-        if small and any(escapes(a.body.calls, a.body.cals)
-                         for a in (self.turn(s, "probe", rough_ms=rough[s]) for s in self.workers)):
+        if small and any(
+            escapes(a.body.calls, a.body.cals)
+            for a in (self.turn(s, "probe", rough_ms=rough[s]) for s in self.workers)
+        ):
             self._set_method("device-wide")
             return "device-wide"
         if small:
             sets, n_calls = graph_plan(ref_prep.input_bytes, ref_prep.l2_bytes)
             # A slot that cannot be captured sends every slot back to per-call events.
-            return f"graph:{n_calls}" if self._set_method("graph", sets=sets, n_calls=n_calls) else "events"
+            return (
+                f"graph:{n_calls}"
+                if self._set_method("graph", sets=sets, n_calls=n_calls)
+                else "events"
+            )
         self._set_method("events")
         return "events"
 
@@ -288,7 +373,9 @@ class Session:
         ok = True
         for s in self.workers:
             ok = self.turn(s, "method", 300, kind=kind, **args).body.ok and ok
-        if not ok:  # a candidate that cannot be captured: every slot per call, so they stay comparable
+        if (
+            not ok
+        ):  # a candidate that cannot be captured: every slot per call, so they stay comparable
             for s in self.workers:
                 self.turn(s, "method", 300, kind="events")
         return ok
@@ -301,8 +388,17 @@ class Session:
         per_call = max(rough.values()) + OVERHEAD_MS[self.device]
         if method.startswith("graph:"):
             per_call = max(rough.values()) * int(method.split(":")[1]) + OVERHEAD_MS[self.device]
-        m = max(1, min(round((s.batch_s or (0.01 if cuda else 0.02)) * 1e3 / per_call), max(1, reps // 5), 1000))
-        cal_every = 2 * len(self.workers)  # as in one process: one calibration every 2 rounds, per slot
+        m = max(
+            1,
+            min(
+                round((s.batch_s or (0.01 if cuda else 0.02)) * 1e3 / per_call),
+                max(1, reps // 5),
+                1000,
+            ),
+        )
+        cal_every = 2 * len(
+            self.workers
+        )  # as in one process: one calibration every 2 rounds, per slot
         numel = self.like.numel()
         accs = {slot: checks.Acc() for slot in self.workers}
         n_done, t_begin = 0, time.monotonic()
@@ -311,10 +407,22 @@ class Session:
             order = list(self.workers)
             _RNG.shuffle(order)
             for slot in order:
-                idx = [_RNG.randrange(numel) for _ in range(checks.SAMPLE_N)] if numel and slot == self.candidate else []
+                idx = (
+                    [_RNG.randrange(numel) for _ in range(checks.SAMPLE_N)]
+                    if numel and slot == self.candidate
+                    else []
+                )
                 probe = cuda and slot != self.candidate
-                ans = self.turn(slot, "batch", max(30.0, 50 * n * per_call / 1e3), n=n, cal_every=cal_every,
-                                sample=idx, probe=probe, ramp_ms=s.batch_ramp_ms if cuda else 0.0)
+                ans = self.turn(
+                    slot,
+                    "batch",
+                    max(30.0, 50 * n * per_call / 1e3),
+                    n=n,
+                    cal_every=cal_every,
+                    sample=idx,
+                    probe=probe,
+                    ramp_ms=s.batch_ramp_ms if cuda else 0.0,
+                )
                 accs[slot].add(ans, idx)
                 self._check_batch(label, slot, ans)
                 if self.out.problems:
@@ -326,15 +434,24 @@ class Session:
         if (bad := checks.batch_clock_problem(label, slot, ans)) is not None:
             self.problem("timing", slot, bad)
         if ans.body.tampered:
-            self.problem("tamper", slot, f"{slot} replaced harness functions ({', '.join(ans.body.tampered[:5])}) "
-                                         f"during timing")
-        if slot in self.cal and (bad := checks.interference_problem(label, slot, ans, self.cal[slot])) is not None:
+            self.problem(
+                "tamper",
+                slot,
+                f"{slot} replaced harness functions ({', '.join(ans.body.tampered[:5])}) "
+                f"during timing",
+            )
+        if (
+            slot in self.cal
+            and (bad := checks.interference_problem(label, slot, ans, self.cal[slot])) is not None
+        ):
             self.problem("timing", self.candidate, bad)
         if slot in self.cal:
             worst = self.out.idle["worst_host_ms"]
             for tries in (ans.body.pre, ans.body.post):
                 if tries:
-                    worst[slot] = max(worst.get(slot, 0.0), statistics.median(h for h, _ in tries[-1]))
+                    worst[slot] = max(
+                        worst.get(slot, 0.0), statistics.median(h for h, _ in tries[-1])
+                    )
 
     def _results(self, accs: dict[str, checks.Acc], method: str) -> dict[str, SlotResult]:
         text = method_text(method, self.interp, self.s.cpu_threads)
@@ -342,32 +459,45 @@ class Session:
         out = {}
         for slot, a in accs.items():
             if self.cuda:
-                samples, hidden, total = gpu_samples([(c[0], c[-1]) for c in a.calls], a.cals, per,
-                                                     method == "device-wide")
+                samples, hidden, total = gpu_samples(
+                    [(c[0], c[-1]) for c in a.calls], a.cals, per, method == "device-wide"
+                )
             else:
                 samples, hidden, total = [c[0] for c in a.calls], 0, sum(c[0] for c in a.calls)
             size = round(len(a.calls) / len(a.batches)) if a.batches else 1
-            out[slot] = SlotResult(samples, text, hidden, total, round_size=max(1, size), per_unit=per)
+            out[slot] = SlotResult(
+                samples, text, hidden, total, round_size=max(1, size), per_unit=per
+            )
         return out
 
-    def _check_shape(self, call: Call, accs: dict[str, checks.Acc], res: dict[str, SlotResult]) -> None:
+    def _check_shape(
+        self, call: Call, accs: dict[str, checks.Acc], res: dict[str, SlotResult]
+    ) -> None:
         label = call.shape.label
         for slot, a in accs.items():
-            bad = timed_output_problem({"impl": slot, "mismatched_calls": a.mismatched, "checked_calls": a.checked})
+            bad = timed_output_problem(
+                {"impl": slot, "mismatched_calls": a.mismatched, "checked_calls": a.checked}
+            )
             if bad:
                 self.problem("timing", slot, f"{label}: {bad}")
             if a.no_launch:
-                self.problem("timing", slot, f"{a.no_launch} of {len(a.calls)} timed calls launched none of the "
-                                             f"candidate's kernels (a replayed or skipped result while timed)")
+                self.problem(
+                    "timing",
+                    slot,
+                    f"{a.no_launch} of {len(a.calls)} timed calls launched none of the "
+                    f"candidate's kernels (a replayed or skipped result while timed)",
+                )
         added, bad = checks.saving_check(label, accs, self.candidate, self.device)
         if bad is not None:
             self.problem("timing", self.candidate, bad)
         elif added > 0:
             r = res[self.candidate]
             r.samples_ms = [x + added / r.per_unit for x in r.samples_ms]
-            self.out.warnings.append(f"{label}: the candidate's batches took {added:.4f} ms per call longer than its "
-                                     f"reported calls account for (beyond the others'); its samples were raised by "
-                                     f"that much, to what the trusted clock saw")
+            self.out.warnings.append(
+                f"{label}: the candidate's batches took {added:.4f} ms per call longer than its "
+                f"reported calls account for (beyond the others'); its samples were raised by "
+                f"that much, to what the trusted clock saw"
+            )
         self._check_outputs(call, accs)
 
     def _check_outputs(self, call: Call, accs: dict[str, checks.Acc]) -> None:
@@ -381,14 +511,26 @@ class Session:
         try:
             data = checks.read_output(self.workers[slot].out_dir / name, nbytes)
         except (OSError, ValueError) as e:
-            self.problem("timing", slot, f"{shape.label}: {slot}'s timed output could not be read ({e})")
+            self.problem(
+                "timing", slot, f"{shape.label}: {slot}'s timed output could not be read ({e})"
+            )
             return
         with _one_thread(self.cuda):
-            out = torch.frombuffer(bytearray(data), dtype=torch.uint8).view(like.dtype).reshape(like.shape)
+            out = (
+                torch.frombuffer(bytearray(data), dtype=torch.uint8)
+                .view(like.dtype)
+                .reshape(like.shape)
+            )
             why = self.judge.value_problem(call, out)
         if why is not None:
-            self.problem("timing", slot, f"{shape.label}: the timed output differs from the reference ({slot}: {why})")
-        elif (bad := checks.proof_problem(shape.label, slot, data, elem, accs[slot].samples)) is not None:
+            self.problem(
+                "timing",
+                slot,
+                f"{shape.label}: the timed output differs from the reference ({slot}: {why})",
+            )
+        elif (
+            bad := checks.proof_problem(shape.label, slot, data, elem, accs[slot].samples)
+        ) is not None:
             self.problem("timing", slot, bad)
 
     def _stop(self) -> None:
@@ -396,14 +538,26 @@ class Session:
             w.resume()
             b = w.ask("stop", self.left(60)).body
             if b.tampered:
-                self.problem("tamper", slot, f"{slot} replaced harness functions ({', '.join(b.tampered[:5])}) "
-                                             f"during timing")
+                self.problem(
+                    "tamper",
+                    slot,
+                    f"{slot} replaced harness functions ({', '.join(b.tampered[:5])}) "
+                    f"during timing",
+                )
             if b.stray_count:
-                self.problem("tamper", slot, f"{slot} left {b.stray_count} process(es) running at the end (killed), "
-                                             f"e.g. {b.strays[0] if b.strays else '?'}")
+                self.problem(
+                    "tamper",
+                    slot,
+                    f"{slot} left {b.stray_count} process(es) running at the end (killed), "
+                    f"e.g. {b.strays[0] if b.strays else '?'}",
+                )
             if b.without_launch:
-                self.problem("timing", slot, f"{b.without_launch} of {b.audit_calls} timed calls launched none of "
-                                             f"the candidate's kernels (a replayed or skipped result while timed)")
+                self.problem(
+                    "timing",
+                    slot,
+                    f"{b.without_launch} of {b.audit_calls} timed calls launched none of "
+                    f"the candidate's kernels (a replayed or skipped result while timed)",
+                )
 
     def _finish_all(self) -> None:
         for slot, w in self.workers.items():
@@ -414,7 +568,11 @@ class Session:
                 self.out.log_tail = res.stderr.decode(errors="replace")[-3000:]
             self.out.stray_killed += res.stray_killed if slot == self.candidate else 0
             if res.timed_out and not self.out.problems:
-                self.problem("timeout", slot, f"{slot}'s worker exceeded its {self.timeout_s:g} s limit and was killed")
+                self.problem(
+                    "timeout",
+                    slot,
+                    f"{slot}'s worker exceeded its {self.timeout_s:g} s limit and was killed",
+                )
 
 
 @contextlib.contextmanager
@@ -431,11 +589,32 @@ def _one_thread(cuda: bool):
             torch.set_num_threads(before)
 
 
-def run_timing(task: Task, slots: dict[str, Path], shapes: list[Shape], dtype: str, device: str, *,
-               settings: Settings, sandbox: str = "auto", timeout_s: float = 600.0,
-               say: Callable[[str], None] | None = None, candidate: str = "candidate",
-               reference: str = "baseline") -> Outcome:
+def run_timing(
+    task: Task,
+    slots: dict[str, Path],
+    shapes: list[Shape],
+    dtype: str,
+    device: str,
+    *,
+    settings: Settings,
+    sandbox: str = "auto",
+    timeout_s: float = 600.0,
+    say: Callable[[str], None] | None = None,
+    candidate: str = "candidate",
+    reference: str = "baseline",
+) -> Outcome:
     """Time `slots` ({slot name: implementation file}) interleaved, one worker each."""
-    session = Session(task, slots, shapes, dtype, device, settings, sandbox, timeout_s, say or (lambda _m: None),
-                      candidate, reference)
+    session = Session(
+        task,
+        slots,
+        shapes,
+        dtype,
+        device,
+        settings,
+        sandbox,
+        timeout_s,
+        say or (lambda _m: None),
+        candidate,
+        reference,
+    )
     return session.run()

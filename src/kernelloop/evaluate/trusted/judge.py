@@ -25,8 +25,19 @@ from kernelloop.task import Task
 # the work shows in the trace as a nested op that is not on either list (`to` → `_to_copy`,
 # `contiguous` → `clone`), so allowing the wrapper lets no compute through.
 TRACE_ALLOWED = ALLOC_VIEW_OPS | {
-    "to", "item", "narrow", "view_as", "expand_as", "reshape_as", "_reshape_alias", "split_with_sizes",
-    "movedim", "swapaxes", "swapdims", "resize_", "result_type",
+    "to",
+    "item",
+    "narrow",
+    "view_as",
+    "expand_as",
+    "reshape_as",
+    "_reshape_alias",
+    "split_with_sizes",
+    "movedim",
+    "swapaxes",
+    "swapdims",
+    "resize_",
+    "result_type",
 }
 
 
@@ -55,11 +66,15 @@ class Judge:
     # ---- helpers -------------------------------------------------------------
     def _inputs(self, call: Call) -> dict:
         g = torch.Generator(device=self.device).manual_seed(call.input_seed)
-        return self.make_inputs(call.shape.dims, getattr(torch, call.dtype), self.device, g, call.case)
+        return self.make_inputs(
+            call.shape.dims, getattr(torch, call.dtype), self.device, g, call.case
+        )
 
     def _ref(self, inputs: dict, call: Call, keep_mask=None) -> torch.Tensor:
-        up = {k: (v.to(torch.float64) if isinstance(v, torch.Tensor) and v.is_floating_point() else v)
-              for k, v in inputs.items()}
+        up = {
+            k: (v.to(torch.float64) if isinstance(v, torch.Tensor) and v.is_floating_point() else v)
+            for k, v in inputs.items()
+        }
         params = {**self.task.spec.params, **call.params}
         if keep_mask is not None and self.st is not None:
             params[self.st.mask_param] = keep_mask
@@ -68,17 +83,34 @@ class Judge:
 
     def _fail(self, call: Call, suite: str, category: str, reason: str, cmp=None) -> None:
         self.checks.append(
-            CheckResult(suite=suite, case=call.case, shape=call.shape.label, dtype=call.dtype, passed=False,
-                        max_abs_err=getattr(cmp, "max_abs_err", None), max_rel_err=getattr(cmp, "max_rel_err", None),
-                        worst_index=getattr(cmp, "worst_index", None), reason=reason)
+            CheckResult(
+                suite=suite,
+                case=call.case,
+                shape=call.shape.label,
+                dtype=call.dtype,
+                passed=False,
+                max_abs_err=getattr(cmp, "max_abs_err", None),
+                max_rel_err=getattr(cmp, "max_rel_err", None),
+                worst_index=getattr(cmp, "worst_index", None),
+                reason=reason,
+            )
         )
-        self.failures.append(Failure(category, f"{suite}/{call.case} {call.shape.label} {call.dtype}: {reason}"))
+        self.failures.append(
+            Failure(category, f"{suite}/{call.case} {call.shape.label} {call.dtype}: {reason}")
+        )
 
     def _pass(self, call: Call, suite: str, cmp=None, note: str = "") -> None:
         self.checks.append(
-            CheckResult(suite=suite, case=call.case, shape=call.shape.label, dtype=call.dtype, passed=True,
-                        max_abs_err=getattr(cmp, "max_abs_err", None), max_rel_err=getattr(cmp, "max_rel_err", None),
-                        reason=note)
+            CheckResult(
+                suite=suite,
+                case=call.case,
+                shape=call.shape.label,
+                dtype=call.dtype,
+                passed=True,
+                max_abs_err=getattr(cmp, "max_abs_err", None),
+                max_rel_err=getattr(cmp, "max_rel_err", None),
+                reason=note,
+            )
         )
 
     # ---- one reported call ---------------------------------------------------
@@ -93,7 +125,9 @@ class Judge:
 
     def _judge(self, call: Call, msg: dict, outputs: OutputDir) -> None:
         if not msg.get("ok"):
-            self._fail(call, call.suite, "crash", f"the candidate raised {last_line(msg.get('error', ''))}")
+            self._fail(
+                call, call.suite, "crash", f"the candidate raised {last_line(msg.get('error', ''))}"
+            )
             return
         inputs = self._inputs(call)
         like = inputs[self.task.spec.task.output_like]
@@ -105,7 +139,10 @@ class Judge:
         stochastic = call.suite == "stochastic" and call.rate > 0
         if stochastic:
             ones = torch.ones_like(out, dtype=torch.bool)
-            refs = {"keep": self._ref(inputs, call, keep_mask=ones), "drop": self._ref(inputs, call, keep_mask=~ones)}
+            refs = {
+                "keep": self._ref(inputs, call, keep_mask=ones),
+                "drop": self._ref(inputs, call, keep_mask=~ones),
+            }
         else:
             refs = {"ref": self._ref(inputs, call)}
         trivial = trivial_outputs(inputs, like, refs.get("ref", refs.get("keep")))
@@ -147,21 +184,30 @@ class Judge:
         like = inputs[self.task.spec.task.output_like]
         if call.suite == "stochastic" and call.rate > 0:
             ones = torch.ones_like(like, dtype=torch.bool)
-            return {"keep": self._ref(inputs, call, keep_mask=ones), "drop": self._ref(inputs, call, keep_mask=~ones)}
+            return {
+                "keep": self._ref(inputs, call, keep_mask=ones),
+                "drop": self._ref(inputs, call, keep_mask=~ones),
+            }
         return {"ref": self._ref(inputs, call)}
 
     def value_problem(self, call: Call, out: torch.Tensor, refs: dict | None = None) -> str | None:
         """The value check of one output on `call`'s inputs — the same comparison as every
         judged call — without interface facts or proofs (the benchmark's timed outputs)."""
         refs = self.value_refs(call) if refs is None else refs
-        return self._value_reason(call, out.to(self.device), refs, self.task.spec.tolerances[call.dtype])
+        return self._value_reason(
+            call, out.to(self.device), refs, self.task.spec.tolerances[call.dtype]
+        )
 
     def _prove(self, call: Call, trivial: dict, refs: dict, tol) -> None:
         for name in self.sensitivity.pending(list(trivial)):
             if self._value_fails(call, trivial[name].to(self.device), refs, tol):
-                self.sensitivity.mark(name, f"{call.suite}/{call.case} {call.shape.label} {call.dtype}")
+                self.sensitivity.mark(
+                    name, f"{call.suite}/{call.case} {call.shape.label} {call.dtype}"
+                )
 
-    def _fail_values(self, call: Call, suite: str, category: str, reason: str, cmp, out, trivial, tol) -> None:
+    def _fail_values(
+        self, call: Call, suite: str, category: str, reason: str, cmp, out, trivial, tol
+    ) -> None:
         """A failed value check, named `trivial` when the output is one of the trivial outputs."""
 
         def close(a, b):
@@ -176,44 +222,100 @@ class Judge:
         """Record the proof; an unproven plan rejects, because a pass would then prove nothing.
         `prove=False` (already rejected elsewhere) only records what was caught."""
         for name, where in sorted(self.sensitivity.caught.items()):
-            self.checks.append(CheckResult(suite="sensitivity", case=name, shape="all", dtype="all", passed=True,
-                                           reason=f"a trivial output ({name}) fails {where}"))
+            self.checks.append(
+                CheckResult(
+                    suite="sensitivity",
+                    case=name,
+                    shape="all",
+                    dtype="all",
+                    passed=True,
+                    reason=f"a trivial output ({name}) fails {where}",
+                )
+            )
         if self.failures or not prove:
             return  # already rejected: an incomplete proof adds nothing
         for name in self.sensitivity.uncaught():
-            reason = (f"no planned check rejects a trivial output ({name}), so a pass would prove nothing; "
-                      f"tighten the task's tolerances or add an input case where it differs from the reference")
-            self.checks.append(CheckResult(suite="sensitivity", case=name, shape="all", dtype="all", passed=False,
-                                           reason=reason))
+            reason = (
+                f"no planned check rejects a trivial output ({name}), so a pass would prove nothing; "
+                f"tighten the task's tolerances or add an input case where it differs from the reference"
+            )
+            self.checks.append(
+                CheckResult(
+                    suite="sensitivity",
+                    case=name,
+                    shape="all",
+                    dtype="all",
+                    passed=False,
+                    reason=reason,
+                )
+            )
             self.failures.append(Failure("setup", f"sensitivity: {reason}"))
 
     def _interface(self, call: Call, msg: dict, like: torch.Tensor) -> bool:
         problems = []
         # Facts about harness state come first: they decide the category when present.
         if msg.get("tampered"):
-            problems.append(("tamper", f"replaced harness functions during the call: {', '.join(msg['tampered'][:5])}"))
+            problems.append(
+                (
+                    "tamper",
+                    f"replaced harness functions during the call: {', '.join(msg['tampered'][:5])}",
+                )
+            )
         if msg.get("threads"):
-            problems.append(("deferred", f"left {msg['threads']} Python thread(s) running after it returned (work deferred past the call)"))
+            problems.append(
+                (
+                    "deferred",
+                    f"left {msg['threads']} Python thread(s) running after it returned (work deferred past the call)",
+                )
+            )
         if msg.get("changed_after_return"):
-            problems.append(("deferred", "its output kept changing after the call returned (work deferred past the call)"))
+            problems.append(
+                (
+                    "deferred",
+                    "its output kept changing after the call returned (work deferred past the call)",
+                )
+            )
         if msg.get("reuses_output"):
-            problems.append(("aliasing", "returned the storage it returned for an earlier call (a persistent buffer or a replayed result)"))
+            problems.append(
+                (
+                    "aliasing",
+                    "returned the storage it returned for an earlier call (a persistent buffer or a replayed result)",
+                )
+            )
         if msg.get("out_type") != "torch.Tensor":
-            problems.append(("interface", f"returned {candidate_text(msg.get('out_type'), 120)}, not exactly a torch.Tensor"))
+            problems.append(
+                (
+                    "interface",
+                    f"returned {candidate_text(msg.get('out_type'), 120)}, not exactly a torch.Tensor",
+                )
+            )
         else:
             if msg.get("out_shape") != list(like.shape):
-                problems.append(("interface", f"output shape {msg.get('out_shape')}, expected {list(like.shape)}"))
+                problems.append(
+                    (
+                        "interface",
+                        f"output shape {msg.get('out_shape')}, expected {list(like.shape)}",
+                    )
+                )
             want = str(like.dtype).removeprefix("torch.")
             if msg.get("out_dtype") != want:
-                problems.append(("interface", f"output dtype {msg.get('out_dtype')}, expected {want}"))
+                problems.append(
+                    ("interface", f"output dtype {msg.get('out_dtype')}, expected {want}")
+                )
             if msg.get("out_device") != like.device.type:
-                problems.append(("interface", f"output on {msg.get('out_device')}, expected {like.device.type}"))
+                problems.append(
+                    ("interface", f"output on {msg.get('out_device')}, expected {like.device.type}")
+                )
             if not msg.get("out_contiguous", False):
                 problems.append(("interface", "output is not contiguous"))
             if msg.get("aliases"):
-                problems.append(("aliasing", f"output shares memory with input(s) {_few(msg['aliases'])}"))
+                problems.append(
+                    ("aliasing", f"output shares memory with input(s) {_few(msg['aliases'])}")
+                )
             if msg.get("mutated"):
-                problems.append(("mutation", f"input(s) {_few(msg['mutated'])} were modified in place"))
+                problems.append(
+                    ("mutation", f"input(s) {_few(msg['mutated'])} were modified in place")
+                )
         for category, reason in problems:
             self._fail(call, "interface", category, reason)
         key = f"{call.shape.label}-{call.dtype}"
@@ -227,26 +329,52 @@ class Judge:
         Both layers run in the candidate's process (a dispatch-mode recorder and a
         RecordFunction trace, worker/calls.py), so this is policy, never a defence: what
         they report can only reject. Each must be there on an audited call."""
-        launches = sum(v for k, v in (_counts(msg.get("launches", {})) or {}).items() if k.startswith("candidate:"))
+        launches = sum(
+            v
+            for k, v in (_counts(msg.get("launches", {})) or {}).items()
+            if k.startswith("candidate:")
+        )
         self.launches.append(launches)
         language = self.task.spec.task.language
         if language == "torch":
             return  # PyTorch compute is the point of these tasks
         mode_ops = _counts(msg.get("ops", {}))
         traced = _counts(msg.get("traced_ops")) if call.audit else {}
-        if call.audit and (mode_ops is None or traced is None or not isinstance(msg.get("trace_error", ""), str)):
-            self._fail(call, "interface", "protocol", "the worker's op audit report is missing or malformed")
+        if call.audit and (
+            mode_ops is None or traced is None or not isinstance(msg.get("trace_error", ""), str)
+        ):
+            self._fail(
+                call,
+                "interface",
+                "protocol",
+                "the worker's op audit report is missing or malformed",
+            )
             return
         if call.audit and msg.get("trace_error"):
-            self._fail(call, "interface", "tamper", f"the op audit did not cover the call: {str(msg['trace_error'])[:200]}")
-        compute = sorted({op for op in (mode_ops or {}) if op not in ALLOC_VIEW_OPS}
-                         | {op for op in (traced or {}) if op not in TRACE_ALLOWED})
+            self._fail(
+                call,
+                "interface",
+                "tamper",
+                f"the op audit did not cover the call: {str(msg['trace_error'])[:200]}",
+            )
+        compute = sorted(
+            {op for op in (mode_ops or {}) if op not in ALLOC_VIEW_OPS}
+            | {op for op in (traced or {}) if op not in TRACE_ALLOWED}
+        )
         if compute:
             shown = ", ".join(compute[:8]) + (", …" if len(compute) > 8 else "")
             # One trivial copy kernel does not make PyTorch compute a kernel (issue 12).
-            own = f" (its {launches} launch(es) of its own kernels do not excuse it)" if launches else ""
-            self._fail(call, "interface", "no_kernel",
-                       f"calls PyTorch compute ops [{shown}] instead of its own {language} kernels{own}")
+            own = (
+                f" (its {launches} launch(es) of its own kernels do not excuse it)"
+                if launches
+                else ""
+            )
+            self._fail(
+                call,
+                "interface",
+                "no_kernel",
+                f"calls PyTorch compute ops [{shown}] instead of its own {language} kernels{own}",
+            )
         if language == "triton" and launches == 0:
             self._fail(call, "interface", "no_kernel", "launched none of its own Triton kernels")
 
@@ -259,29 +387,56 @@ class Judge:
             if _same_bytes(grp.get("a"), out):
                 self._pass(call, "determinism", cmp, "identical bytes on a repeated call")
             else:
-                self._fail(call, "determinism", "nondeterministic",
-                           "two calls with the same inputs and seed gave different bytes (a race or hidden state)")
+                self._fail(
+                    call,
+                    "determinism",
+                    "nondeterministic",
+                    "two calls with the same inputs and seed gave different bytes (a race or hidden state)",
+                )
             grp.pop("a", None)
 
     def _stochastic(self, call: Call, out: torch.Tensor, refs: dict, tol, trivial: dict) -> None:
         assert self.st is not None
         inf = infer_mask(out, refs["keep"], refs["drop"], tol)
         if not inf.ok:
-            self._fail_values(call, "stochastic", "stochastic", f"p={call.rate:g}: {inf.reason}", None, out, trivial, tol)
+            self._fail_values(
+                call,
+                "stochastic",
+                "stochastic",
+                f"p={call.rate:g}: {inf.reason}",
+                None,
+                out,
+                trivial,
+                tol,
+            )
             return
         n = int(inf.decidable.sum().item())
         dropped = int((inf.dropped & inf.decidable).sum().item())
         ok, text = binomial_ok(dropped, n, call.rate, self.st.confidence_sigmas)
         grp = self._groups.setdefault(call.group, {})
         if not ok:
-            self._fail_values(call, "stochastic", "stochastic", f"p={call.rate:g}: {text}", None, out, trivial, tol)
+            self._fail_values(
+                call,
+                "stochastic",
+                "stochastic",
+                f"p={call.rate:g}: {text}",
+                None,
+                out,
+                trivial,
+                tol,
+            )
             return
         if call.role == "a":
             grp.update(out=out, mask=inf.dropped, dec=inf.decidable)
             self._pass(call, "stochastic", None, f"p={call.rate:g}: {text}")
         elif call.role == "same_seed":
             if "out" in grp and not _same_bytes(grp["out"], out):
-                self._fail(call, "stochastic", "stochastic", f"p={call.rate:g}: the same seed gave a different output")
+                self._fail(
+                    call,
+                    "stochastic",
+                    "stochastic",
+                    f"p={call.rate:g}: the same seed gave a different output",
+                )
             else:
                 self._pass(call, "stochastic", None, f"p={call.rate:g}: same seed, same output")
         elif call.role == "other_seed" and "mask" in grp:
@@ -291,24 +446,44 @@ class Judge:
             expect = 2 * call.rate * (1 - call.rate)
             ok2, text2 = binomial_ok(differ, m, expect, self.st.confidence_sigmas)
             if differ == 0 or not ok2:
-                self._fail(call, "stochastic", "stochastic",
-                           f"p={call.rate:g}: a different seed must give an independent mask; {text2} (differing)")
+                self._fail(
+                    call,
+                    "stochastic",
+                    "stochastic",
+                    f"p={call.rate:g}: a different seed must give an independent mask; {text2} (differing)",
+                )
             else:
-                self._pass(call, "stochastic", None, f"p={call.rate:g}: a different seed gave a different mask")
+                self._pass(
+                    call,
+                    "stochastic",
+                    None,
+                    f"p={call.rate:g}: a different seed gave a different mask",
+                )
             self._groups.pop(call.group, None)
 
     def finish_interface(self, shapes_dtypes: list[tuple[str, str]]) -> None:
         for shape, dtype in shapes_dtypes:
             if f"{shape}-{dtype}" not in self._interface_bad:
-                self.checks.append(CheckResult(suite="interface", case="all", shape=shape, dtype=dtype, passed=True,
-                                               reason="exact Tensor, shape, dtype, device, contiguous, no aliasing, inputs unchanged"))
+                self.checks.append(
+                    CheckResult(
+                        suite="interface",
+                        case="all",
+                        shape=shape,
+                        dtype=dtype,
+                        passed=True,
+                        reason="exact Tensor, shape, dtype, device, contiguous, no aliasing, inputs unchanged",
+                    )
+                )
 
 
 def _counts(value) -> dict[str, int] | None:
     """A worker's {name: count} map, or None when it is missing or not one (untrusted input)."""
     if not isinstance(value, dict) or len(value) > 10_000:
         return None
-    if not all(isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) for k, v in value.items()):
+    if not all(
+        isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool)
+        for k, v in value.items()
+    ):
         return None
     return {k[:200]: v for k, v in value.items()}
 

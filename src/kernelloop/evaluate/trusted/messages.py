@@ -101,8 +101,16 @@ class CallFailed(_Msg):
     error: Text
 
 
-TENSOR_FACTS = ("out_shape", "out_dtype", "out_device", "out_contiguous", "aliases", "mutated",
-                "reuses_output", "changed_after_return")
+TENSOR_FACTS = (
+    "out_shape",
+    "out_dtype",
+    "out_device",
+    "out_contiguous",
+    "aliases",
+    "mutated",
+    "reuses_output",
+    "changed_after_return",
+)
 
 
 class CallDone(_Msg):
@@ -119,7 +127,9 @@ class CallDone(_Msg):
     trace_error: Annotated[str, Field(max_length=2000)] | None = None
     tampered: Names
     threads: Count
-    out_type: Annotated[str, Field(max_length=500)]  # the candidate's class name: cleaned where shown
+    out_type: Annotated[
+        str, Field(max_length=500)
+    ]  # the candidate's class name: cleaned where shown
     # Present exactly when the output is a torch.Tensor:
     out_shape: Annotated[list[Small], Field(max_length=16)] | None = None
     out_dtype: Name | None = None
@@ -224,9 +234,17 @@ class Done(_Msg):
 
 
 MODELS: dict[str, type[_Msg]] = {
-    "hello": Hello, "timing": Timing, "timing_begin": TimingBegin, "timing_error": TimingError,
-    "timing_audit": TimingAudit, "tamper": Tamper, "compile": Compile, "processes": Processes,
-    "import_error": ImportError_, "fatal": Fatal, "done": Done,
+    "hello": Hello,
+    "timing": Timing,
+    "timing_begin": TimingBegin,
+    "timing_error": TimingError,
+    "timing_audit": TimingAudit,
+    "tamper": Tamper,
+    "compile": Compile,
+    "processes": Processes,
+    "import_error": ImportError_,
+    "fatal": Fatal,
+    "done": Done,
 }
 TYPES = frozenset([*MODELS, "call"])
 

@@ -31,9 +31,14 @@ class OutputError(Exception):
 
 
 def _kind(mode: int) -> str:
-    for test, word in ((stat.S_ISLNK, "a symbolic link"), (stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a fifo"),
-                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
-                       (stat.S_ISSOCK, "a socket")):
+    for test, word in (
+        (stat.S_ISLNK, "a symbolic link"),
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISFIFO, "a fifo"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+    ):
         if test(mode):
             return word
     return "not a regular file"
@@ -77,17 +82,25 @@ class OutputDir:
         except FileNotFoundError:
             raise OutputError(f"no output file {name}") from None
         if not stat.S_ISREG(seen.st_mode):
-            raise OutputError(f"its output file {name} is {_kind(seen.st_mode)}, not a regular file")
+            raise OutputError(
+                f"its output file {name} is {_kind(seen.st_mode)}, not a regular file"
+            )
         try:
-            fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=self.fd)
+            fd = os.open(
+                name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=self.fd
+            )
         except OSError as e:
-            raise OutputError(f"its output file {name} could not be opened ({e.strerror})") from None
+            raise OutputError(
+                f"its output file {name} could not be opened ({e.strerror})"
+            ) from None
         try:
             st = os.fstat(fd)
             if not stat.S_ISREG(st.st_mode) or (st.st_dev, st.st_ino) != (seen.st_dev, seen.st_ino):
                 raise OutputError(f"its output file {name} was replaced while it was opened")
             if st.st_nlink != 1:
-                raise OutputError(f"its output file {name} has {st.st_nlink} links (a hard link to another file)")
+                raise OutputError(
+                    f"its output file {name} has {st.st_nlink} links (a hard link to another file)"
+                )
             if st.st_size != nbytes:
                 raise OutputError(f"output file has {st.st_size} bytes, expected {nbytes}")
             buf = bytearray(nbytes)

@@ -88,14 +88,35 @@ def plan_calls(task: Task, shapes: list[Shape], dtypes: list[str], *, unseen: bo
             iseed, cseed = _seed(), _call_seed()
             for role in ("a", "repeat"):
                 plan.calls.append(
-                    Call(f"{base}-determinism-{role}", "determinism", "random", shape, dtype, iseed,
-                         params(seed=cseed), group=f"{base}-det", role=role)
+                    Call(
+                        f"{base}-determinism-{role}",
+                        "determinism",
+                        "random",
+                        shape,
+                        dtype,
+                        iseed,
+                        params(seed=cseed),
+                        group=f"{base}-det",
+                        role=role,
+                    )
                 )
             for case in spec.suites.extreme:
-                plan.calls.append(Call(f"{base}-extreme-{case}", "extreme", case, shape, dtype, _seed(), params()))
+                plan.calls.append(
+                    Call(f"{base}-extreme-{case}", "extreme", case, shape, dtype, _seed(), params())
+                )
             if st is None:
                 continue
-            plan.calls.append(Call(f"{base}-stochastic-p0", "stochastic", st.case, shape, dtype, _seed(), params(0.0)))
+            plan.calls.append(
+                Call(
+                    f"{base}-stochastic-p0",
+                    "stochastic",
+                    st.case,
+                    shape,
+                    dtype,
+                    _seed(),
+                    params(0.0),
+                )
+            )
             # Every rate on the first shape; elsewhere the task's own rate (one mask check
             # per shape is what catches shape-dependent RNG indexing bugs).
             task_rate = float(spec.params.get(st.rate_param, st.rates[0]))
@@ -107,8 +128,18 @@ def plan_calls(task: Task, shapes: list[Shape], dtypes: list[str], *, unseen: bo
                 grp = f"{base}-stochastic-p{rate:g}"
                 for role, cs in (("a", s1), ("same_seed", s1), ("other_seed", s2)):
                     plan.calls.append(
-                        Call(f"{grp}-{role}", "stochastic", st.case, shape, dtype, iseed, params(rate, cs),
-                             group=grp, role=role, rate=rate)
+                        Call(
+                            f"{grp}-{role}",
+                            "stochastic",
+                            st.case,
+                            shape,
+                            dtype,
+                            iseed,
+                            params(rate, cs),
+                            group=grp,
+                            role=role,
+                            rate=rate,
+                        )
                     )
     # Numerical stress never depends on the dtypes a user selected: a kernel that is
     # fragile only where the input can carry a large mean/std ratio (one-pass variance
@@ -120,14 +151,35 @@ def plan_calls(task: Task, shapes: list[Shape], dtypes: list[str], *, unseen: bo
         small = min(shapes, key=_numel)
         for dtype in omitted:
             for case in spec.suites.extreme:
-                plan.calls.append(Call(f"{small.label}-{dtype}-extreme-{case}", "extreme", case, small, dtype,
-                                       _seed(), params()))
+                plan.calls.append(
+                    Call(
+                        f"{small.label}-{dtype}-extreme-{case}",
+                        "extreme",
+                        case,
+                        small,
+                        dtype,
+                        _seed(),
+                        params(),
+                    )
+                )
     extra = unseen_shape(task, shapes) if unseen and shapes and dtypes else None
     if extra is not None:
         base = f"unseen-{extra.label}-{dtypes[0]}"
-        plan.calls.append(Call(f"{base}-random-0", "random", "random", extra, dtypes[0], _seed(), params()))
+        plan.calls.append(
+            Call(f"{base}-random-0", "random", "random", extra, dtypes[0], _seed(), params())
+        )
         if st is not None:
-            plan.calls.append(Call(f"{base}-stochastic-p0", "stochastic", st.case, extra, dtypes[0], _seed(), params(0.0)))
+            plan.calls.append(
+                Call(
+                    f"{base}-stochastic-p0",
+                    "stochastic",
+                    st.case,
+                    extra,
+                    dtypes[0],
+                    _seed(),
+                    params(0.0),
+                )
+            )
     return plan
 
 

@@ -109,7 +109,8 @@ class EvaluationRecord(BaseModel):
     checks: list[CheckResult] = Field(default_factory=list)
     timings: list[TimingStats] = Field(default_factory=list)
     timings_count: bool = Field(
-        default=False, description="False for interpreter/CPU-emulated timings: never used to accept a speedup"
+        default=False,
+        description="False for interpreter/CPU-emulated timings: never used to accept a speedup",
     )
     worker_log_tail: str = ""
     warnings: list[str] = Field(default_factory=list)

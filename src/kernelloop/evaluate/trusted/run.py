@@ -49,7 +49,9 @@ def resolve_device(device: str) -> str:
     if device == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
     if device == "cuda" and not torch.cuda.is_available():
-        raise KernelloopError("--device cuda was asked for but no CUDA GPU is visible; use --device cpu or auto.")
+        raise KernelloopError(
+            "--device cuda was asked for but no CUDA GPU is visible; use --device cpu or auto."
+        )
     if device not in ("cuda", "cpu"):
         raise KernelloopError(f"unknown device {device!r}; use auto, cuda or cpu.")
     return device
@@ -70,7 +72,11 @@ def select_shapes(task: Task, device: str, selection: str | None) -> list[Shape]
 def _scratch_root() -> Path:
     shm = Path("/dev/shm")
     # RAM-backed when possible: GPU-sized outputs pass through here.
-    return shm if shm.is_dir() and shutil.disk_usage(shm).free > (8 << 30) else Path(tempfile.gettempdir())
+    return (
+        shm
+        if shm.is_dir() and shutil.disk_usage(shm).free > (8 << 30)
+        else Path(tempfile.gettempdir())
+    )
 
 
 def evaluate(
@@ -98,11 +104,15 @@ def evaluate(
     dtype_list = dtypes or list(task.spec.dtypes)
     bad = [d for d in dtype_list if d not in task.spec.dtypes]
     if bad:
-        raise KernelloopError(f"dtype(s) {bad} are not in the task; use some of {task.spec.dtypes}.")
+        raise KernelloopError(
+            f"dtype(s) {bad} are not in the task; use some of {task.spec.dtypes}."
+        )
     plan = plan_calls(task, shape_list, dtype_list)
     started = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     t0 = time.monotonic()
-    findings = screen_source(source.decode(errors="replace"), task.spec.task.language) if screen else []
+    findings = (
+        screen_source(source.decode(errors="replace"), task.spec.task.language) if screen else []
+    )
     if findings:
         return _screened_out(task, candidate, source, started, t0, device, findings)
     task_files = files.entries(task.folder)
@@ -137,7 +147,11 @@ def evaluate(
             "language": task.spec.task.language,
             "private_pid_namespace": mode in ("bwrap", "unshare"),
         }
-        env = {"TRITON_INTERPRET": "1"} if device == "cpu" and task.spec.task.language == "triton" else {}
+        env = (
+            {"TRITON_INTERPRET": "1"}
+            if device == "cpu" and task.spec.task.language == "triton"
+            else {}
+        )
         if device == "cpu":
             # glibc fills fresh allocations with 0x7F: an output the candidate never wrote
             # reads as ~3e38 (NaN in fp16), never as a lucky earlier result.
@@ -158,8 +172,12 @@ def evaluate(
         # Opened before the worker starts: every output is read relative to this descriptor.
         outputs = OutputDir(out_dir)
         try:
-            proc = SandboxProcess([sys.executable, "-m", "kernelloop.evaluate.worker"], work, cfg,
-                                  json.dumps(job).encode())
+            proc = SandboxProcess(
+                [sys.executable, "-m", "kernelloop.evaluate.worker"],
+                work,
+                cfg,
+                json.dumps(job).encode(),
+            )
             try:
                 limit = len(plan.calls) + len(shape_list) * (len(impls) + 1) + 16
                 state = _consume(proc, plan, judge, outputs, say, key, limit)
@@ -172,7 +190,9 @@ def evaluate(
 
     verdict = _Verdict()
     if result.mode == "none":
-        verdict.warnings.append("NO SANDBOX (--sandbox none): the candidate ran as a plain process with the launcher's privileges.")
+        verdict.warnings.append(
+            "NO SANDBOX (--sandbox none): the candidate ran as a plain process with the launcher's privileges."
+        )
     if files.entries(task.folder) != task_files:
         files.restore(task.folder, task_files)
         verdict.reject("tamper", "the candidate modified the task folder (restored)")
@@ -195,17 +215,28 @@ def evaluate(
         # Timed only once correct (a rejected candidate is never timed), each implementation
         # in its own worker; whatever the timing finds against the candidate rejects it.
         say("timing the candidate and the baseline, one sandboxed worker each")
-        outcome = run_timing(task, {"candidate": candidate, "baseline": task.baseline_path, **(against or {})},
-                             shape_list, dtype_list[0], device, settings=EVAL_TIMING, sandbox=sandbox,
-                             timeout_s=timeout_s or task.spec.rules.eval_timeout_s, say=say)
+        outcome = run_timing(
+            task,
+            {"candidate": candidate, "baseline": task.baseline_path, **(against or {})},
+            shape_list,
+            dtype_list[0],
+            device,
+            settings=EVAL_TIMING,
+            sandbox=sandbox,
+            timeout_s=timeout_s or task.spec.rules.eval_timeout_s,
+            say=say,
+        )
         for p in outcome.problems:
             if p.slot == "candidate":
                 verdict.reject(p.category, p.text)
             else:
                 verdict.warnings.append(f"timing: {p.text}")
         verdict.warnings.extend(outcome.warnings)
-        timings = [_timing(task, shape, slot, r, dtype_list[0], env.device_name)
-                   for shape in shape_list for slot, r in outcome.shapes.get(shape.label, {}).items()]
+        timings = [
+            _timing(task, shape, slot, r, dtype_list[0], env.device_name)
+            for shape in shape_list
+            for slot, r in outcome.shapes.get(shape.label, {}).items()
+        ]
     category, reasons, warnings = verdict.category, verdict.reasons, verdict.warnings
     launches = sorted(set(judge.launches))
     return EvaluationRecord(
@@ -216,12 +247,18 @@ def evaluate(
         started_at=started,
         wall_s=round(time.monotonic() - t0, 3),
         environment=env,
-        kernels=[KernelInfo(**{k: v for k, v in kf.items() if k != "impl"}) for kf in state["kernels"] if kf.get("impl") == "candidate"],
+        kernels=[
+            KernelInfo(**{k: v for k, v in kf.items() if k != "impl"})
+            for kf in state["kernels"]
+            if kf.get("impl") == "candidate"
+        ],
         kernel_launches_per_call=launches[-1] if launches else None,
         checks=judge.checks,
         timings=timings,
         timings_count=timings_count(device, env.interpreter, task.spec.task.language),
-        worker_log_tail=candidate_text(result.stderr.decode(errors="replace"), LOG_CHARS, multiline=True),
+        worker_log_tail=candidate_text(
+            result.stderr.decode(errors="replace"), LOG_CHARS, multiline=True
+        ),
         warnings=warnings,
         verdict=Verdict(accepted=category == "accepted", category=category, reasons=reasons[:20]),
     )
@@ -255,30 +292,50 @@ def _process_verdict(verdict: _Verdict, state: dict, result, plan: Plan, timeout
         verdict.reject(cat, why)
     if result.stray_killed and state["done"] and not result.timed_out:
         # After a clean finish nothing may be left; after a kill, the dying worker itself counts.
-        verdict.reject("tamper", f"killed {result.stray_killed} process(es) the worker left running")
+        verdict.reject(
+            "tamper", f"killed {result.stray_killed} process(es) the worker left running"
+        )
     elif result.stray_killed:
         verdict.warnings.append(f"killed {result.stray_killed} process(es) the worker left running")
     if state["import_error"]:
-        who = state["import_impl"] if state.get("import_impl") not in (None, "candidate") else "the candidate"
+        who = (
+            state["import_impl"]
+            if state.get("import_impl") not in (None, "candidate")
+            else "the candidate"
+        )
         verdict.reject("compile", f"{who} failed to import: {last_line(state['import_error'])}")
     if result.timed_out:
-        verdict.reject("timeout", f"the worker exceeded its {timeout_s:g} s wall-clock limit and was killed")
+        verdict.reject(
+            "timeout", f"the worker exceeded its {timeout_s:g} s wall-clock limit and was killed"
+        )
     elif state["protocol"]:
         pass  # already the first reason
     elif state["fatal"]:
         verdict.reject("crash", f"the worker stopped: {last_line(state['fatal'])}")
     elif result.returncode != 0:
-        verdict.reject("crash", f"the worker died with exit code {result.returncode} ({_signal_name(result.returncode)})")
+        verdict.reject(
+            "crash",
+            f"the worker died with exit code {result.returncode} ({_signal_name(result.returncode)})",
+        )
     elif not state["done"] and not state["import_error"]:
         verdict.reject("crash", "the worker ended without finishing its protocol")
     missing = [c.id for c in plan.calls if c.id not in state["seen"]]
     if missing and not state["import_error"]:
-        verdict.reject("crash", f"{len(missing)} planned call(s) produced no result, e.g. {missing[0]}")
+        verdict.reject(
+            "crash", f"{len(missing)} planned call(s) produced no result, e.g. {missing[0]}"
+        )
     verdict.warnings.extend(state["warnings"])
 
 
-def _consume(proc: SandboxProcess, plan: Plan, judge: Judge, outputs: OutputDir, say: Progress, key: str,
-             max_messages: int) -> dict:
+def _consume(
+    proc: SandboxProcess,
+    plan: Plan,
+    judge: Judge,
+    outputs: OutputDir,
+    say: Progress,
+    key: str,
+    max_messages: int,
+) -> dict:
     """Read the worker's channel to its end (channel.Reader: every line validated, nothing
     raises) and judge each call's output as it arrives."""
     calls = plan.by_id()
@@ -310,15 +367,20 @@ def _consume(proc: SandboxProcess, plan: Plan, judge: Judge, outputs: OutputDir,
     return reader.read(proc.lines(), handle, on_violation=outputs.purge)
 
 
-def _screened_out(task: Task, candidate: Path, source: bytes, started: str, t0: float, device: str,
-                  findings: list) -> EvaluationRecord:
+def _screened_out(
+    task: Task, candidate: Path, source: bytes, started: str, t0: float, device: str, findings: list
+) -> EvaluationRecord:
     """The record of a candidate the static screen refused: no worker ever started."""
     category = "compile" if findings[0].rule == "syntax" else "static"
     reasons = [f"static screen: {f.render()}" for f in findings]
     return EvaluationRecord(
-        task=task.name, task_digest=task.digest(), candidate=str(candidate),
-        candidate_sha256=hashlib.sha256(source).hexdigest(), started_at=started,
-        wall_s=round(time.monotonic() - t0, 3), environment=_environment({}, device, "not started"),
+        task=task.name,
+        task_digest=task.digest(),
+        candidate=str(candidate),
+        candidate_sha256=hashlib.sha256(source).hexdigest(),
+        started_at=started,
+        wall_s=round(time.monotonic() - t0, 3),
+        environment=_environment({}, device, "not started"),
         verdict=Verdict(accepted=False, category=category, reasons=reasons[:20]),
     )
 
@@ -342,8 +404,18 @@ def _timing(task: Task, shape: Shape, slot: str, r, dtype: str, device_name: str
     floor_ms = task.min_bytes(shape, dtype) / ceiling * 1e3 if ceiling else None
     med, p20, p80 = quantiles(r.samples_ms)
     pct = 100.0 * floor_ms / med if floor_ms and med > 0 else None
-    return TimingStats(impl=slot, shape=shape.label, dtype=dtype, median_ms=med, p20_ms=p20, p80_ms=p80,
-                       n=len(r.samples_ms), method=r.method, floor_ms=floor_ms, pct_of_floor=pct)
+    return TimingStats(
+        impl=slot,
+        shape=shape.label,
+        dtype=dtype,
+        median_ms=med,
+        p20_ms=p20,
+        p80_ms=p80,
+        n=len(r.samples_ms),
+        method=r.method,
+        floor_ms=floor_ms,
+        pct_of_floor=pct,
+    )
 
 
 def _environment(hello: dict, device: str, mode: str) -> Environment:
@@ -352,8 +424,12 @@ def _environment(hello: dict, device: str, mode: str) -> Environment:
     if device == "cuda" and shutil.which("nvidia-smi"):
         q = "driver_version,clocks.sm,clocks.mem,clocks_throttle_reasons.active,temperature.gpu,power.draw"
         try:
-            line = subprocess.run(["nvidia-smi", f"--query-gpu={q}", "--format=csv,noheader"],
-                                  capture_output=True, text=True, timeout=10).stdout.splitlines()[0]
+            line = subprocess.run(
+                ["nvidia-smi", f"--query-gpu={q}", "--format=csv,noheader"],
+                capture_output=True,
+                text=True,
+                timeout=10,
+            ).stdout.splitlines()[0]
             vals = [v.strip() for v in line.split(",")]
             driver = vals[0]
             clocks = dict(zip(q.split(",")[1:], vals[1:], strict=False))

@@ -46,49 +46,180 @@ LANG_MODULES = {
     "torch": ("torch", "torch.cuda", "torch.nn", "torch.nn.functional"),
 }
 DTYPES = {
-    "float16", "bfloat16", "float32", "float64", "half", "float", "double", "int8", "int16", "int32", "int64",
-    "uint8", "uint16", "uint32", "uint64", "bool", "long", "int", "short", "complex64", "complex128",
-    "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz",
+    "float16",
+    "bfloat16",
+    "float32",
+    "float64",
+    "half",
+    "float",
+    "double",
+    "int8",
+    "int16",
+    "int32",
+    "int64",
+    "uint8",
+    "uint16",
+    "uint32",
+    "uint64",
+    "bool",
+    "long",
+    "int",
+    "short",
+    "complex64",
+    "complex128",
+    "float8_e4m3fn",
+    "float8_e5m2",
+    "float8_e4m3fnuz",
+    "float8_e5m2fnuz",
 }
 # What a kernel-language candidate may take from torch: allocation (never compute; the
 # runtime audit rejects compute anyway), types, and device queries.
 TORCH_ALLOWED = DTYPES | {
-    "Tensor", "Size", "dtype", "device", "empty", "empty_like", "empty_strided", "zeros", "zeros_like",
-    "full", "full_like", "finfo", "iinfo", "is_tensor", "is_floating_point", "no_grad", "inference_mode",
-    "cuda", "version", "__version__",
+    "Tensor",
+    "Size",
+    "dtype",
+    "device",
+    "empty",
+    "empty_like",
+    "empty_strided",
+    "zeros",
+    "zeros_like",
+    "full",
+    "full_like",
+    "finfo",
+    "iinfo",
+    "is_tensor",
+    "is_floating_point",
+    "no_grad",
+    "inference_mode",
+    "cuda",
+    "version",
+    "__version__",
 }
 CUDA_ALLOWED = {
-    "is_available", "current_device", "device_count", "get_device_properties", "get_device_capability",
-    "get_device_name", "device", "synchronize",
+    "is_available",
+    "current_device",
+    "device_count",
+    "get_device_properties",
+    "get_device_capability",
+    "get_device_name",
+    "device",
+    "synchronize",
 }
 # For language = "torch" candidates, torch compute is the point; these stay forbidden
 # because they hide work from the timer, reach the dispatcher or compile behind our back.
 TORCH_DENIED = {
-    "Stream", "Event", "cuda.Stream", "cuda.Event", "cuda.stream", "cuda.set_stream", "cuda.ExternalStream",
-    "cuda.current_stream", "cuda.default_stream", "cuda.graph", "cuda.graphs", "cuda.CUDAGraph",
-    "cuda.memory", "cuda.caching_allocator_alloc", "cuda.caching_allocator_delete", "cuda.set_per_process_memory_fraction",
-    "ops", "library", "utils", "jit", "compile", "fx", "export", "autograd", "overrides", "backends",
-    "multiprocessing", "distributed", "hub", "load", "save", "from_file", "from_numpy", "classes",
-    "storage", "UntypedStorage", "TypedStorage", "testing", "random", "manual_seed", "set_default_dtype",
-    "set_default_device", "set_default_tensor_type", "set_grad_enabled", "use_deterministic_algorithms",
+    "Stream",
+    "Event",
+    "cuda.Stream",
+    "cuda.Event",
+    "cuda.stream",
+    "cuda.set_stream",
+    "cuda.ExternalStream",
+    "cuda.current_stream",
+    "cuda.default_stream",
+    "cuda.graph",
+    "cuda.graphs",
+    "cuda.CUDAGraph",
+    "cuda.memory",
+    "cuda.caching_allocator_alloc",
+    "cuda.caching_allocator_delete",
+    "cuda.set_per_process_memory_fraction",
+    "ops",
+    "library",
+    "utils",
+    "jit",
+    "compile",
+    "fx",
+    "export",
+    "autograd",
+    "overrides",
+    "backends",
+    "multiprocessing",
+    "distributed",
+    "hub",
+    "load",
+    "save",
+    "from_file",
+    "from_numpy",
+    "classes",
+    "storage",
+    "UntypedStorage",
+    "TypedStorage",
+    "testing",
+    "random",
+    "manual_seed",
+    "set_default_dtype",
+    "set_default_device",
+    "set_default_tensor_type",
+    "set_grad_enabled",
+    "use_deterministic_algorithms",
 }
-TRITON_ALLOWED = {"jit", "autotune", "heuristics", "Config", "cdiv", "next_power_of_2", "language", "__version__"}
+TRITON_ALLOWED = {
+    "jit",
+    "autotune",
+    "heuristics",
+    "Config",
+    "cdiv",
+    "next_power_of_2",
+    "language",
+    "__version__",
+}
 CPP_EXTENSION_ALLOWED = {"load_inline", "load"}
 
 FORBIDDEN_BUILTINS = {
-    "eval", "exec", "compile", "open", "__import__", "getattr", "setattr", "delattr", "globals", "locals",
-    "vars", "dir", "breakpoint", "input", "exit", "quit", "memoryview", "help",
+    "eval",
+    "exec",
+    "compile",
+    "open",
+    "__import__",
+    "getattr",
+    "setattr",
+    "delattr",
+    "globals",
+    "locals",
+    "vars",
+    "dir",
+    "breakpoint",
+    "input",
+    "exit",
+    "quit",
+    "memoryview",
+    "help",
 }
 ALLOWED_DUNDERS = {"__name__", "__version__", "__doc__", "__init__", "__future__", "__all__"}
 # Strings that may spell a dunder: `if __name__ == "__main__":`.
 ALLOWED_DUNDER_STRINGS = ALLOWED_DUNDERS | {"__main__"}
 FRAME_ATTRS = {
-    "f_back", "f_locals", "f_globals", "f_builtins", "f_code", "f_lasti", "f_trace", "gi_frame", "gi_code",
-    "cr_frame", "cr_code", "ag_frame", "ag_code", "tb_frame", "tb_next", "co_consts", "co_code",
+    "f_back",
+    "f_locals",
+    "f_globals",
+    "f_builtins",
+    "f_code",
+    "f_lasti",
+    "f_trace",
+    "gi_frame",
+    "gi_code",
+    "cr_frame",
+    "cr_code",
+    "ag_frame",
+    "ag_code",
+    "tb_frame",
+    "tb_next",
+    "co_consts",
+    "co_code",
 }
 # Tensor methods whose work the aten-op audit cannot see (numpy) or that hand out raw
 # storage (aliasing an input behind the aliasing check's back).
-HIDDEN_WORK_ATTRS = {"numpy", "tolist", "untyped_storage", "storage", "set_", "share_memory_", "pin_memory"}
+HIDDEN_WORK_ATTRS = {
+    "numpy",
+    "tolist",
+    "untyped_storage",
+    "storage",
+    "set_",
+    "share_memory_",
+    "pin_memory",
+}
 
 
 # Functions of allowed modules that turn a string into attribute access or code: the
@@ -104,10 +235,23 @@ REFUSED_PATHS = {
 # Paths that are modules: naming one as a value hands the module to code the screen cannot
 # follow (`c = torch.cuda; c.Stream()` passed every attribute rule before).
 MODULE_PATHS = {
-    "torch", "torch.cuda", "torch.nn", "torch.nn.functional", "torch.utils", "torch.utils.cpp_extension",
-    "triton", "triton.language", "triton.language.math", "triton.language.extra", "triton.language.extra.libdevice",
-    "triton.language.extra.cuda", "triton.language.extra.cuda.libdevice", "triton.language.core",
-    "triton.language.standard", "triton.language.random", *COMMON_MODULES,
+    "torch",
+    "torch.cuda",
+    "torch.nn",
+    "torch.nn.functional",
+    "torch.utils",
+    "torch.utils.cpp_extension",
+    "triton",
+    "triton.language",
+    "triton.language.math",
+    "triton.language.extra",
+    "triton.language.extra.libdevice",
+    "triton.language.extra.cuda",
+    "triton.language.extra.cuda.libdevice",
+    "triton.language.core",
+    "triton.language.standard",
+    "triton.language.random",
+    *COMMON_MODULES,
 }
 
 
@@ -126,7 +270,9 @@ def screen_source(source: str, language: str = "triton") -> list[Finding]:
     try:
         tree = ast.parse(source)
     except SyntaxError as e:
-        return [Finding(e.lineno or 0, "syntax", f"the source does not parse ({e.msg}); fix the syntax")]
+        return [
+            Finding(e.lineno or 0, "syntax", f"the source does not parse ({e.msg}); fix the syntax")
+        ]
     return _Screen(language).run(tree, source)
 
 
@@ -167,7 +313,11 @@ class _Screen:
                 self._getattr(node)
         # Expressions whose attribute is taken (`x.a`, or `getattr(x, "a")` when allowed).
         bases = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
-        bases |= {id(n.args[0]) for n in ast.walk(tree) if isinstance(n, ast.Call) and id(n.func) in self.getattr_ok}
+        bases |= {
+            id(n.args[0])
+            for n in ast.walk(tree)
+            if isinstance(n, ast.Call) and id(n.func) in self.getattr_ok
+        }
         for node in ast.walk(tree):
             if isinstance(node, ast.Call):
                 self._call(node, id(node) in bases)
@@ -178,21 +328,31 @@ class _Screen:
             elif isinstance(node, ast.Constant) and isinstance(node.value, str):
                 self._string(node)
             elif isinstance(node, ast.Assign | ast.AugAssign | ast.AnnAssign | ast.Delete):
-                targets = node.targets if isinstance(node, ast.Assign | ast.Delete) else [node.target]
+                targets = (
+                    node.targets if isinstance(node, ast.Assign | ast.Delete) else [node.target]
+                )
                 for t in targets:
                     self._target(t)
             elif isinstance(node, ast.ClassDef):
                 for b in node.bases:
                     path = self._path(b)
                     if path and path.split(".")[0] in ("torch", "triton"):
-                        self.add(node, "class", f"class {node.name} derives from {path}; return plain torch.Tensor outputs and use no torch/triton subclasses")
+                        self.add(
+                            node,
+                            "class",
+                            f"class {node.name} derives from {path}; return plain torch.Tensor outputs and use no torch/triton subclasses",
+                        )
 
     def _annotation(self, const: ast.Constant) -> None:
         """A string annotation is code to `typing.get_type_hints`: screen it as code."""
         try:
             sub = ast.parse(const.value.strip(), mode="eval")
         except SyntaxError:
-            self.add(const, "string", "has a string annotation that is not a Python expression; write the annotation without quotes")
+            self.add(
+                const,
+                "string",
+                "has a string annotation that is not a Python expression; write the annotation without quotes",
+            )
             return
         for node in ast.walk(sub):
             ast.copy_location(node, const)
@@ -200,7 +360,9 @@ class _Screen:
 
     # ---- imports -----------------------------------------------------------------
     def _module_ok(self, module: str) -> bool:
-        if self.language == "triton" and (module == "triton.language" or module.startswith("triton.language.")):
+        if self.language == "triton" and (
+            module == "triton.language" or module.startswith("triton.language.")
+        ):
             return not any(part.startswith("_") for part in module.split("."))
         return module in self.modules
 
@@ -209,20 +371,36 @@ class _Screen:
         if isinstance(node, ast.Import):
             for a in node.names:
                 if not self._module_ok(a.name):
-                    self.add(node, "import", f"imports `{a.name}`, which a {self.language} candidate may not use (allowed: {allowed})")
+                    self.add(
+                        node,
+                        "import",
+                        f"imports `{a.name}`, which a {self.language} candidate may not use (allowed: {allowed})",
+                    )
                     continue
-                self.aliases[a.asname or a.name.split(".")[0]] = a.name if a.asname else a.name.split(".")[0]
+                self.aliases[a.asname or a.name.split(".")[0]] = (
+                    a.name if a.asname else a.name.split(".")[0]
+                )
             return
         if node.level:
-            self.add(node, "import", "uses a relative import; a candidate is one self-contained file")
+            self.add(
+                node, "import", "uses a relative import; a candidate is one self-contained file"
+            )
             return
         module = node.module or ""
         if not self._module_ok(module):
-            self.add(node, "import", f"imports from `{module}`, which a {self.language} candidate may not use (allowed: {allowed})")
+            self.add(
+                node,
+                "import",
+                f"imports from `{module}`, which a {self.language} candidate may not use (allowed: {allowed})",
+            )
             return
         for a in node.names:
             if a.name == "*":
-                self.add(node, "import", f"uses `from {module} import *`; import the names it needs explicitly")
+                self.add(
+                    node,
+                    "import",
+                    f"uses `from {module} import *`; import the names it needs explicitly",
+                )
                 continue
             path = f"{module}.{a.name}"
             why = self._path_problem(path)
@@ -235,18 +413,32 @@ class _Screen:
     def _name(self, node: ast.Name, is_attr_base: bool) -> None:
         if node.id in FORBIDDEN_BUILTINS:
             if id(node) not in self.locals and id(node) not in self.getattr_ok:
-                hint = ('; `getattr(obj, "public_name")` with a constant name is allowed' if node.id == "getattr" else "")
-                self.add(node, "name", f"uses `{node.id}`, which reaches code or harness state that candidates may not touch{hint}")
+                hint = (
+                    '; `getattr(obj, "public_name")` with a constant name is allowed'
+                    if node.id == "getattr"
+                    else ""
+                )
+                self.add(
+                    node,
+                    "name",
+                    f"uses `{node.id}`, which reaches code or harness state that candidates may not touch{hint}",
+                )
         elif node.id.startswith("__") and node.id.endswith("__") and node.id not in ALLOWED_DUNDERS:
-            self.add(node, "name", f"uses `{node.id}`, an interpreter internal candidates may not touch")
+            self.add(
+                node, "name", f"uses `{node.id}`, an interpreter internal candidates may not touch"
+            )
         elif isinstance(node.ctx, ast.Load) and not is_attr_base:
             self._module_value(node)
 
     def _module_value(self, node: ast.AST) -> None:
         path = self._path(node)
         if path and (path in MODULE_PATHS or path in self.modules):
-            self.add(node, "module", f"uses the module `{path}` as a value; import what it needs and access "
-                                     f"its attributes directly (e.g. `import {path} as m`)")
+            self.add(
+                node,
+                "module",
+                f"uses the module `{path}` as a value; import what it needs and access "
+                f"its attributes directly (e.g. `import {path} as m`)",
+            )
 
     def _getattr(self, node: ast.Call) -> None:
         """Allow `getattr(obj, "constant_public_name"[, default])`: it is `obj.name`, and
@@ -256,17 +448,40 @@ class _Screen:
         if not (isinstance(f, ast.Name) and f.id == "getattr") or id(f) in self.locals:
             return
         name = _const_str(node.args[1]) if len(node.args) >= 2 else None
-        if node.keywords or not 2 <= len(node.args) <= 3 or any(isinstance(a, ast.Starred) for a in node.args) or name is None:
+        if (
+            node.keywords
+            or not 2 <= len(node.args) <= 3
+            or any(isinstance(a, ast.Starred) for a in node.args)
+            or name is None
+        ):
             return  # the name rule refuses `getattr` itself
-        if not name.isidentifier() or name.startswith("_") or name in FRAME_ATTRS or name in HIDDEN_WORK_ATTRS:
-            self.add(node, "attribute", f'uses getattr(…, "{name[:60]}"): only constant public attribute names are allowed')
+        if (
+            not name.isidentifier()
+            or name.startswith("_")
+            or name in FRAME_ATTRS
+            or name in HIDDEN_WORK_ATTRS
+        ):
+            self.add(
+                node,
+                "attribute",
+                f'uses getattr(…, "{name[:60]}"): only constant public attribute names are allowed',
+            )
             return
         self.getattr_ok.add(id(f))
 
     def _call(self, node: ast.Call, is_attr_base: bool) -> None:
         f = node.func
-        if isinstance(f, ast.Name) and f.id == "type" and len(node.args) == 3 and id(f) not in self.locals:
-            self.add(node, "class", "creates a class with type(name, bases, dict); write a class statement")
+        if (
+            isinstance(f, ast.Name)
+            and f.id == "type"
+            and len(node.args) == 3
+            and id(f) not in self.locals
+        ):
+            self.add(
+                node,
+                "class",
+                "creates a class with type(name, bases, dict); write a class statement",
+            )
         if id(f) in self.getattr_ok and not is_attr_base:
             self._path_check(node)
             self._module_value(node)
@@ -275,14 +490,30 @@ class _Screen:
         attr = node.attr
         if attr.startswith("__") and attr.endswith("__"):
             if attr not in ALLOWED_DUNDERS:
-                self.add(node, "attribute", f"accesses `.{attr}`, an interpreter internal candidates may not touch")
+                self.add(
+                    node,
+                    "attribute",
+                    f"accesses `.{attr}`, an interpreter internal candidates may not touch",
+                )
         elif attr in FRAME_ATTRS:
-            self.add(node, "attribute", f"accesses `.{attr}`, which reads interpreter frames or code objects")
+            self.add(
+                node,
+                "attribute",
+                f"accesses `.{attr}`, which reads interpreter frames or code objects",
+            )
         elif attr.startswith("_"):
             if not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls")):
-                self.add(node, "attribute", f"accesses the private attribute `.{attr}`; use public APIs only")
+                self.add(
+                    node,
+                    "attribute",
+                    f"accesses the private attribute `.{attr}`; use public APIs only",
+                )
         elif attr in HIDDEN_WORK_ATTRS:
-            self.add(node, "attribute", f"calls `.{attr}`, which moves work or memory outside what the gate can audit")
+            self.add(
+                node,
+                "attribute",
+                f"calls `.{attr}`, which moves work or memory outside what the gate can audit",
+            )
         if not is_attr_base:  # the whole path once, not each of its prefixes
             self._path_check(node)
             if isinstance(node.ctx, ast.Load):
@@ -297,11 +528,19 @@ class _Screen:
     def _string(self, node: ast.Constant) -> None:
         internal = names_internal(node.value, ALLOWED_DUNDER_STRINGS)
         if internal:
-            self.add(node, "string", f"has the string {node.value[:60]!r}, which names `{internal}`, an interpreter "
-                                     f"internal; candidates may not reach attributes by name")
+            self.add(
+                node,
+                "string",
+                f"has the string {node.value[:60]!r}, which names `{internal}`, an interpreter "
+                f"internal; candidates may not reach attributes by name",
+            )
         field = format_reach(node.value)
         if field:
-            self.add(node, "string", f"has a format template reading `{field[:60]}`; str.format may not read private attributes")
+            self.add(
+                node,
+                "string",
+                f"has a format template reading `{field[:60]}`; str.format may not read private attributes",
+            )
 
     def _path(self, node: ast.AST) -> str | None:
         """The dotted path an expression names when its root is an imported name; allowed
@@ -343,17 +582,23 @@ class _Screen:
         if self.language == "torch":
             for k in (1, 2):
                 if ".".join(rest[:k]) in TORCH_DENIED:
-                    return f"uses `{path}`, which hides work from the timer or reaches torch internals"
+                    return (
+                        f"uses `{path}`, which hides work from the timer or reaches torch internals"
+                    )
             if rest[0].startswith("_") and rest[0] not in ALLOWED_DUNDERS:
                 return f"uses `{path}`, a private torch name"
             return None
         if self.language == "cuda" and rest[0] == "utils":
-            if rest[1:2] == ["cpp_extension"] and (len(rest) == 2 or rest[2] in CPP_EXTENSION_ALLOWED):
+            if rest[1:2] == ["cpp_extension"] and (
+                len(rest) == 2 or rest[2] in CPP_EXTENSION_ALLOWED
+            ):
                 return None
             return f"uses `{path}`; a CUDA candidate may use only torch.utils.cpp_extension.load_inline/load"
         if rest[0] not in TORCH_ALLOWED:
-            return (f"uses `{path}`; a {self.language} candidate may take from torch only allocation, dtypes and "
-                    f"device queries, and must do its compute in its own kernels")
+            return (
+                f"uses `{path}`; a {self.language} candidate may take from torch only allocation, dtypes and "
+                f"device queries, and must do its compute in its own kernels"
+            )
         if rest[0] == "cuda" and len(rest) > 1 and rest[1] not in CUDA_ALLOWED:
             return f"uses `{path}`; streams, events, graphs and allocator calls are not allowed (work must stay visible to the timer)"
         return None
@@ -372,5 +617,11 @@ class _Screen:
             while isinstance(base, ast.Attribute | ast.Subscript):
                 base = base.value
             if isinstance(base, ast.Name) and base.id in self.aliases:
-                what = self._path(node) if isinstance(node, ast.Attribute) else self.aliases[base.id]
-                self.add(node, "assignment", f"assigns to `{what}`; candidates may not patch imported modules or their objects")
+                what = (
+                    self._path(node) if isinstance(node, ast.Attribute) else self.aliases[base.id]
+                )
+                self.add(
+                    node,
+                    "assignment",
+                    f"assigns to `{what}`; candidates may not patch imported modules or their objects",
+                )

@@ -14,10 +14,22 @@ import string
 import symtable
 from collections import defaultdict
 
-_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef,
-           ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
-_COMP_NAMES = {ast.ListComp: "listcomp", ast.SetComp: "setcomp", ast.DictComp: "dictcomp",
-               ast.GeneratorExp: "genexpr"}
+_SCOPES = (
+    ast.FunctionDef,
+    ast.AsyncFunctionDef,
+    ast.Lambda,
+    ast.ClassDef,
+    ast.ListComp,
+    ast.SetComp,
+    ast.DictComp,
+    ast.GeneratorExp,
+)
+_COMP_NAMES = {
+    ast.ListComp: "listcomp",
+    ast.SetComp: "setcomp",
+    ast.DictComp: "dictcomp",
+    ast.GeneratorExp: "genexpr",
+}
 _IDENT_PATH = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")
 
 
@@ -36,8 +48,11 @@ def _outer_parts(node: ast.AST) -> list[ast.AST]:
         parts: list[ast.AST] = [*a.defaults, *(d for d in a.kw_defaults if d is not None)]
         if not isinstance(node, ast.Lambda):
             parts += node.decorator_list
-            parts += [x.annotation for x in (*a.posonlyargs, *a.args, *a.kwonlyargs, a.vararg, a.kwarg)
-                      if x is not None and x.annotation is not None]
+            parts += [
+                x.annotation
+                for x in (*a.posonlyargs, *a.args, *a.kwonlyargs, a.vararg, a.kwarg)
+                if x is not None and x.annotation is not None
+            ]
             parts += [node.returns] if node.returns is not None else []
         return parts
     if isinstance(node, ast.ClassDef):
@@ -88,7 +103,12 @@ def function_locals(source: str, tree: ast.Module, names: set[str]) -> set[int]:
             for part in _inner_parts(node):
                 visit(part, inner, inner_children)
             return
-        if isinstance(node, ast.Name) and node.id in names and table is not None and table.get_type() == "function":
+        if (
+            isinstance(node, ast.Name)
+            and node.id in names
+            and table is not None
+            and table.get_type() == "function"
+        ):
             try:
                 sym = table.lookup(node.id)
             except KeyError:
@@ -113,7 +133,12 @@ def string_annotations(tree: ast.AST) -> list[ast.Constant]:
             roots.append(node.returns)
         elif isinstance(node, ast.AnnAssign):
             roots.append(node.annotation)
-    return [n for r in roots for n in ast.walk(r) if isinstance(n, ast.Constant) and isinstance(n.value, str)]
+    return [
+        n
+        for r in roots
+        for n in ast.walk(r)
+        if isinstance(n, ast.Constant) and isinstance(n.value, str)
+    ]
 
 
 def names_internal(text: str, allowed: set[str]) -> str | None:

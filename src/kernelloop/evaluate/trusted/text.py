@@ -58,11 +58,11 @@ def candidate_text(text: object, limit: int = REASON_CHARS, *, multiline: bool =
         text = repr(text) if text is not None else ""
     if multiline:
         # Cut before cleaning too, so megabytes are never scanned character by character.
-        raw = text[-(limit * 4):]
+        raw = text[-(limit * 4) :]
         lines = [ln.rstrip() for ln in _strip(raw, True).split("\n")]
         cleaned = "\n".join(lines).strip("\n")
         if len(cleaned) > limit:
-            cleaned = "[…cut] " + cleaned[-(limit - 7):]
+            cleaned = "[…cut] " + cleaned[-(limit - 7) :]
         return cleaned
     raw = text[: limit * 4]
     cleaned = " ".join(_strip(raw, False).split())
@@ -77,7 +77,7 @@ def last_line(text: object, limit: int = REASON_CHARS) -> str:
     if not isinstance(text, str):
         text = "" if text is None else repr(text)
     # A line longer than the limit is cut anyway; look at enough of the tail to find it.
-    tail = candidate_text(text[-(limit * 8):], limit * 8, multiline=True)
+    tail = candidate_text(text[-(limit * 8) :], limit * 8, multiline=True)
     lines = [ln for ln in tail.splitlines() if ln.strip()]
     if not lines:
         return "«(no message)»"

@@ -27,7 +27,10 @@ from dataclasses import dataclass, field
 
 from kernelloop.evaluate.protocol import idle_busy, idle_stats
 
-BATCH_SLACK = (1.01, 0.002)  # reported time may exceed the trusted wall by 1% + 2 ms (clock granularity)
+BATCH_SLACK = (
+    1.01,
+    0.002,
+)  # reported time may exceed the trusted wall by 1% + 2 ms (clock granularity)
 SAMPLE_N = 64  # elements of each batch's last output whose bytes are kept
 # Unaccounted time per call: the candidate's may exceed the median of the other
 # implementations' by max(floor, 2 × their spread) + REL × their time per call. The floor
@@ -50,7 +53,9 @@ class Acc:
     cals: list[tuple[float, float]] = field(default_factory=list)
     wall_s: float = 0.0
     probe_ms: float = 0.0
-    batches: list[tuple[float, list, list]] = field(default_factory=list)  # (wall - probes ms, calls, cals)
+    batches: list[tuple[float, list, list]] = field(
+        default_factory=list
+    )  # (wall - probes ms, calls, cals)
     mismatched: int = 0
     checked: int = 0
     no_launch: int = 0
@@ -81,18 +86,25 @@ class Acc:
         if not self.calls:
             return 0.0
         cap = CAL_CREDIT[0] * statistics.median(c[-1] for c in self.calls) + CAL_CREDIT[1]
-        per = sorted((wall - sum(c[-1] for c in calls) - sum(min(s, cap) for _, s in cals)) / len(calls)
-                     for wall, calls, cals in self.batches)
+        per = sorted(
+            (wall - sum(c[-1] for c in calls) - sum(min(s, cap) for _, s in cals)) / len(calls)
+            for wall, calls, cals in self.batches
+        )
         return per[(len(per) - 1) // 4]
 
 
 def batch_clock_problem(label: str, slot: str, ans) -> str | None:
     b = ans.body
-    reported = (sum(c[-1] for c in b.calls) + sum(s for _, s in b.cals)
-                + sum(h for tries in (*b.pre, *b.post) for h, _ in tries)) / 1e3
+    reported = (
+        sum(c[-1] for c in b.calls)
+        + sum(s for _, s in b.cals)
+        + sum(h for tries in (*b.pre, *b.post) for h, _ in tries)
+    ) / 1e3
     if reported > ans.wall_s * BATCH_SLACK[0] + BATCH_SLACK[1]:
-        return (f"{label}: {slot}'s worker reported {reported:.4f} s of timed calls in a batch that took "
-                f"{ans.wall_s:.4f} s on the trusted clock: its numbers are not real")
+        return (
+            f"{label}: {slot}'s worker reported {reported:.4f} s of timed calls in a batch that took "
+            f"{ans.wall_s:.4f} s on the trusted clock: its numbers are not real"
+        )
     return None
 
 
@@ -101,9 +113,11 @@ def interference_problem(label: str, slot: str, ans, cal: dict[str, float]) -> s
     for when, tries in (("before", ans.body.pre), ("after", ans.body.post)):
         if tries and all(idle_busy(t, cal) for t in tries):
             host = statistics.median(h for h, _ in tries[-1])
-            return (f"{label}: foreign GPU work was running {when} {slot}'s timed batch (idle probe "
-                    f"{host:.3f} ms against {cal['host_p90']:.3f} ms calibrated): another process — the candidate, "
-                    f"since every other worker was stopped — left work on the GPU")
+            return (
+                f"{label}: foreign GPU work was running {when} {slot}'s timed batch (idle probe "
+                f"{host:.3f} ms against {cal['host_p90']:.3f} ms calibrated): another process — the candidate, "
+                f"since every other worker was stopped — left work on the GPU"
+            )
     return None
 
 
@@ -111,7 +125,9 @@ def calibration(probes: list[tuple[float, float]]) -> dict[str, float]:
     return idle_stats(probes)
 
 
-def saving_check(label: str, accs: dict[str, Acc], candidate: str, device: str) -> tuple[float, str | None]:
+def saving_check(
+    label: str, accs: dict[str, Acc], candidate: str, device: str
+) -> tuple[float, str | None]:
     """(ms per call to add to the candidate's samples, reason to reject or None).
 
     The candidate's claimed saving must be one the trusted clock saw: time its batches
@@ -136,10 +152,12 @@ def saving_check(label: str, accs: dict[str, Acc], candidate: str, device: str) 
         return 0.0, None
     claimed = cand.reported_ms() / len(cand.calls)
     if excess > REJECT_REL * claimed + slack:
-        return 0.0, (f"{label}: the trusted clock saw {got:.4f} ms per call of the candidate's batches that its own "
-                     f"numbers do not account for, against {ref:.4f} ms for the other implementations (slack "
-                     f"{slack:.4f} ms) and {claimed:.4f} ms it claims per call: it claims a saving the trusted clock "
-                     f"did not see, so its numbers are not real")
+        return 0.0, (
+            f"{label}: the trusted clock saw {got:.4f} ms per call of the candidate's batches that its own "
+            f"numbers do not account for, against {ref:.4f} ms for the other implementations (slack "
+            f"{slack:.4f} ms) and {claimed:.4f} ms it claims per call: it claims a saving the trusted clock "
+            f"did not see, so its numbers are not real"
+        )
     return excess, None
 
 
@@ -169,12 +187,16 @@ def read_output(path: os.PathLike, nbytes: int) -> bytes:
             pass
 
 
-def proof_problem(label: str, slot: str, data: bytes, elem: int, samples: list[tuple[list[int], str]]) -> str | None:
+def proof_problem(
+    label: str, slot: str, data: bytes, elem: int, samples: list[tuple[list[int], str]]
+) -> str | None:
     """Each batch's kept bytes must equal the checked output's bytes at the same elements
     (accepted kernels are deterministic: identical inputs, identical bytes)."""
     for k, (idx, got) in enumerate(samples):
-        want = b"".join(data[i * elem:(i + 1) * elem] for i in idx).hex()
+        want = b"".join(data[i * elem : (i + 1) * elem] for i in idx).hex()
         if got != want:
-            return (f"{label}: the output of {slot}'s timed batch {k + 1} differs from its timed output that was "
-                    f"checked against the reference: it behaves differently while timed")
+            return (
+                f"{label}: the output of {slot}'s timed batch {k + 1} differs from its timed output that was "
+                f"checked against the reference: it behaves differently while timed"
+            )
     return None

@@ -70,7 +70,10 @@ class MethodSet(_Reply):
 
 
 class Batch(_Reply):
-    calls: Annotated[list[Annotated[list[Ms], Field(min_length=1, max_length=2)]], Field(min_length=1, max_length=MAX_SAMPLES)]
+    calls: Annotated[
+        list[Annotated[list[Ms], Field(min_length=1, max_length=2)]],
+        Field(min_length=1, max_length=MAX_SAMPLES),
+    ]
     cals: Annotated[list[Pair], Field(max_length=MAX_SAMPLES)] = Field(default_factory=list)
     mismatched: Annotated[int, Field(ge=0)] = 0
     checked: Annotated[int, Field(ge=0)] = 0
@@ -112,9 +115,20 @@ class Error(_Reply):
 
 
 SCHEMAS: dict[str, type[_Reply]] = {
-    "hello": Hello, "calibrated": Calibrated, "loaded": Loaded, "prepared": Prepared, "rough": Rough,
-    "probed": Probed, "method": MethodSet, "batch": Batch, "ended": Ended, "output": Output,
-    "profiled": Profiled, "stopped": Stopped, "import_error": ImportError_, "error": Error,
+    "hello": Hello,
+    "calibrated": Calibrated,
+    "loaded": Loaded,
+    "prepared": Prepared,
+    "rough": Rough,
+    "probed": Probed,
+    "method": MethodSet,
+    "batch": Batch,
+    "ended": Ended,
+    "output": Output,
+    "profiled": Profiled,
+    "stopped": Stopped,
+    "import_error": ImportError_,
+    "error": Error,
 }
 
 
@@ -130,10 +144,14 @@ def parse(raw: bytes, key: str, seq: int, expected: str) -> tuple[str, _Reply]:
     except ValueError:
         raise WireError(f"unparseable line on the result channel: {raw[:80]!r}") from None
     if not isinstance(msg, dict) or not secrets.compare_digest(str(msg.get("key", "")), key):
-        raise WireError(f"a line on the result channel without the benchmark's key (forged): {raw[:80]!r}")
+        raise WireError(
+            f"a line on the result channel without the benchmark's key (forged): {raw[:80]!r}"
+        )
     kind = msg.get("type")
     if msg.get("seq") != seq:
-        raise WireError(f"an answer numbered {msg.get('seq')!r} where {seq} was due (a replayed or injected line)")
+        raise WireError(
+            f"an answer numbered {msg.get('seq')!r} where {seq} was due (a replayed or injected line)"
+        )
     if kind not in (expected, "error", "import_error"):
         raise WireError(f"a {kind!r} line where {expected!r} was due")
     try:

@@ -50,7 +50,9 @@ def file_name(slot: str) -> str:
 
 
 class TimingWorker:
-    def __init__(self, slot: str, impl: Path, job: dict, folder: Path, cfg: SandboxConfig, key: str) -> None:
+    def __init__(
+        self, slot: str, impl: Path, job: dict, folder: Path, cfg: SandboxConfig, key: str
+    ) -> None:
         self.slot, self.key = slot, key
         self.dir = folder  # this worker's own: no other worker's sandbox binds it
         (self.dir / "out").mkdir(parents=True)
@@ -61,11 +63,22 @@ class TimingWorker:
         os.mkfifo(fifo, 0o600)
         # Read-write: opening never blocks, and the worker's read end sees EOF only when we close.
         self._fd = os.open(fifo, os.O_RDWR)
-        job = {**job, "mode": "timing", "name": slot, "impl": str(impl_copy), "commands": str(fifo),
-               "out_dir": str(self.out_dir), "channel_key": key}
+        job = {
+            **job,
+            "mode": "timing",
+            "name": slot,
+            "impl": str(impl_copy),
+            "commands": str(fifo),
+            "out_dir": str(self.out_dir),
+            "channel_key": key,
+        }
         cfg = replace(cfg, rw_paths=[self.dir])
-        self.sp = SandboxProcess([sys.executable, "-m", "kernelloop.evaluate.worker"], self.dir, cfg,
-                                 json.dumps(job).encode())
+        self.sp = SandboxProcess(
+            [sys.executable, "-m", "kernelloop.evaluate.worker"],
+            self.dir,
+            cfg,
+            json.dumps(job).encode(),
+        )
         self.freezer = Freezer(self.sp.proc.pid, self.sp.marker if self.sp.mode == "none" else None)
         self.seq = 0
         self.dead = False
@@ -98,17 +111,23 @@ class TimingWorker:
             os.write(self._fd, line.encode())
         except OSError as e:
             self.kill()
-            raise WorkerFailed(self.slot, "crash", f"{self.slot}'s worker stopped reading commands ({e})") from None
+            raise WorkerFailed(
+                self.slot, "crash", f"{self.slot}'s worker stopped reading commands ({e})"
+            ) from None
         return sent
 
     def collect(self, cmd: str, sent: float, timeout_s: float) -> Answer:
         ans = self._await(cmd, sent, timeout_s)
         if ans.kind == "import_error":
             self.kill()
-            raise WorkerFailed(self.slot, "compile", f"{self.slot} failed to import: {last_line(ans.body.error)}")
+            raise WorkerFailed(
+                self.slot, "compile", f"{self.slot} failed to import: {last_line(ans.body.error)}"
+            )
         if ans.kind == "error":
             self.kill()
-            raise WorkerFailed(self.slot, "timing", f"timing failed: {self.slot}: {last_line(ans.body.error)}")
+            raise WorkerFailed(
+                self.slot, "timing", f"timing failed: {self.slot}: {last_line(ans.body.error)}"
+            )
         return ans
 
     def _await(self, cmd: str, sent: float, timeout_s: float) -> Answer:
@@ -117,8 +136,12 @@ class TimingWorker:
             received, raw = self._lines.get(timeout=max(0.01, timeout_s))
         except queue.Empty:
             self.kill()
-            raise WorkerFailed(self.slot, "timeout", f"{self.slot}'s worker did not answer {cmd!r} within "
-                                                     f"{timeout_s:.0f} s and was killed") from None
+            raise WorkerFailed(
+                self.slot,
+                "timeout",
+                f"{self.slot}'s worker did not answer {cmd!r} within "
+                f"{timeout_s:.0f} s and was killed",
+            ) from None
         if raw is None:
             self.dead = True
             self._lines.put((received, None))
@@ -134,7 +157,9 @@ class TimingWorker:
     def pause(self) -> None:
         if not self.dead and not self.freezer.stop():
             self.kill()
-            raise WorkerFailed(self.slot, "timing", f"{self.slot}'s processes could not be stopped between turns")
+            raise WorkerFailed(
+                self.slot, "timing", f"{self.slot}'s processes could not be stopped between turns"
+            )
 
     def resume(self) -> None:
         self.freezer.cont()
@@ -161,7 +186,17 @@ class TimingWorker:
         return self.result
 
 
-_ANSWERS = {"calibrate": "calibrated", "load": "loaded", "prepare": "prepared", "rough": "rough", "probe": "probed",
-            "method": "method", "batch": "batch", "end": "ended", "output": "output", "profile": "profiled",
-            "stop": "stopped", "hello": "hello"}
-
+_ANSWERS = {
+    "calibrate": "calibrated",
+    "load": "loaded",
+    "prepare": "prepared",
+    "rough": "rough",
+    "probe": "probed",
+    "method": "method",
+    "batch": "batch",
+    "end": "ended",
+    "output": "output",
+    "profile": "profiled",
+    "stop": "stopped",
+    "hello": "hello",
+}

@@ -21,7 +21,10 @@ os.environ.setdefault("KINETO_LOG_LEVEL", "6")
 # The range every counted launch runs in while the op trace is on: aten ops inside it are
 # the launcher's (the interpreter copies arguments through torch), not the candidate's.
 LAUNCH_MARK = "kernelloop::launch"
-_RecordFunctionFast = getattr(torch._C._profiler, "_RecordFunctionFast", None) or torch.autograd.profiler.record_function
+_RecordFunctionFast = (
+    getattr(torch._C._profiler, "_RecordFunctionFast", None)
+    or torch.autograd.profiler.record_function
+)
 
 
 class AtenRecorder(TorchDispatchMode):
@@ -61,7 +64,9 @@ class LaunchCounter:
     def attach(self, module, impl: str) -> None:
         for attr, obj in list(vars(module).items()):
             kernel = obj
-            while hasattr(kernel, "fn") and not (hasattr(kernel, "run") and hasattr(kernel, "add_pre_run_hook")):
+            while hasattr(kernel, "fn") and not (
+                hasattr(kernel, "run") and hasattr(kernel, "add_pre_run_hook")
+            ):
                 kernel = kernel.fn
             if hasattr(kernel, "run") and hasattr(kernel, "add_pre_run_hook"):
                 kernel.run = self._wrap(kernel.run, f"{impl}:{attr}", impl)
@@ -199,7 +204,11 @@ class OpAudit:
         return False
 
     def facts(self) -> dict:
-        return {"ops": self.recorder.ops, "traced_ops": self.trace.ops, "trace_error": self.trace.error}
+        return {
+            "ops": self.recorder.ops,
+            "traced_ops": self.trace.ops,
+            "trace_error": self.trace.error,
+        }
 
 
 class TimedLaunchAudit:
@@ -275,7 +284,13 @@ def write_raw(out: torch.Tensor, path: Path) -> None:
 def sticky_cuda_error(e: BaseException) -> bool:
     text = str(e)
     return isinstance(e, torch.AcceleratorError | RuntimeError) and any(
-        s in text for s in ("illegal memory access", "unspecified launch failure", "device-side assert", "misaligned address")
+        s in text
+        for s in (
+            "illegal memory access",
+            "unspecified launch failure",
+            "device-side assert",
+            "misaligned address",
+        )
     )
 
 
@@ -301,7 +316,11 @@ def environment(device: str) -> dict:
             sm_count=p.multi_processor_count,
         )
     else:
-        env.update(device_name=platform.processor() or platform.machine(), compute_capability=None, cuda=None)
+        env.update(
+            device_name=platform.processor() or platform.machine(),
+            compute_capability=None,
+            cuda=None,
+        )
     env["argv0"] = sys.executable
     return env
 

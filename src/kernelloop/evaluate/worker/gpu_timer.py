@@ -45,9 +45,20 @@ def same_bytes(out, ref: torch.Tensor) -> bool:
     difference means the candidate behaves differently while it is timed."""
     if type(out) is not _Tensor or out.shape != ref.shape or out.dtype != ref.dtype:
         return False
-    a, b = out.detach().reshape(-1).contiguous().view(torch.uint8), ref.reshape(-1).contiguous().view(torch.uint8)
-    for wide in (torch.int64, torch.int32, torch.int16):  # the same bytes, compared in wider words (4x faster on a CPU)
-        if a.numel() % _itemsize[wide] == 0 and a.data_ptr() % _itemsize[wide] == 0 and b.data_ptr() % _itemsize[wide] == 0:
+    a, b = (
+        out.detach().reshape(-1).contiguous().view(torch.uint8),
+        ref.reshape(-1).contiguous().view(torch.uint8),
+    )
+    for wide in (
+        torch.int64,
+        torch.int32,
+        torch.int16,
+    ):  # the same bytes, compared in wider words (4x faster on a CPU)
+        if (
+            a.numel() % _itemsize[wide] == 0
+            and a.data_ptr() % _itemsize[wide] == 0
+            and b.data_ptr() % _itemsize[wide] == 0
+        ):
             return bool(_equal(a.view(wide), b.view(wide)))
     return bool(_equal(a, b))
 
@@ -59,7 +70,9 @@ class GpuDevice:
     def __init__(self) -> None:
         props = torch.cuda.get_device_properties(0)
         self.l2 = int(getattr(props, "L2_cache_size", 0) or 0)
-        self.flush = torch.empty(max(MIN_FLUSH_BYTES, 4 * self.l2), dtype=torch.uint8, device="cuda")
+        self.flush = torch.empty(
+            max(MIN_FLUSH_BYTES, 4 * self.l2), dtype=torch.uint8, device="cuda"
+        )
         self.cycles_per_ms = 0.0
 
     def measure_spin(self) -> None:
@@ -81,7 +94,9 @@ class GpuDevice:
         """Hold the GPU busy so its clocks leave idle (the H200 sat at 345 MHz before runs)."""
         if _spin is None or seconds <= 0:
             return
-        rate = self.cycles_per_ms * 1e3 if self.cycles_per_ms > 0 else 2e9  # ~2 GHz before calibration
+        rate = (
+            self.cycles_per_ms * 1e3 if self.cycles_per_ms > 0 else 2e9
+        )  # ~2 GHz before calibration
         _spin(int(seconds * rate))
         _sync()
 
@@ -168,7 +183,14 @@ class GpuSlot:
     replay), batches of timed calls with matched calibrations, and the second timer."""
 
     def __init__(self, dev: GpuDevice, fn, inputs: dict, make, kwargs: dict, spec: dict) -> None:
-        self.dev, self.fn, self.inputs, self.make, self.kwargs, self.spec = dev, fn, inputs, make, kwargs, spec
+        self.dev, self.fn, self.inputs, self.make, self.kwargs, self.spec = (
+            dev,
+            fn,
+            inputs,
+            make,
+            kwargs,
+            spec,
+        )
         self.call = lambda: fn(**inputs, **kwargs)
         self.ref: torch.Tensor | None = None
         self.unit = self.call  # what one timed unit runs: one call, or one graph replay
@@ -186,12 +208,20 @@ class GpuSlot:
         self.ref = out.detach().clone()
         self.last = self.ref
         t_w, n, ev = _monotonic(), 0, None
-        while n < self.spec.get("warmup", 3) or (_monotonic() - t_w < self.spec.get("warmup_s", WARMUP_S) and n < 1000):
-            ev = self.dev.once(self.call)[:4]  # outputs are not held: the allocator reuses their block
+        while n < self.spec.get("warmup", 3) or (
+            _monotonic() - t_w < self.spec.get("warmup_s", WARMUP_S) and n < 1000
+        ):
+            ev = self.dev.once(self.call)[
+                :4
+            ]  # outputs are not held: the allocator reuses their block
             n += 1
         _sync()
         rough = _elapsed(ev[0], ev[1]) if ev else 0.0
-        one = sum(t.numel() * t.element_size() for t in self.inputs.values() if isinstance(t, torch.Tensor))
+        one = sum(
+            t.numel() * t.element_size()
+            for t in self.inputs.values()
+            if isinstance(t, torch.Tensor)
+        )
         return {"rough_ms": rough, "input_bytes": one, "l2_bytes": self.dev.l2, "warmup_calls": n}
 
     def rough(self, n: int = 3) -> float:
@@ -202,7 +232,10 @@ class GpuSlot:
     def escape_probe(self, rough_ms: float) -> dict:
         """Calls from an idle GPU, each with a matched calibration (both as raw intervals)."""
         matched = self.dev.matched(rough_ms)
-        runs = [(self.dev.once(self.call, spin=False)[:4], self.dev.once(matched, spin=False)) for _ in range(5)]
+        runs = [
+            (self.dev.once(self.call, spin=False)[:4], self.dev.once(matched, spin=False))
+            for _ in range(5)
+        ]
         _sync()
         return {"calls": [raw(c) for c, _ in runs], "cals": [raw(m) for _, m in runs]}
 
@@ -210,7 +243,11 @@ class GpuSlot:
         """events | device-wide | graph. A graph that cannot be captured answers ok=False
         (the trusted side then times every implementation per call)."""
         self.count, self.cals = 0, []
-        self.unit, self.per_call_check, self.spin = self.call, kind != "graph", kind != "device-wide"
+        self.unit, self.per_call_check, self.spin = (
+            self.call,
+            kind != "graph",
+            kind != "device-wide",
+        )
         if kind == "graph":
             try:
                 self.unit = self._capture(sets, n_calls)
@@ -226,7 +263,9 @@ class GpuSlot:
     def _capture(self, sets: int, n_calls: int):
         """One CUDA graph: `n_calls` launches over rotating input sets (≥ 3× L2 in total, so
         each launch reads from DRAM), ending on set 0, whose output stays readable."""
-        all_sets = [self.inputs] + [self.make(self.spec["input_seed"] + 1000 + i) for i in range(sets - 1)]
+        all_sets = [self.inputs] + [
+            self.make(self.spec["input_seed"] + 1000 + i) for i in range(sets - 1)
+        ]
         g = torch.cuda.CUDAGraph()
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
@@ -262,10 +301,18 @@ class GpuSlot:
         self.last = last if self.per_call_check else self.graph_out
         cal_raw = [raw(c) for c in cals]
         self.cals += cal_raw
-        return {"calls": [raw(e) for e in evs], "cals": cal_raw, "mismatched": mismatched, "checked": checked}
+        return {
+            "calls": [raw(e) for e in evs],
+            "cals": cal_raw,
+            "mismatched": mismatched,
+            "checked": checked,
+        }
 
     def top_up(self, at_least: int = 3) -> list[tuple[float, float]]:
-        extra = [self.dev.once(self.matched_call, spin=self.spin) for _ in range(max(0, at_least - len(self.cals)))]
+        extra = [
+            self.dev.once(self.matched_call, spin=self.spin)
+            for _ in range(max(0, at_least - len(self.cals)))
+        ]
         _sync()
         got = [raw(c) for c in extra]
         self.cals += got
@@ -278,9 +325,15 @@ class GpuSlot:
         from torch.autograd import DeviceType
         from torch.profiler import ProfilerActivity, profile
 
-        one = sum(t.numel() * t.element_size() for t in self.inputs.values() if isinstance(t, torch.Tensor))
+        one = sum(
+            t.numel() * t.element_size()
+            for t in self.inputs.values()
+            if isinstance(t, torch.Tensor)
+        )
         n_sets = max(1, min(64, -(-2 * max(self.dev.l2, 1 << 20) // max(one, 1))))
-        sets = [self.inputs] + [self.make(self.spec["input_seed"] + 1000 + i) for i in range(n_sets - 1)]
+        sets = [self.inputs] + [
+            self.make(self.spec["input_seed"] + 1000 + i) for i in range(n_sets - 1)
+        ]
         n = max(10, len(sets))
         try:
             _sync()
@@ -288,7 +341,9 @@ class GpuSlot:
                 for i in range(n):
                     self.fn(**sets[i % len(sets)], **self.kwargs)
                 _sync()
-            us = sum(e.time_range.elapsed_us() for e in prof.events() if e.device_type == DeviceType.CUDA)
+            us = sum(
+                e.time_range.elapsed_us() for e in prof.events() if e.device_type == DeviceType.CUDA
+            )
         except Exception:  # noqa: BLE001 - the second timer is advisory; absence is recorded
             return None
         return us / n / 1e3 if us > 0 else None

@@ -22,16 +22,73 @@ import types
 
 import torch
 
-TORCH_NAMES = ("empty", "empty_like", "equal", "Tensor", "Generator", "from_numpy", "isfinite", "cuda")
-TENSOR_NAMES = (
-    "clone", "contiguous", "view", "reshape", "detach", "cpu", "numpy", "untyped_storage", "is_contiguous",
-    "numel", "element_size", "data_ptr", "to", "copy_", "fill_", "__eq__", "shape", "dtype", "device",
+TORCH_NAMES = (
+    "empty",
+    "empty_like",
+    "equal",
+    "Tensor",
+    "Generator",
+    "from_numpy",
+    "isfinite",
+    "cuda",
 )
-CUDA_NAMES = ("synchronize", "Event", "Stream", "current_stream", "is_available", "_sleep", "CUDAGraph", "graph")
+TENSOR_NAMES = (
+    "clone",
+    "contiguous",
+    "view",
+    "reshape",
+    "detach",
+    "cpu",
+    "numpy",
+    "untyped_storage",
+    "is_contiguous",
+    "numel",
+    "element_size",
+    "data_ptr",
+    "to",
+    "copy_",
+    "fill_",
+    "__eq__",
+    "shape",
+    "dtype",
+    "device",
+)
+CUDA_NAMES = (
+    "synchronize",
+    "Event",
+    "Stream",
+    "current_stream",
+    "is_available",
+    "_sleep",
+    "CUDAGraph",
+    "graph",
+)
 EVENT_NAMES = ("record", "elapsed_time", "synchronize", "query")
 TIME_NAMES = ("perf_counter", "perf_counter_ns", "monotonic", "monotonic_ns", "time", "sleep")
-OS_NAMES = ("replace", "write", "dup", "dup2", "fdopen", "_exit", "kill", "getpid", "listdir", "readlink")
-BUILTIN_NAMES = ("open", "isinstance", "type", "len", "getattr", "print", "__import__", "sorted", "sum", "id")
+OS_NAMES = (
+    "replace",
+    "write",
+    "dup",
+    "dup2",
+    "fdopen",
+    "_exit",
+    "kill",
+    "getpid",
+    "listdir",
+    "readlink",
+)
+BUILTIN_NAMES = (
+    "open",
+    "isinstance",
+    "type",
+    "len",
+    "getattr",
+    "print",
+    "__import__",
+    "sorted",
+    "sum",
+    "id",
+)
 
 
 def _callables(ns: dict) -> dict[str, object]:
@@ -44,9 +101,13 @@ class Integrity:
     def __init__(self, harness_modules: list[types.ModuleType]) -> None:
         self._probes: list[tuple[str, object, str]] = []  # (label, owner, attribute)
         for owner, names, label in (
-            (torch, TORCH_NAMES, "torch"), (torch.Tensor, TENSOR_NAMES, "torch.Tensor"),
-            (torch.cuda, CUDA_NAMES, "torch.cuda"), (torch.cuda.Event, EVENT_NAMES, "torch.cuda.Event"),
-            (time, TIME_NAMES, "time"), (os, OS_NAMES, "os"), (json, ("dumps", "loads"), "json"),
+            (torch, TORCH_NAMES, "torch"),
+            (torch.Tensor, TENSOR_NAMES, "torch.Tensor"),
+            (torch.cuda, CUDA_NAMES, "torch.cuda"),
+            (torch.cuda.Event, EVENT_NAMES, "torch.cuda.Event"),
+            (time, TIME_NAMES, "time"),
+            (os, OS_NAMES, "os"),
+            (json, ("dumps", "loads"), "json"),
             (builtins, BUILTIN_NAMES, "builtins"),
         ):
             for n in names:
@@ -89,7 +150,13 @@ def _stat(pid: str) -> tuple[str, int] | None:
 
 def _cmdline(pid: str) -> str:
     try:
-        return open(f"/proc/{pid}/cmdline", "rb").read().replace(b"\0", b" ").decode(errors="replace").strip()
+        return (
+            open(f"/proc/{pid}/cmdline", "rb")
+            .read()
+            .replace(b"\0", b" ")
+            .decode(errors="replace")
+            .strip()
+        )
     except OSError:
         return "?"
 

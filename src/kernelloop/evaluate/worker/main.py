@@ -72,7 +72,9 @@ def _dtype(name: str) -> torch.dtype:
     return getattr(torch, name)
 
 
-def run_call(job: dict, call: dict, fn, make_inputs, counter: inworker.LaunchCounter, watch: dict) -> None:
+def run_call(
+    job: dict, call: dict, fn, make_inputs, counter: inworker.LaunchCounter, watch: dict
+) -> None:
     dev = job["device"]
     dtype = _dtype(call["dtype"])
     g = torch.Generator(device=dev).manual_seed(call["input_seed"])
@@ -98,8 +100,14 @@ def run_call(job: dict, call: dict, fn, make_inputs, counter: inworker.LaunchCou
     at_return = out.detach().clone() if type(out) is _Tensor else None
     _sync()
     elapsed = time.perf_counter() - t0
-    facts: dict = {"id": call["id"], "elapsed_s": elapsed, "launches": counter.snapshot(), **audited,
-                   "tampered": watch["integrity"].changed(), "threads": len(guard.new_threads(watch["threads"]))}
+    facts: dict = {
+        "id": call["id"],
+        "elapsed_s": elapsed,
+        "launches": counter.snapshot(),
+        **audited,
+        "tampered": watch["integrity"].changed(),
+        "threads": len(guard.new_threads(watch["threads"])),
+    }
     facts["out_type"] = f"{type(out).__module__}.{type(out).__qualname__}"
     if at_return is None:
         send("call", ok=True, **facts)  # the trusted side rejects the type (interface)
@@ -131,12 +139,18 @@ def main() -> int:
     job = json.loads(sys.stdin.read())
     _key = job.pop("channel_key", "")
     if job.get("mode") == "timing":
-        return serve.serve(job, send, [sys.modules[__name__], inworker, timing, gpu_timer, guard, serve], _MARKER)
+        return serve.serve(
+            job, send, [sys.modules[__name__], inworker, timing, gpu_timer, guard, serve], _MARKER
+        )
     send("hello", env=inworker.environment(job["device"]))
-    make_inputs = getattr(_import_file(job["inputs_file"], "kernelloop_task_inputs"), job["inputs_func"])
+    make_inputs = getattr(
+        _import_file(job["inputs_file"], "kernelloop_task_inputs"), job["inputs_func"]
+    )
     # Snapshots taken before any candidate code runs (see guard.py).
-    watch = {"integrity": guard.Integrity([sys.modules[__name__], inworker, timing, gpu_timer, guard]),
-             "threads": guard.thread_baseline()}
+    watch = {
+        "integrity": guard.Integrity([sys.modules[__name__], inworker, timing, gpu_timer, guard]),
+        "threads": guard.thread_baseline(),
+    }
     impls = {}
     counter = inworker.LaunchCounter()
     for name, path in job["impls"].items():
@@ -159,7 +173,10 @@ def main() -> int:
                 send("fatal", error="sticky CUDA error: the worker cannot continue")
                 return 0
     watch.pop("previous", None)
-    send("compile", kernels=inworker.compile_facts({k: v[0] for k, v in impls.items()}, job["device"]))
+    send(
+        "compile",
+        kernels=inworker.compile_facts({k: v[0] for k, v in impls.items()}, job["device"]),
+    )
     strays = guard.stray_processes(bool(job.get("private_pid_namespace")), _MARKER)
     if strays:
         send("processes", found=strays[:10], count=len(strays))

@@ -84,7 +84,9 @@ class Server:
         """Idle-probe calibration (GPU): taken before any candidate code has run."""
         if not self.cuda:
             return {"probes": []}
-        self._device().ramp(float(cmd.get("ramp_s", 0.0)))  # calibrated at working clocks, not idle ones
+        self._device().ramp(
+            float(cmd.get("ramp_s", 0.0))
+        )  # calibrated at working clocks, not idle ones
         self.probe = IdleProbe()
         probes = [self.probe.run(1)[0] for _ in range(int(cmd.get("n", 30)))]
         self.probe.cal = idle_stats(probes)
@@ -97,14 +99,19 @@ class Server:
             torch.set_num_threads(int(job["cpu_threads"]))
         if self.cuda:
             self._device()
-        self.make_inputs = getattr(_import_file(job["inputs_file"], "kernelloop_task_inputs"), job["inputs_func"])
+        self.make_inputs = getattr(
+            _import_file(job["inputs_file"], "kernelloop_task_inputs"), job["inputs_func"]
+        )
         self.module = _import_file(job["impl"], f"kernelloop_impl_{job['name']}")
         fn = getattr(self.module, job["entry"])
         self.counter.attach(self.module, job["name"])
         if job.get("audit") and self.counter.attached(job["name"]):
             fn = self.audit = inworker.TimedLaunchAudit(fn, self.counter, job["name"])
         self.fn = fn
-        return {"kernels": self.counter.kernels[job["name"]], "tampered": self.integrity.changed()[:10]}
+        return {
+            "kernels": self.counter.kernels[job["name"]],
+            "tampered": self.integrity.changed()[:10],
+        }
 
     def prepare(self, cmd: dict) -> dict:
         dtype = getattr(torch, cmd["dtype"])
@@ -136,7 +143,9 @@ class Server:
     def method(self, cmd: dict) -> dict:
         if not self.cuda:
             return {"ok": True, "error": ""}
-        return self.slot.set_method(cmd["kind"], int(cmd.get("sets", 1)), int(cmd.get("n_calls", 1)))
+        return self.slot.set_method(
+            cmd["kind"], int(cmd.get("sets", 1)), int(cmd.get("n_calls", 1))
+        )
 
     def batch(self, cmd: dict) -> dict:
         n = int(cmd["n"])
@@ -149,8 +158,14 @@ class Server:
             got = self.slot.batch(n)
         sample = _sample_hex(self.slot.last, [int(i) for i in cmd.get("sample", [])])
         post = self.probe.check() if (self.probe is not None and cmd.get("probe")) else []
-        return {**got, "no_launch": (self.audit.without_launch - before) if self.audit else 0,
-                "sample_hex": sample, "pre": pre, "post": post, "tampered": self.integrity.changed()[:10]}
+        return {
+            **got,
+            "no_launch": (self.audit.without_launch - before) if self.audit else 0,
+            "sample_hex": sample,
+            "pre": pre,
+            "post": post,
+            "tampered": self.integrity.changed()[:10],
+        }
 
     def end(self, cmd: dict) -> dict:
         return {"cals": self.slot.top_up() if self.cuda else []}
@@ -168,17 +183,27 @@ class Server:
     def stop(self, cmd: dict) -> dict:
         job = self.job
         strays = guard.stray_processes(bool(job.get("private_pid_namespace")), self.marker)
-        return {"tampered": self.integrity.changed()[:10] if self.integrity else [],
-                "strays": strays[:10], "stray_count": len(strays),
-                "audit_calls": self.audit.calls if self.audit else 0,
-                "without_launch": self.audit.without_launch if self.audit else 0}
+        return {
+            "tampered": self.integrity.changed()[:10] if self.integrity else [],
+            "strays": strays[:10],
+            "stray_count": len(strays),
+            "audit_calls": self.audit.calls if self.audit else 0,
+            "without_launch": self.audit.without_launch if self.audit else 0,
+        }
 
 
 HANDLERS = {
-    "calibrate": ("calibrated", Server.calibrate), "load": ("loaded", Server.load),
-    "prepare": ("prepared", Server.prepare), "rough": ("rough", Server.rough), "probe": ("probed", Server.escape),
-    "method": ("method", Server.method), "batch": ("batch", Server.batch), "end": ("ended", Server.end),
-    "output": ("output", Server.output), "profile": ("profiled", Server.profile), "stop": ("stopped", Server.stop),
+    "calibrate": ("calibrated", Server.calibrate),
+    "load": ("loaded", Server.load),
+    "prepare": ("prepared", Server.prepare),
+    "rough": ("rough", Server.rough),
+    "probe": ("probed", Server.escape),
+    "method": ("method", Server.method),
+    "batch": ("batch", Server.batch),
+    "end": ("ended", Server.end),
+    "output": ("output", Server.output),
+    "profile": ("profiled", Server.profile),
+    "stop": ("stopped", Server.stop),
 }
 
 

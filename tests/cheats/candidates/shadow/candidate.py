@@ -29,7 +29,9 @@ def _fused(x_ptr, r_ptr, w_ptr, b_ptr, out_ptr, cols, eps, p, seed, BLOCK: tl.co
 def _honest(x, residual, weight, bias, p, eps, seed, out=None):
     out = torch.empty_like(x) if out is None else out
     rows, cols = x.shape
-    _fused[(rows,)](x, residual, weight, bias, out, cols, eps, p, seed, BLOCK=triton.next_power_of_2(cols))
+    _fused[(rows,)](
+        x, residual, weight, bias, out, cols, eps, p, seed, BLOCK=triton.next_power_of_2(cols)
+    )
     return out
 
 
