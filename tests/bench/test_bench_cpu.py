@@ -124,7 +124,9 @@ def test_inflated_clock_is_caught_by_the_trusted_clock(task):
     assert not gate.accepted and gate.category in ("timing", "tamper"), gate
 
 
-def test_a_candidate_that_changes_while_timed_is_caught(task):
+def test_a_candidate_keyed_on_repeated_inputs_never_sees_them_or_is_caught(task):
+    """It turns cheap and wrong on the third call with the same input tensors. Every timed
+    call now gets inputs of its own: it runs honestly, or an audit catches the wrong path."""
     rec = benchmark(
         task,
         CHEATS / "cheaper_when_timed.py",
@@ -133,11 +135,10 @@ def test_a_candidate_that_changes_while_timed_is_caught(task):
         max_s_per_shape=0.3,
         aa=False,
     )
-    assert any("behaves differently while timed" in p and "candidate" in p for p in rec.problems), (
-        rec.problems
-    )
+    assert all(
+        "the timed output differs from the reference (candidate:" in p for p in rec.problems
+    ), rec.problems
     assert not any("baseline" in p for p in rec.problems)  # honest implementations are not flagged
-    assert performance_gate(rec, task.spec.rules).category == "timing"
 
 
 def test_the_static_screen_refuses_before_any_worker_runs(task):

@@ -12,8 +12,10 @@ import time
 from types import SimpleNamespace
 
 import pytest
+import torch
 
-from kernelloop.evaluate import protocol
+from kernelloop.evaluate import commitment, protocol
+from kernelloop.evaluate.protocol import call_seed
 from kernelloop.evaluate.trusted import timing_checks as checks
 from kernelloop.evaluate.trusted import wire
 from kernelloop.evaluate.trusted.bench_record import ImplTiming, paired_log_ratio
@@ -71,16 +73,20 @@ def _line(**msg) -> bytes:
 
 def test_wire_accepts_a_valid_batch_and_refuses_forged_stale_or_malformed_lines():
     kind, body = wire.parse(
-        _line(type="batch", seq=4, calls=[[1.0, 1.1]], cals=[[1.0, 1.02]]), KEY, 4, "batch"
+        _line(type="batch", seq=4, calls=[[1.0, 1.1]], cals=[[1.0, 1.02]], commits=["a:1"]),
+        KEY,
+        4,
+        "batch",
     )
     assert kind == "batch" and body.calls == [[1.0, 1.1]]
     cases = {
         "forged": json.dumps(
             {"key": "x" * 32, "type": "batch", "seq": 4, "calls": [[1.0]]}
         ).encode(),
-        "numbered": _line(type="batch", seq=3, calls=[[1.0]]),
+        "numbered": _line(type="batch", seq=3, calls=[[1.0]], commits=["a"]),
         "was due": _line(type="prepared", seq=4, rough_ms=1.0),
-        "malformed": _line(type="batch", seq=4, calls=[[-1.0]]),
+        "malformed": _line(type="batch", seq=4, calls=[[-1.0]], commits=["a"]),
+        "commits": _line(type="batch", seq=4, calls=[[1.0]]),  # a batch without commitments
         "unparseable": b"{not json",
     }
     for phrase, raw in cases.items():
@@ -104,10 +110,8 @@ def _answer(calls, wall_s, cals=(), pre=(), post=()):
         cals=list(cals),
         pre=list(pre),
         post=list(post),
-        mismatched=0,
-        checked=len(calls),
         no_launch=0,
-        sample_hex="",
+        commits=["c"] * len(calls),
     )
     return SimpleNamespace(body=body, wall_s=wall_s, sent=0.0, received=wall_s)
 
@@ -123,7 +127,7 @@ def _acc(
 ) -> checks.Acc:
     acc = checks.Acc()
     for _ in range(batches):
-        acc.add(_answer([[reported_ms]] * n, n * (per_call_ms + overhead_ms) / 1e3), [])
+        acc.add(_answer([[reported_ms]] * n, n * (per_call_ms + overhead_ms) / 1e3))
     return acc
 
 
@@ -154,7 +158,7 @@ def test_time_spilling_outside_the_calls_is_added_back_not_rejected():
 def test_the_saving_check_reads_the_low_quartile_so_load_spikes_do_not_accuse():
     cand = _acc(0.5, 0.5, 0.1)
     for _ in range(2):  # two batches delayed 40 ms by the machine's other load
-        cand.add(_answer([[0.5]] * 10, (10 * 0.6 + 40) / 1e3), [])
+        cand.add(_answer([[0.5]] * 10, (10 * 0.6 + 40) / 1e3))
     accs = {"candidate": cand, "best": _acc(1.0, 1.0, 0.1), "best#aa": _acc(1.0, 1.0, 0.1)}
     assert checks.saving_check("s", accs, "candidate", "cpu") == (0.0, None)
 
@@ -205,12 +209,42 @@ def test_output_files_are_read_by_name_never_through_a_link(tmp_path):
         checks.read_output(tmp_path / "fifo.bin", 16)
 
 
-def test_every_batch_must_end_on_the_checked_output():
-    data = bytes(range(40))  # ten 4-byte elements
-    good = [([0, 9], (data[0:4] + data[36:40]).hex()), ([3], data[12:16].hex())]
-    assert checks.proof_problem("s", "candidate", data, 4, good) is None
-    bad = checks.proof_problem("s", "candidate", data, 4, [*good, ([3], "00000000")])
-    assert bad and "batch 3" in bad
+def test_every_timed_call_gets_inputs_of_its_own():
+    seeds = {call_seed(12345, j) for j in range(1000)}
+    assert len(seeds) == 1000 and all(0 <= x < 2**31 for x in seeds)
+    assert call_seed(12345, 0) != call_seed(12346, 0)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32, torch.int64])
+def test_a_commitment_binds_every_byte_and_the_batch_key(dtype):
+    t = (torch.randn(33, 65) * 100).to(dtype)
+    for d in (commitment.digest_cpu, commitment.digest_torch):
+        c = d(t, 7)
+        assert c == d(t.clone(), 7)
+        assert c != d(t, 8)  # a fresh key per batch: no digest carries over
+        flipped = t.clone()
+        flipped.reshape(-1).view(torch.uint8)[-1] ^= 1  # the last byte's lowest bit
+        assert d(flipped, 7) != c
+    assert commitment.check_digest(t, 7, "cpu") == commitment.digest(t, 7)
+
+
+def test_the_triton_digest_equals_the_trusted_sides_torch_digest():
+    """The worker's one-pass kernel and the trusted side's torch ops must agree exactly
+    (exact integer arithmetic): checked here in Triton's interpreter, in a subprocess."""
+    code = (
+        "import torch\n"
+        "from kernelloop.evaluate import commitment as c\n"
+        "for dt in (torch.float16, torch.float32, torch.bfloat16, torch.bool):\n"
+        "    for n in (1, 3, 1000, 4099):\n"
+        "        t = (torch.randn(n) * 1e3).to(dt)\n"
+        "        assert c.digest_triton(t, 99) == c.digest_torch(t, 99), (dt, n)\n"
+        "print('same')\n"
+    )
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert out.returncode == 0 and "same" in out.stdout, out.stderr[-2000:]
 
 
 # ---- stopping a real process tree ---------------------------------------------------------

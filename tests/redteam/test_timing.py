@@ -91,7 +91,6 @@ def test_a_patching_torch_and_the_best_in_its_own_process_does_not_slow_the_best
     "name, phrase",
     [
         ("timing_knows_it_is_timed.py", "the timed output differs from the reference (candidate:"),
-        ("timing_recognises_inputs.py", "the timed output differs from the reference (candidate:"),
     ],
 )
 def test_b_a_wrong_result_only_while_timed_is_caught_by_the_trusted_reference(
@@ -105,6 +104,22 @@ def test_b_a_wrong_result_only_while_timed_is_caught_by_the_trusted_reference(
     )  # honest slots pass
     gate = performance_gate(rec, task.spec.rules)
     assert not gate.accepted and gate.category == "timing"
+    assert canary.intact()
+
+
+def test_b_recognising_repeated_benchmark_inputs_finds_none_and_is_timed_honestly(
+    task, best, tmp_path, canary
+):
+    """Its cheap path fires on the third identical input in a row; every timed call now has
+    inputs of its own, so it never fires: it is timed on its honest path (fast.py's code),
+    as fast as the best — not the ~10x of a residual copy."""
+    cheat = write_candidate(tmp_path, "timing_recognises_inputs.py")
+    rec = _bench(task, cheat, best, aa=False)
+    assert rec.problems == [], rec.problems
+    assert _median(rec, "candidate") > 0.5 * _median(rec, "best"), (
+        _median(rec, "candidate"),
+        _median(rec, "best"),
+    )
     assert canary.intact()
 
 
@@ -136,6 +151,30 @@ def test_c_a_worker_lying_about_its_samples_is_caught_by_the_trusted_clock(
         rec.problems
     )
     # The code-object swap slips past the worker's own tripwire: the trusted clock alone caught it.
+    assert not any("replaced harness functions" in p for p in rec.problems), rec.problems
+    gate = performance_gate(rec, task.spec.rules)
+    assert not gate.accepted and gate.category == "timing"
+    assert canary.intact()
+
+
+def test_e_replaying_a_kept_output_while_timed_is_caught_by_an_audit(task, best, tmp_path, canary):
+    cheat = write_candidate(tmp_path, "timing_replays_output.py")
+    rec = _bench(task, cheat, best, aa=False)
+    assert any(
+        "the timed output differs from the reference (candidate:" in p for p in rec.problems
+    ), rec.problems
+    assert not any("best" in p or "baseline" in p for p in rec.problems), rec.problems
+    gate = performance_gate(rec, task.spec.rules)
+    assert not gate.accepted and gate.category == "timing"
+    assert canary.intact()
+
+
+def test_f_skipping_calls_and_computing_audited_ones_later_is_caught_by_the_commitment(
+    task, best, tmp_path, canary
+):
+    cheat = write_candidate(tmp_path, "timing_lazy_outputs.py")
+    rec = _bench(task, cheat, best, aa=False)
+    assert any("is not the one it committed to" in p for p in rec.problems), rec.problems
     assert not any("replaced harness functions" in p for p in rec.problems), rec.problems
     gate = performance_gate(rec, task.spec.rules)
     assert not gate.accepted and gate.category == "timing"

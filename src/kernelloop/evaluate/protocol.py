@@ -77,6 +77,12 @@ def aa_slot(impl: str) -> str:
     return f"{impl}#aa"
 
 
+def call_seed(batch_seed: int, j: int) -> int:
+    """The input seed of timed call `j` of a batch: every timed call gets inputs of its
+    own, so a kept output cannot stand in for a skipped call (kernelloop.evaluate.commitment)."""
+    return (int(batch_seed) + 104_729 * (int(j) + 1)) % 2**31
+
+
 # ---- Timing -------------------------------------------------------------------------
 # A timing worker reports raw intervals; the trusted side turns them into samples with
 # these functions (the in-process comparison timer in worker/timing.py uses them too, so

@@ -50,16 +50,20 @@ def _honest(x, residual, weight, bias, p, eps, seed):
     return out
 
 
-def _lying_batch(self, n, cal_every):
-    evs, last = [], None
-    for _ in range(n):
-        ev = self.dev.once(self.unit, None, spin=self.spin)
-        last = ev[4]
+def _lying_batch(self, n, cal_every, seed, key):
+    evs, commits = [], []
+    self.kept = []
+    for j in range(n):
+        self._fresh(call_seed(seed, j))  # noqa: F821 - resolved in gpu_timer's globals
+        ev = self.dev.once(self.unit, spin=self.spin)
+        out = self.graph_out.clone() if self.graph else ev[4]
         evs.append(ev[:4])
-    _sync()  # noqa: F821 - resolved in gpu_timer's globals
-    self.last = last if self.per_call_check else self.graph_out
+        commits.append(digest(out, key))  # noqa: F821
+        self.kept.append(out)
+    _sync()  # noqa: F821
+    self.last = self.kept[-1]
     calls = [(t / 100, s / 100) for t, s in (raw(ev) for ev in evs)]  # noqa: F821
-    return {"calls": calls, "cals": [], "mismatched": 0, "checked": n}
+    return {"calls": calls, "cals": [], "commits": commits}
 
 
 _gpu = sys.modules.get("kernelloop.evaluate.worker.gpu_timer")

@@ -9,15 +9,18 @@ import sys
 import torch
 
 
-def _lying_batch(self, n):
-    calls = []
-    out = None
-    for _ in range(n):
-        t0 = _perf()  # noqa: F821 - resolved in the timing module's globals
+def _lying_batch(self, n, seed, key, sets=None):
+    calls, commits = [], []
+    self.kept = []
+    for j in range(n):
+        self.inputs = sets[j] if sets is not None else self.make(call_seed(seed, j))  # noqa: F821
+        t0 = _perf()  # noqa: F821
         out = self.call()
         calls.append([(_perf() - t0) * 10.0])  # noqa: F821 - ms / 100
-    self.last = out
-    return {"calls": calls, "cals": [], "mismatched": 0, "checked": n}
+        commits.append(digest(out, key))  # noqa: F821
+        self.kept.append(out)
+    self.last = self.kept[-1]
+    return {"calls": calls, "cals": [], "commits": commits}
 
 
 _timing = sys.modules.get("kernelloop.evaluate.worker.timing")
@@ -28,8 +31,8 @@ if _timing is not None:
 def forward(x, residual, weight, *, eps):
     out = torch.empty_like(x)
     w = weight.double()
-    for r0 in range(0, x.shape[0], 32):
-        xs = x[r0 : r0 + 32].double()
+    for r0 in range(0, x.shape[0], 8):  # small chunks: ~3x the baseline's time, well above
+        xs = x[r0 : r0 + 8].double()  # the per-call noise of a loaded runner
         y = xs / torch.sqrt((xs * xs).mean(dim=-1, keepdim=True) + eps) * w
-        out[r0 : r0 + 32] = (residual[r0 : r0 + 32].double() + y).to(x.dtype)
+        out[r0 : r0 + 8] = (residual[r0 : r0 + 8].double() + y).to(x.dtype)
     return out

@@ -277,17 +277,3 @@ def worker_facts(state: dict) -> list[tuple[str, str]]:
             )
         )
     return out
-
-
-def timed_output_problem(m: dict) -> str | None:
-    """The reason to refuse when timed calls returned other bytes than the untimed call on
-    the same inputs (the candidate behaves differently while it is timed), else None."""
-    n = m.get("mismatched_calls") or 0
-    if not isinstance(n, int) or isinstance(n, bool):
-        return f"unusable mismatched_calls for {candidate_text(m.get('impl'), 80)}"
-    if n <= 0:
-        return None
-    return (
-        f"{n} of {m.get('checked_calls', '?')} timed calls of {m.get('impl')} returned different bytes than "
-        f"its untimed call on the same inputs: it behaves differently while timed"
-    )

@@ -12,9 +12,12 @@ Layout (docs/benchmarking.md has the why):
    rough time alone, and the trusted side chooses one method for every slot (per-call
    events, CUDA-graph replay for short kernels, device-wide where work escapes the
    calling stream); then rounds until the shape's budget: in a shuffled order (secret
-   RNG) each worker times one batch of the same number of calls; then calibration
-   top-ups, the second timer, and the candidate's last timed output, judged here against
-   the reference;
+   RNG) each worker times one batch of the same number of calls, every call on inputs of
+   its own from a secret seed sent with the batch, committing to each output inside the
+   batch; after some of the candidate's batches (chosen at random once the batch is
+   back) the trusted side audits one of its calls: the output must match its commitment
+   and the float64 reference for that call's inputs; then calibration top-ups and the
+   second timer;
 5. every worker reports its tripwires (patched harness, stray processes, calls that
    launched nothing) and exits; anything left is killed.
 A problem stops the run: the record carries it and the gate rejects.
@@ -23,6 +26,8 @@ A problem stops the run: the record carries it and the gate rejects.
 from __future__ import annotations
 
 import contextlib
+import io
+import os
 import secrets
 import shutil
 import statistics
@@ -34,16 +39,18 @@ from pathlib import Path
 
 import torch
 
+from kernelloop.evaluate.commitment import check_digest
 from kernelloop.evaluate.protocol import (
     GRAPH_BELOW_MS,
     GRAPH_MIN_RATIO,
+    aa_slot,
+    call_seed,
     escapes,
     gpu_samples,
     graph_plan,
     method_text,
 )
 from kernelloop.evaluate.trusted import timing_checks as checks
-from kernelloop.evaluate.trusted.channel import timed_output_problem
 from kernelloop.evaluate.trusted.judge import Judge
 from kernelloop.evaluate.trusted.plan import Call
 from kernelloop.evaluate.trusted.workers import TimingWorker, WorkerFailed, file_name
@@ -148,6 +155,7 @@ class Session:
         self.cal: dict[str, dict[str, float]] = {}
         self.judge: Judge | None = None
         self.like: torch.Tensor | None = None  # the current shape's output, as shape and dtype only
+        self._audits: dict[tuple[str, str], int] = {}  # (shape, slot) -> audits so far
 
     # ---- helpers ------------------------------------------------------------------
     def left(self, cap: float) -> float:
@@ -325,7 +333,7 @@ class Session:
             s: self.turn(s, "rough").body.ms for s in self.workers
         }  # each alone: the warm-ups overlapped
         method = self._choose_method(rough, prep[self.reference].body) if cuda else "cpu"
-        accs = self._rounds(label, rough, method)
+        accs = self._rounds(call, rough, method)
         if method.startswith("graph:"):
             res = self._results(accs, method)
             if not all(
@@ -334,7 +342,7 @@ class Session:
                 # A replay far faster than the same call timed alone lost work at capture.
                 method = "events"
                 self._set_method(method)
-                accs = self._rounds(label, rough, method)
+                accs = self._rounds(call, rough, method)
         if cuda:
             for s in self.workers:
                 accs[s].cals += self.turn(s, "end").body.cals
@@ -380,55 +388,147 @@ class Session:
                 self.turn(s, "method", 300, kind="events")
         return ok
 
-    def _rounds(self, label: str, rough: dict[str, float], method: str) -> dict[str, checks.Acc]:
-        cuda, s = self.cuda, self.s
+    def _rounds(self, call: Call, rough: dict[str, float], method: str) -> dict[str, checks.Acc]:
+        cuda, s, label = self.cuda, self.s, call.shape.label
         reps = s.reps if cuda else s.cpu_reps
         min_reps = min(reps, s.min_reps if cuda else s.cpu_min_reps)
         budget = s.max_s_per_shape or (0.6 if cuda else 0.8)
         per_call = max(rough.values()) + OVERHEAD_MS[self.device]
         if method.startswith("graph:"):
             per_call = max(rough.values()) * int(method.split(":")[1]) + OVERHEAD_MS[self.device]
-        m = max(
-            1,
-            min(
-                round((s.batch_s or (0.01 if cuda else 0.02)) * 1e3 / per_call),
-                max(1, reps // 5),
-                1000,
-            ),
-        )
-        cal_every = 2 * len(
-            self.workers
-        )  # as in one process: one calibration every 2 rounds, per slot
-        numel = self.like.numel()
+        out_bytes = max(1, self.like.numel() * self.like.element_size())
+        by_time = round((s.batch_s or (0.01 if cuda else 0.02)) * 1e3 / per_call)
+        # every output of a batch is kept until its audit: the batch fits RETAIN_BYTES
+        m = max(1, min(by_time, max(1, reps // 5), 1000, checks.RETAIN_BYTES // out_bytes))
+        cal_every = 2 * len(self.workers)  # one calibration every 2 rounds, per slot
+        per_round_ms = len(self.workers) * m * per_call
+        batches = min(reps / m, max(min_reps / m, budget * 1e3 / per_round_ms))
+        want, chance = checks.audit_chance(out_bytes, batches)
+        audited = {self.candidate, aa_slot(self.candidate)} & set(self.workers)
         accs = {slot: checks.Acc() for slot in self.workers}
-        n_done, t_begin = 0, time.monotonic()
-        while n_done < reps and (n_done < min_reps or time.monotonic() - t_begin < budget):
+        last: dict[str, tuple[int, int, list[str]]] = {}
+        n_done, t_begin, gen_s = 0, time.monotonic(), 0.0
+        while n_done < reps and (n_done < min_reps or time.monotonic() - t_begin - gen_s < budget):
             n = min(m, reps - n_done)
             order = list(self.workers)
             _RNG.shuffle(order)
+            seed, t_gen = secrets.randbits(31), time.monotonic()
+            sets = None if cuda else self._input_sets(call, seed, n)
+            gen_s += time.monotonic() - t_gen
             for slot in order:
-                idx = (
-                    [_RNG.randrange(numel) for _ in range(checks.SAMPLE_N)]
-                    if numel and slot == self.candidate
-                    else []
-                )
-                probe = cuda and slot != self.candidate
+                key = secrets.randbits(62)
                 ans = self.turn(
                     slot,
                     "batch",
                     max(30.0, 50 * n * per_call / 1e3),
                     n=n,
+                    seed=seed,
+                    key=key,
+                    inputs=None if sets is None else self._hand_over(slot, sets),
                     cal_every=cal_every,
-                    sample=idx,
-                    probe=probe,
+                    probe=cuda and slot != self.candidate,
                     ramp_ms=s.batch_ramp_ms if cuda else 0.0,
                 )
-                accs[slot].add(ans, idx)
+                accs[slot].add(ans)
                 self._check_batch(label, slot, ans)
+                if len(ans.body.commits) != len(ans.body.calls):
+                    self.problem(
+                        "protocol",
+                        slot,
+                        f"{label}: {slot}'s worker committed to {len(ans.body.commits)} outputs "
+                        f"for a batch of {len(ans.body.calls)} timed calls",
+                    )
                 if self.out.problems:
                     raise _Abort  # a lying clock, a patched harness or foreign GPU work: no point going on
+                last[slot] = (seed, key, ans.body.commits)
+                if (
+                    slot in audited
+                    and self._n_audits(label, slot) < want
+                    and _RNG.random() < chance
+                ):
+                    self._audit(call, slot, *last[slot], _RNG.randrange(len(ans.body.commits)))
             n_done += n
+        for slot in sorted(audited):  # too few picked at random: the last batch makes up the rest
+            picks = _RNG.sample(range(len(last[slot][2])), len(last[slot][2]))
+            while self._n_audits(label, slot) < checks.MIN_AUDITS and picks:
+                self._audit(call, slot, *last[slot], picks.pop())
         return accs
+
+    def _input_sets(self, call: Call, seed: int, n: int) -> bytes:
+        """On a CPU the trusted side makes a batch's inputs itself (the task's generator,
+        one set per timed call) and hands them over as a file: making them in the worker
+        would put milliseconds of generation per call on the trusted clock, noise a lying
+        worker could hide in. A worker sees them only in its own turn (it is stopped
+        otherwise), so it cannot compute ahead."""
+        with _one_thread(False):
+            sets = [
+                self.judge._inputs(replace(call, input_seed=call_seed(seed, j))) for j in range(n)
+            ]  # noqa: SLF001
+            buf = io.BytesIO()
+            torch.save(sets, buf)
+        return buf.getvalue()
+
+    def _hand_over(self, slot: str, data: bytes) -> str:
+        """Write the batch's inputs into `slot`'s folder under a fresh secret name, never
+        following a link the worker planted (the folder is the worker's to write)."""
+        name = f"inputs-{secrets.token_hex(8)}.pt"
+        dfd = os.open(self.workers[slot].dir, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        try:
+            fd = os.open(
+                name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644, dir_fd=dfd
+            )
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+        finally:
+            os.close(dfd)
+        return name
+
+    def _n_audits(self, label: str, slot: str) -> int:
+        return self._audits.get((label, slot), 0)
+
+    def _audit(self, call: Call, slot: str, seed: int, key: int, commits: list[str], j: int):
+        """One timed call of `slot`'s last batch, picked after the batch came back: its
+        output must be the one it committed to inside the batch, and correct for that
+        call's inputs against the float64 reference."""
+        label, like = call.shape.label, self.like
+        k = self._n_audits(label, slot)
+        self._audits[(label, slot)] = k + 1
+        name = f"{file_name(slot)}-{label}-{k}.bin"
+        if not commits[j]:
+            self.problem("timing", slot, f"{label}: {slot}'s timed call returned no tensor")
+            raise _Abort
+        self.turn(slot, "output", 300, file=name, index=j)
+        nbytes = like.numel() * like.element_size()
+        try:
+            data = checks.read_output(self.workers[slot].out_dir / name, nbytes)
+        except (OSError, ValueError) as e:
+            self.problem("timing", slot, f"{label}: {slot}'s timed output could not be read ({e})")
+            raise _Abort from None
+        with _one_thread(self.cuda):
+            out = (
+                torch.frombuffer(bytearray(data), dtype=torch.uint8)
+                .view(like.dtype)
+                .reshape(like.shape)
+            )
+            del data
+            if check_digest(out, key, self.device) != commits[j]:
+                self.problem(
+                    "timing",
+                    slot,
+                    f"{label}: the output {slot} showed for an audited timed call is not the one "
+                    f"it committed to right after that call: it did not compute that call "
+                    f"while timed",
+                )
+                raise _Abort
+            audited = replace(call, input_seed=call_seed(seed, j))
+            why = self.judge.value_problem(audited, out)
+        if why is not None:
+            self.problem(
+                "timing",
+                slot,
+                f"{label}: the timed output differs from the reference ({slot}: {why})",
+            )
+            raise _Abort
 
     def _check_batch(self, label: str, slot: str, ans) -> None:
         if (bad := checks.batch_clock_problem(label, slot, ans)) is not None:
@@ -475,11 +575,6 @@ class Session:
     ) -> None:
         label = call.shape.label
         for slot, a in accs.items():
-            bad = timed_output_problem(
-                {"impl": slot, "mismatched_calls": a.mismatched, "checked_calls": a.checked}
-            )
-            if bad:
-                self.problem("timing", slot, f"{label}: {bad}")
             if a.no_launch:
                 self.problem(
                     "timing",
@@ -498,40 +593,6 @@ class Session:
                 f"reported calls account for (beyond the others'); its samples were raised by "
                 f"that much, to what the trusted clock saw"
             )
-        self._check_outputs(call, accs)
-
-    def _check_outputs(self, call: Call, accs: dict[str, checks.Acc]) -> None:
-        """The candidate's last timed output against the reference, and each of its batches'
-        kept bytes against that output. (The others were accepted before and run no
-        candidate code: their outputs cost a write and a read per shape and prove nothing.)"""
-        shape, like, slot = call.shape, self.like, self.candidate
-        nbytes, elem = like.numel() * like.element_size(), like.element_size()
-        name = f"{file_name(slot)}-{shape.label}.bin"
-        self.turn(slot, "output", 300, file=name)
-        try:
-            data = checks.read_output(self.workers[slot].out_dir / name, nbytes)
-        except (OSError, ValueError) as e:
-            self.problem(
-                "timing", slot, f"{shape.label}: {slot}'s timed output could not be read ({e})"
-            )
-            return
-        with _one_thread(self.cuda):
-            out = (
-                torch.frombuffer(bytearray(data), dtype=torch.uint8)
-                .view(like.dtype)
-                .reshape(like.shape)
-            )
-            why = self.judge.value_problem(call, out)
-        if why is not None:
-            self.problem(
-                "timing",
-                slot,
-                f"{shape.label}: the timed output differs from the reference ({slot}: {why})",
-            )
-        elif (
-            bad := checks.proof_problem(shape.label, slot, data, elem, accs[slot].samples)
-        ) is not None:
-            self.problem("timing", slot, bad)
 
     def _stop(self) -> None:
         for slot, w in self.workers.items():

@@ -75,10 +75,11 @@ class Batch(_Reply):
         Field(min_length=1, max_length=MAX_SAMPLES),
     ]
     cals: Annotated[list[Pair], Field(max_length=MAX_SAMPLES)] = Field(default_factory=list)
-    mismatched: Annotated[int, Field(ge=0)] = 0
-    checked: Annotated[int, Field(ge=0)] = 0
+    # One commitment per timed unit (kernelloop.evaluate.commitment); "" for a non-tensor.
+    commits: Annotated[
+        list[Annotated[str, Field(max_length=120)]], Field(min_length=1, max_length=MAX_SAMPLES)
+    ]
     no_launch: Annotated[int, Field(ge=0)] = 0
-    sample_hex: Annotated[str, Field(max_length=100_000)] = ""
     pre: Annotated[list[list[Pair]], Field(max_length=10)] = Field(default_factory=list)
     post: Annotated[list[list[Pair]], Field(max_length=10)] = Field(default_factory=list)
     tampered: Names = Field(default_factory=list)

@@ -1,7 +1,7 @@
 """The GPU side of the timer, one implementation at a time (kernelloop.evaluate.worker.timing
 explains the method): flush, spin, events with a device-wide end, matched calibration
 calls, graph replay for tiny kernels, device-wide timing when work escapes the calling
-stream, byte-for-byte re-checks of timed outputs, the profiler as a second timer, and the
+stream, fresh inputs for every timed call with a commitment to its output, the profiler as a second timer, and the
 idle probe that tells a non-candidate worker whether someone else's work is on the GPU.
 
 `GpuSlot` reports raw event intervals; the trusted side turns them into samples
@@ -17,7 +17,8 @@ import time
 
 import torch
 
-from kernelloop.evaluate.protocol import IDLE_TRIES, idle_busy
+from kernelloop.evaluate.commitment import digest
+from kernelloop.evaluate.protocol import IDLE_TRIES, call_seed, idle_busy
 
 _monotonic = time.monotonic
 _perf = time.perf_counter
@@ -28,39 +29,12 @@ _Event = torch.cuda.Event
 _elapsed = torch.cuda.Event.elapsed_time
 _record = torch.cuda.Event.record
 _spin = getattr(torch.cuda, "_sleep", None)
-_equal = torch.equal
 _Tensor = torch.Tensor
-_itemsize = {torch.int64: 8, torch.int32: 4, torch.int16: 2}
 
 MIN_FLUSH_BYTES = 256 << 20  # used when the device does not report its L2 size
 SPIN_CYCLES = 200_000  # ~0.1 ms at H200 clocks: longer than the host's launch of a call
 WARMUP_S = 0.05  # minimum warm-up time per implementation and shape
 PROBE_BYTES = 32 << 20  # the idle probe copies this much (~15 µs on an idle H200)
-
-
-def same_bytes(out, ref: torch.Tensor) -> bool:
-    """Whether a timed call returned exactly the bytes of the untimed call on the same
-    inputs (NaN == NaN here: bytes, not values). Accepted kernels are deterministic —
-    the determinism suite demands identical bytes for identical inputs and seed — so a
-    difference means the candidate behaves differently while it is timed."""
-    if type(out) is not _Tensor or out.shape != ref.shape or out.dtype != ref.dtype:
-        return False
-    a, b = (
-        out.detach().reshape(-1).contiguous().view(torch.uint8),
-        ref.reshape(-1).contiguous().view(torch.uint8),
-    )
-    for wide in (
-        torch.int64,
-        torch.int32,
-        torch.int16,
-    ):  # the same bytes, compared in wider words (4x faster on a CPU)
-        if (
-            a.numel() % _itemsize[wide] == 0
-            and a.data_ptr() % _itemsize[wide] == 0
-            and b.data_ptr() % _itemsize[wide] == 0
-        ):
-            return bool(_equal(a.view(wide), b.view(wide)))
-    return bool(_equal(a, b))
 
 
 class GpuDevice:
@@ -107,11 +81,10 @@ class GpuDevice:
         elif _spin is not None:
             _spin(SPIN_CYCLES)
 
-    def once(self, call, ref: torch.Tensor | None = None, spin: bool = True):
+    def once(self, call, spin: bool = True):
         """Events (start, stream end, device-synced end) of one call, flushed and launched
-        behind a spin (or, with `spin=False`, from an idle GPU), whether the output equals
-        `ref` (None without one; checked after the interval, outside the timing), and the
-        output itself."""
+        behind a spin (or, with `spin=False`, from an idle GPU), None (kept for the tuple's
+        layout) and the output itself."""
         s, e, d = _Event(enable_timing=True), _Event(enable_timing=True), _Event(enable_timing=True)
         self.busy(spin)
         _record(s)
@@ -119,7 +92,7 @@ class GpuDevice:
         _record(e)
         _sync()  # device-wide: side-stream work finishes before d
         _record(d)
-        return s, e, d, (None if ref is None else same_bytes(out, ref)), out
+        return s, e, d, None, out
 
     def matched(self, ms: float):
         """A call that keeps the calling stream busy for `ms` and does nothing else."""
@@ -183,30 +156,23 @@ class GpuSlot:
     replay), batches of timed calls with matched calibrations, and the second timer."""
 
     def __init__(self, dev: GpuDevice, fn, inputs: dict, make, kwargs: dict, spec: dict) -> None:
-        self.dev, self.fn, self.inputs, self.make, self.kwargs, self.spec = (
-            dev,
-            fn,
-            inputs,
-            make,
-            kwargs,
-            spec,
-        )
-        self.call = lambda: fn(**inputs, **kwargs)
-        self.ref: torch.Tensor | None = None
+        self.dev, self.fn, self.make, self.kwargs, self.spec = dev, fn, make, kwargs, spec
+        self.inputs = inputs  # replaced before every timed call (refilled in place for graphs)
+        self.call = lambda: fn(**self.inputs, **kwargs)
         self.unit = self.call  # what one timed unit runs: one call, or one graph replay
-        self.per_call_check = True
+        self.graph = False
         self.spin = True
         self.matched_call = None
         self.count = 0  # timed units so far on this shape (calibration schedule)
         self.cals: list[tuple[float, float]] = []
         self.last: torch.Tensor | None = None
+        self.kept: list[torch.Tensor] = []  # the last batch's outputs, one per timed unit
         self.graph_out: torch.Tensor | None = None
 
     def prepare(self) -> dict:
         out = self.call()
-        _sync()  # work on any stream has finished: the reference is the call's real result
-        self.ref = out.detach().clone()
-        self.last = self.ref
+        _sync()  # work on any stream has finished
+        self.last = out
         t_w, n, ev = _monotonic(), 0, None
         while n < self.spec.get("warmup", 3) or (
             _monotonic() - t_w < self.spec.get("warmup_s", WARMUP_S) and n < 1000
@@ -243,11 +209,7 @@ class GpuSlot:
         """events | device-wide | graph. A graph that cannot be captured answers ok=False
         (the trusted side then times every implementation per call)."""
         self.count, self.cals = 0, []
-        self.unit, self.per_call_check, self.spin = (
-            self.call,
-            kind != "graph",
-            kind != "device-wide",
-        )
+        self.unit, self.graph, self.spin = self.call, kind == "graph", kind != "device-wide"
         if kind == "graph":
             try:
                 self.unit = self._capture(sets, n_calls)
@@ -280,33 +242,40 @@ class GpuSlot:
         self.graph_out = out
         return g.replay
 
-    def batch(self, n: int, cal_every: int) -> dict:
-        """`n` timed units; a matched calibration before every `cal_every`-th one."""
-        evs, cals = [], []
-        mismatched = checked = 0
-        last = None
-        for _ in range(n):
+    def _fresh(self, seed: int) -> None:
+        """Inputs of the next timed unit (untimed). A captured graph reads fixed buffers:
+        they are refilled in place."""
+        new = self.make(seed)
+        if not self.graph:
+            self.inputs = new
+            return
+        for k, t in self.inputs.items():
+            if isinstance(t, _Tensor):
+                t.copy_(new[k])
+
+    def batch(self, n: int, cal_every: int, seed: int, key: int) -> dict:
+        """`n` timed units, each on inputs of its own (from the batch's secret seed), with a
+        matched calibration before every `cal_every`-th one. Right after each unit — still
+        inside the batch the trusted clock is timing — its output is kept and committed to
+        (kernelloop.evaluate.commitment); the trusted side audits some of them afterwards."""
+        evs, cals, commits = [], [], []
+        self.kept = []  # the previous batch's outputs are released first
+        for j in range(n):
             if self.count % max(1, cal_every) == 0:
                 cals.append(self.dev.once(self.matched_call, spin=self.spin))
-            last = None  # only the batch's last output is kept: earlier ones free their block as before
-            ev = self.dev.once(self.unit, self.ref if self.per_call_check else None, spin=self.spin)
-            last = ev[4]
+            self._fresh(call_seed(seed, j))
+            ev = self.dev.once(self.unit, spin=self.spin)
+            out = self.graph_out.clone() if self.graph else ev[4]
             evs.append(ev[:4])
-            if ev[3] is not None:
-                checked += 1
-                mismatched += ev[3] is False
-            self.count += 1
             del ev
+            commits.append(digest(out, key) if type(out) is _Tensor else "")
+            self.kept.append(out)
+            self.count += 1
         _sync()
-        self.last = last if self.per_call_check else self.graph_out
+        self.last = self.kept[-1] if self.kept else None
         cal_raw = [raw(c) for c in cals]
         self.cals += cal_raw
-        return {
-            "calls": [raw(e) for e in evs],
-            "cals": cal_raw,
-            "mismatched": mismatched,
-            "checked": checked,
-        }
+        return {"calls": [raw(e) for e in evs], "cals": cal_raw, "commits": commits}
 
     def top_up(self, at_least: int = 3) -> list[tuple[float, float]]:
         extra = [

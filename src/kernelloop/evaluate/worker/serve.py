@@ -51,16 +51,6 @@ def _tail(e: BaseException) -> str:
     return "".join(traceback.format_exception(type(e), e, e.__traceback__))[-2000:]
 
 
-def _sample_hex(t: torch.Tensor | None, idx: list[int]) -> str:
-    """The bytes of the chosen elements of `t` (hex): the trusted side compares them with
-    the output it checked against the reference."""
-    if t is None or not idx:
-        return ""
-    flat = t.detach().reshape(-1)
-    sel = flat[torch.tensor(idx, dtype=torch.long, device=flat.device)].contiguous()
-    return sel.view(torch.uint8).cpu().numpy().tobytes().hex()
-
-
 class Server:
     def __init__(self, job: dict, send, harness_modules: list, marker: str) -> None:
         self.job, self.send, self.harness, self.marker = job, send, harness_modules, marker
@@ -129,7 +119,7 @@ class Server:
             self._device().ramp(float(cmd.get("ramp_s", 0.0)))
             self.slot = GpuSlot(self._device(), self.fn, inputs, make, kwargs, self.spec)
         else:
-            self.slot = CpuSlot(self.fn, inputs, kwargs, self.spec)
+            self.slot = CpuSlot(self.fn, inputs, make, kwargs, self.spec)
         return self.slot.prepare()
 
     def rough(self, cmd: dict) -> dict:
@@ -148,31 +138,38 @@ class Server:
         )
 
     def batch(self, cmd: dict) -> dict:
-        n = int(cmd["n"])
+        n, seed, key = int(cmd["n"]), int(cmd["seed"]), int(cmd["key"])
         before = self.audit.without_launch if self.audit else 0
         pre = self.probe.check() if (self.probe is not None and cmd.get("probe")) else []
         if self.cuda:
             self.dev.ramp(float(cmd.get("ramp_ms", 0.0)) / 1e3)
-            got = self.slot.batch(n, int(cmd.get("cal_every", 1)))
+            got = self.slot.batch(n, int(cmd.get("cal_every", 1)), seed, key)
         else:
-            got = self.slot.batch(n)
-        sample = _sample_hex(self.slot.last, [int(i) for i in cmd.get("sample", [])])
+            got = self.slot.batch(n, seed, key, self._sets(cmd.get("inputs")))
         post = self.probe.check() if (self.probe is not None and cmd.get("probe")) else []
         return {
             **got,
             "no_launch": (self.audit.without_launch - before) if self.audit else 0,
-            "sample_hex": sample,
             "pre": pre,
             "post": post,
             "tampered": self.integrity.changed()[:10],
         }
+
+    def _sets(self, name: str | None) -> list[dict] | None:
+        """The batch's inputs the trusted side handed over (a file in this worker's folder)."""
+        if not name:
+            return None
+        path = Path(self.job["out_dir"]).parent / Path(str(name)).name
+        sets = torch.load(path, weights_only=True)
+        path.unlink()
+        return sets
 
     def end(self, cmd: dict) -> dict:
         return {"cals": self.slot.top_up() if self.cuda else []}
 
     def output(self, cmd: dict) -> dict:
         name = Path(str(cmd["file"])).name  # a bare name in this worker's own out_dir
-        out = self.slot.last
+        out = self.slot.kept[int(cmd["index"])]  # one of the last batch's timed outputs
         path = Path(self.job["out_dir"]) / name
         inworker.write_raw(out, path)
         return {"file": name, "nbytes": out.numel() * out.element_size()}

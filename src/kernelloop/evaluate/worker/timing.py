@@ -23,9 +23,13 @@ are timed by CUDA-graph replay over rotating input sets whose total exceeds the 
 CPU: wall-clock per call. Under Triton's interpreter those numbers are labelled and never
 count; for tasks written in plain PyTorch (language = "torch") they are real timings.
 
+Every timed call runs on inputs of its own (drawn from the batch's secret seed, untimed),
+and its output is kept and committed to right after the call (evaluate/commitment.py).
+
 Everything here is untrusted: the trusted side recomputes the statistics from the raw
-intervals, checks them against its own clock, checks the timed output against the
-reference and rejects times below the roofline.
+intervals, checks them against its own clock, audits calls it picks after the batch (the
+output must match its commitment and the float64 reference for that call's inputs) and
+rejects times below the roofline.
 """
 
 from __future__ import annotations
@@ -34,7 +38,8 @@ import time
 
 import torch
 
-from kernelloop.evaluate.worker.gpu_timer import same_bytes
+from kernelloop.evaluate.commitment import digest
+from kernelloop.evaluate.protocol import call_seed
 
 # Bound at import, before any candidate module runs (the worker imports this module
 # first): a candidate that rebinds these later cannot change what the timer calls.
@@ -43,17 +48,17 @@ _monotonic = time.monotonic
 
 
 class CpuSlot:
-    """One implementation on one shape, timed by the wall clock per call."""
+    """One implementation on one shape, timed by the wall clock per call; every timed call
+    on inputs of its own, its output kept and committed to (as on the GPU)."""
 
-    def __init__(self, fn, inputs: dict, kwargs: dict, spec: dict) -> None:
-        self.call = lambda: fn(**inputs, **kwargs)
-        self.spec = spec
-        self.ref: torch.Tensor | None = None
+    def __init__(self, fn, inputs: dict, make, kwargs: dict, spec: dict) -> None:
+        self.fn, self.inputs, self.make, self.kwargs, self.spec = fn, inputs, make, kwargs, spec
+        self.call = lambda: fn(**self.inputs, **kwargs)
         self.last: torch.Tensor | None = None
+        self.kept: list[torch.Tensor] = []
 
     def prepare(self) -> dict:
-        self.ref = self.call().detach().clone()  # untimed: what every timed call must equal
-        self.last = self.ref
+        self.last = self.call()  # untimed
         times = []
         for _ in range(self.spec.get("cpu_warmup", 2)):
             t0 = _perf()
@@ -68,16 +73,19 @@ class CpuSlot:
         self.call()
         return (_perf() - t0) * 1e3
 
-    def batch(self, n: int) -> dict:
-        calls = []
-        mismatched = 0
-        out = None
-        for _ in range(n):
+    def batch(self, n: int, seed: int, key: int, sets: list[dict] | None = None) -> dict:
+        """`sets`: the batch's inputs as the trusted side made them (one per call);
+        without them each call's inputs are made here from the batch's seed."""
+        calls, commits = [], []
+        self.kept = []
+        for j in range(n):
+            self.inputs = sets[j] if sets is not None else self.make(call_seed(seed, j))
             out = None
             t0 = _perf()
             out = self.call()
             ms = (_perf() - t0) * 1e3
             calls.append([ms])
-            mismatched += not same_bytes(out, self.ref)
-        self.last = out
-        return {"calls": calls, "cals": [], "mismatched": mismatched, "checked": n}
+            commits.append(digest(out, key) if type(out) is torch.Tensor else "")
+            self.kept.append(out)
+        self.last = self.kept[-1] if self.kept else None
+        return {"calls": calls, "cals": [], "commits": commits}
