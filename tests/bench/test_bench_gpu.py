@@ -17,6 +17,7 @@ CHEATS = Path(__file__).parent / "cheats"
 def test_fused_beats_baseline_with_both_timers(flagship):
     rec = benchmark(flagship, FUSED, device="cuda", shapes="4096x8000", dtype="bfloat16")
     assert rec.problems == [], rec.problems
+    assert rec.shapes, rec.problems
     sb = rec.shapes[0]
     cand, base = sb.impls["candidate"], sb.impls["baseline"]
     assert cand.profiler_ms and base.profiler_ms
@@ -46,6 +47,7 @@ def test_side_stream_work_is_timed_device_wide(flagship):
         profile=False,
         screen=False,
     )
+    assert rec.shapes, rec.problems
     sb = rec.shapes[0]
     assert sb.impls["candidate"].hidden_calls > 0
     assert any("outside the calling stream" in w for w in rec.warnings)

@@ -99,6 +99,22 @@ def test_gpu_c_a_worker_lying_about_its_events_is_caught_by_the_trusted_clock(
     assert canary.intact()
 
 
+def test_gpu_e_replaying_a_kept_output_while_timed_is_caught_by_an_audit(
+    flagship, best, tmp_path, canary
+):
+    cheat = write_candidate(tmp_path, "timing_gpu_replays_output.py")
+    rec = benchmark(flagship, cheat, best=best, aa=False, **GPU)
+    assert any(
+        "the timed output differs from the reference (candidate:" in p
+        or "launched none of the candidate's kernels" in p
+        for p in rec.problems
+    ), rec.problems
+    assert not any("best" in p.split(":")[0] for p in rec.problems), rec.problems
+    assert not performance_gate(rec, flagship.spec.rules).accepted
+    assert canary.intact()
+    _no_worker_left()
+
+
 def test_gpu_d_work_left_on_the_gpu_for_the_others_turns_is_seen_by_the_idle_probe(
     flagship, best, tmp_path, canary
 ):
@@ -119,6 +135,7 @@ def test_gpu_d_work_left_on_the_gpu_for_the_others_turns_is_seen_by_the_idle_pro
 
 def test_gpu_side_stream_work_is_counted_and_not_faster(flagship, best, canary):
     rec = benchmark(flagship, SIDE_STREAM, best=best, profile=False, **GPU)
+    assert rec.shapes, rec.problems
     sb = rec.shapes[0]
     # Probed from an idle GPU or flagged per call, its side-stream work is counted: layer
     # norm plus four fp32 softmax passes in torch cannot beat the fused kernel.

@@ -334,7 +334,7 @@ class Session:
         }  # each alone: the warm-ups overlapped
         method = self._choose_method(rough, prep[self.reference].body) if cuda else "cpu"
         accs = self._rounds(call, rough, method)
-        if method.startswith("graph:"):
+        if method.startswith("graph:") and not self.out.problems:
             res = self._results(accs, method)
             if not all(
                 statistics.median(res[s].samples_ms) >= GRAPH_MIN_RATIO * rough[s] for s in res
@@ -407,7 +407,8 @@ class Session:
         audited = {self.candidate, aa_slot(self.candidate)} & set(self.workers)
         accs = {slot: checks.Acc() for slot in self.workers}
         last: dict[str, tuple[int, int, list[str]]] = {}
-        n_done, t_begin, gen_s = 0, time.monotonic(), 0.0
+        n_done, t_begin, gen_s, failed = 0, time.monotonic(), 0.0, False
+        known = len(self.out.problems)
         while n_done < reps and (n_done < min_reps or time.monotonic() - t_begin - gen_s < budget):
             n = min(m, reps - n_done)
             order = list(self.workers)
@@ -438,20 +439,26 @@ class Session:
                         f"{label}: {slot}'s worker committed to {len(ans.body.commits)} outputs "
                         f"for a batch of {len(ans.body.calls)} timed calls",
                     )
-                if self.out.problems:
+                if len(self.out.problems) > known:
                     raise _Abort  # a lying clock, a patched harness or foreign GPU work: no point going on
                 last[slot] = (seed, key, ans.body.commits)
                 if (
-                    slot in audited
+                    not failed
+                    and slot in audited
                     and self._n_audits(label, slot) < want
                     and _RNG.random() < chance
                 ):
-                    self._audit(call, slot, *last[slot], _RNG.randrange(len(ans.body.commits)))
+                    j = _RNG.randrange(len(ans.body.commits))
+                    failed = not self._audit(call, slot, *last[slot], j)
+                    known = len(self.out.problems)
             n_done += n
+            if failed:  # the round is complete (every slot has samples to show); no more
+                return accs
         for slot in sorted(audited):  # too few picked at random: the last batch makes up the rest
             picks = _RNG.sample(range(len(last[slot][2])), len(last[slot][2]))
             while self._n_audits(label, slot) < checks.MIN_AUDITS and picks:
-                self._audit(call, slot, *last[slot], picks.pop())
+                if not self._audit(call, slot, *last[slot], picks.pop()):
+                    return accs
         return accs
 
     def _input_sets(self, call: Call, seed: int, n: int) -> bytes:
@@ -486,24 +493,27 @@ class Session:
     def _n_audits(self, label: str, slot: str) -> int:
         return self._audits.get((label, slot), 0)
 
-    def _audit(self, call: Call, slot: str, seed: int, key: int, commits: list[str], j: int):
+    def _audit(
+        self, call: Call, slot: str, seed: int, key: int, commits: list[str], j: int
+    ) -> bool:
         """One timed call of `slot`'s last batch, picked after the batch came back: its
         output must be the one it committed to inside the batch, and correct for that
-        call's inputs against the float64 reference."""
+        call's inputs against the float64 reference. False (with the problem recorded) when
+        it fails: the rounds stop, the shape's timings are still recorded for the reader."""
         label, like = call.shape.label, self.like
         k = self._n_audits(label, slot)
         self._audits[(label, slot)] = k + 1
         name = f"{file_name(slot)}-{label}-{k}.bin"
         if not commits[j]:
             self.problem("timing", slot, f"{label}: {slot}'s timed call returned no tensor")
-            raise _Abort
+            return False
         self.turn(slot, "output", 300, file=name, index=j)
         nbytes = like.numel() * like.element_size()
         try:
             data = checks.read_output(self.workers[slot].out_dir / name, nbytes)
         except (OSError, ValueError) as e:
             self.problem("timing", slot, f"{label}: {slot}'s timed output could not be read ({e})")
-            raise _Abort from None
+            return False
         with _one_thread(self.cuda):
             out = (
                 torch.frombuffer(bytearray(data), dtype=torch.uint8)
@@ -519,7 +529,7 @@ class Session:
                     f"it committed to right after that call: it did not compute that call "
                     f"while timed",
                 )
-                raise _Abort
+                return False
             audited = replace(call, input_seed=call_seed(seed, j))
             why = self.judge.value_problem(audited, out)
         if why is not None:
@@ -528,7 +538,8 @@ class Session:
                 slot,
                 f"{label}: the timed output differs from the reference ({slot}: {why})",
             )
-            raise _Abort
+            return False
+        return True
 
     def _check_batch(self, label: str, slot: str, ans) -> None:
         if (bad := checks.batch_clock_problem(label, slot, ans)) is not None:

@@ -248,10 +248,11 @@ class GpuSlot:
         new = self.make(seed)
         if not self.graph:
             self.inputs = new
-            return
-        for k, t in self.inputs.items():
-            if isinstance(t, _Tensor):
-                t.copy_(new[k])
+        else:
+            for k, t in self.inputs.items():
+                if isinstance(t, _Tensor):
+                    t.copy_(new[k])
+        _sync()  # made before the call starts: a call reading them from another stream sees them whole
 
     def batch(self, n: int, cal_every: int, seed: int, key: int) -> dict:
         """`n` timed units, each on inputs of its own (from the batch's secret seed), with a
