@@ -98,7 +98,7 @@ def floors_ms(
     ceiling = dram_ceiling(on) if on else None
     if ceiling is None:
         why = "no DRAM ceiling is measured for this GPU" if on else "not this machine"
-        on = f"{FLOOR_REFERENCE_DEVICE} ({why})"
+        on = f"{FLOOR_REFERENCE_DEVICE}, {why}"
         ceiling = dram_ceiling(FLOOR_REFERENCE_DEVICE)
     if ceiling is None:
         return {}, None, ""

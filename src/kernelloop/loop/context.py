@@ -22,7 +22,13 @@ def agent_context(
     shape), the task's contract as judged on the run's device, the history digest, the
     rules in words and the rounds left (this one included)."""
     spec = task.spec.task
-    judging = judging_for(task, run.device if run else None, best, run)
+    judging = judging_for(
+        task,
+        run.device if run else None,
+        best,
+        run.shapes if run else None,
+        run.dtypes if run else None,
+    )
     return AgentContext(
         task_name=task.name,
         task_description=spec.description,
@@ -47,7 +53,11 @@ def agent_context(
 
 
 def judging_for(
-    task: Task, device: str | None, best: Best | None, run: Run | None = None
+    task: Task,
+    device: str | None,
+    best: Best | None,
+    shapes: str | None = None,
+    dtypes: list[str] | None = None,
 ) -> Judging:
     """Where candidates are judged and the numbers the contract quotes: the device (from
     the best's evaluation record where there is one), whether its timings count, the
@@ -60,8 +70,8 @@ def judging_for(
     language = task.spec.task.language
     interpreter = bool(env.interpreter) if env else device == "cpu" and language != "torch"
     device_name = env.device_name if env else _device_name(device)
-    shapes = select_shapes(task, device, run.shapes if run else None)
-    dtypes = (run.dtypes if run else None) or list(task.spec.dtypes)
+    judged = select_shapes(task, device, shapes)
+    dtypes = dtypes or list(task.spec.dtypes)
     floors, ceiling, floor_device = floors_ms(task, dtypes, device, device_name)
     return Judging(
         device=device,
@@ -70,7 +80,7 @@ def judging_for(
         interpreter=interpreter,
         compute_capability=env.compute_capability if env else None,
         sm_count=_sm_count(device),
-        shapes=tuple(s.label for s in shapes),
+        shapes=tuple(s.label for s in judged),
         dtypes=tuple(dtypes),
         floor_device=floor_device,
         ceiling_bytes_per_s=ceiling,
@@ -82,9 +92,15 @@ def judging_for(
     )
 
 
-def task_contract(task: Task, device: str | None, best: Best | None, run: Run | None) -> Contract:
+def task_contract(
+    task: Task,
+    device: str | None,
+    best: Best | None,
+    shapes: str | None = None,
+    dtypes: list[str] | None = None,
+) -> Contract:
     """The contract as the MCP `task` tool and `kernelloop task show` give it."""
-    return render_contract(task, judging_for(task, device, best, run))
+    return render_contract(task, judging_for(task, device, best, shapes, dtypes))
 
 
 def _device_name(device: str) -> str:
