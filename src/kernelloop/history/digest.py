@@ -20,8 +20,8 @@ __all__ = ["approx_tokens", "render_digest", "tokens_by_chars", "tokens_by_words
 def _group(a: Attempt) -> int:
     if a.status in ("refused", "infrastructure"):
         return 3
-    if a.accepted:
-        return 0  # what worked
+    if a.accepted and a.objective is not None:
+        return 0  # what worked (a correct but unmeasured attempt did not "work" yet)
     return 1 if a.objective is not None else 2  # measured and not good enough / broke
 
 
