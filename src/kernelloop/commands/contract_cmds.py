@@ -12,9 +12,7 @@ from kernelloop.commands.common import TaskArg, WorkspaceOpt
 from kernelloop.history.workspace import DB_NAME
 from kernelloop.task import load_task
 
-task_app = typer.Typer(
-    help="Look at a task: `kernelloop task show TASK`.", no_args_is_help=True
-)
+task_app = typer.Typer(help="Look at a task: `kernelloop task show TASK`.", no_args_is_help=True)
 
 
 def register(app: typer.Typer) -> None:
@@ -33,9 +31,7 @@ def show(
     dtypes: Annotated[
         str | None, typer.Option(help="comma-separated dtypes (default: all of the task's)")
     ] = None,
-    json_out: Annotated[
-        bool, typer.Option("--json", help="print {section: text} as JSON")
-    ] = False,
+    json_out: Annotated[bool, typer.Option("--json", help="print {section: text} as JSON")] = False,
     workspace: WorkspaceOpt = None,
 ) -> None:
     """Print the task's contract — the text the LLM prompt and the MCP `task` tool carry:
@@ -73,6 +69,4 @@ def _recorded_best(task, workspace):
         if best is None:
             return None
         record, rows, pct = stored_best(task, store, best.id)
-        return Best(
-            best.id, best.source, record, best.objective or 1.0, pct, shapes=rows
-        )
+        return Best(best.id, best.source, record, best.objective or 1.0, pct, shapes=rows)

@@ -11,6 +11,7 @@ import math
 from collections.abc import Sequence
 
 from kernelloop.history.models import Attempt
+
 # The estimate lives with the other section budgets (task/textbudget.py); re-exported here.
 from kernelloop.task.textbudget import approx_tokens, tokens_by_chars, tokens_by_words
 

@@ -32,13 +32,9 @@ def outcome_text(word: str, reasons: list[str], ev: Evaluated, best_label: str) 
         return "\n".join(lines)
     lines += [f"also: {r}" for r in reasons[1 : 1 + MORE_REASONS]]
     if gate is not None:
-        ratios = [
-            f"{s.shape} {s.speedup_vs_best:.3f}x" for s in gate.shapes if s.speedup_vs_best
-        ]
+        ratios = [f"{s.shape} {s.speedup_vs_best:.3f}x" for s in gate.shapes if s.speedup_vs_best]
         if ratios:
-            lines.append(
-                f"per shape vs the best {best_label} (>1 = faster): " + ", ".join(ratios)
-            )
+            lines.append(f"per shape vs the best {best_label} (>1 = faster): " + ", ".join(ratios))
         if gate.objective is not None:
             need = f" (needed > {1 + gate.required_gain:.4f}x)" if gate.required_gain else ""
             lines.append(f"weighted geomean vs the best: {gate.objective:.4f}x{need}")

@@ -17,8 +17,7 @@ from kernelloop.evaluate.trusted.outputs import OutputDir
 from kernelloop.evaluate.trusted.plan import Call
 from kernelloop.evaluate.trusted.record import CheckResult
 from kernelloop.evaluate.trusted.sensitivity import Sensitivity, matching_trivial, trivial_outputs
-from kernelloop.evaluate.trusted.text import candidate_text, last_line  # noqa: F401  (last_line: re-exported)
-from kernelloop.evaluate.trusted.text import error_excerpt
+from kernelloop.evaluate.trusted.text import candidate_text, error_excerpt, last_line  # noqa: F401  (last_line: re-exported)
 from kernelloop.task import Task
 
 # What the RecordFunction trace may see outside launches besides ALLOC_VIEW_OPS: composite
