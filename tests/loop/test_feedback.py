@@ -4,7 +4,13 @@ digest whose labels do not contradict each other."""
 
 from __future__ import annotations
 
-from kernelloop.evaluate.trusted.record import CheckResult, Environment, EvaluationRecord, Verdict
+from kernelloop.evaluate.trusted.record import (
+    CheckResult,
+    Environment,
+    EvaluationRecord,
+    KernelInfo,
+    Verdict,
+)
 from kernelloop.gate import GateResult, ShapeGate
 from kernelloop.history.models import Attempt
 from kernelloop.loop.feedback import outcome_text
@@ -48,7 +54,21 @@ def test_a_slower_candidate_hears_its_ratio_on_every_shape():
                 ShapeGate(shape="1024x32768", tag="long_tail", weight=0.05, speedup_vs_best=1.04)],
     )  # fmt: skip
     rec = record(True, "accepted", [])
+    rec.kernels = [
+        KernelInfo(
+            name="_fused",
+            n_regs=96,
+            n_spills=4,
+            shared_bytes=0,
+            num_warps=8,
+            specialization="pointers bf16, BLOCK_COLS=8192",
+            convert_layouts=2,
+        )
+    ]
     text = outcome_text("rejected", gate.reasons, Evaluated(rec, gate=gate), "#5")
+    # Its own compile facts, labelled by what it was specialized for.
+    assert "Kernel _fused [pointers bf16, BLOCK_COLS=8192]: 96 registers/thread, 4 spills" in text
+    assert "2 layout conversions (TTGIR convert_layout)" in text
     assert "per shape vs the best #5 (>1 = faster): 16384x8192 0.970x, 1024x32768 1.040x" in text
     assert "weighted geomean vs the best: 0.9871x (needed > 1.0050x)" in text
     assert text.startswith("rejected: weighted geomean speedup 0.9871x")

@@ -136,14 +136,11 @@ def context_profile(record: EvaluationRecord | None) -> str:
     lines.append(f"Kernel launches per call: {record.kernel_launches_per_call}.")
     seen = set()
     for k in record.kernels:
-        key = (k.name, k.n_regs, k.n_spills, k.num_warps)
-        if key in seen:
+        line = k.describe()  # labelled by its specialization (dtypes, constexprs)
+        if line in seen:
             continue
-        seen.add(key)
-        lines.append(
-            f"Kernel {k.name}: {k.n_regs} registers/thread, {k.n_spills} spills, "
-            f"{k.shared_bytes} B shared, {k.num_warps} warps."
-        )
+        seen.add(line)
+        lines.append(line)
     for t in record.timings:
         if t.impl == "candidate":
             floor = f", {t.pct_of_floor:.1f}% of the roofline floor" if t.pct_of_floor else ""

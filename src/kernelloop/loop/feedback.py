@@ -14,6 +14,7 @@ from kernelloop.loop.state import Evaluated
 # Reasons after the first that are worth a line: a second failing case often tells a
 # rounding problem (one dtype) from a logic one (all of them).
 MORE_REASONS = 2
+MAX_KERNELS = 3  # compiled specializations listed per candidate
 
 
 def outcome_text(word: str, reasons: list[str], ev: Evaluated, best_label: str) -> str:
@@ -31,6 +32,12 @@ def outcome_text(word: str, reasons: list[str], ev: Evaluated, best_label: str) 
         lines += [f"also: {r}" for r in reasons[1 : 1 + MORE_REASONS]]
         return "\n".join(lines)
     lines += [f"also: {r}" for r in reasons[1 : 1 + MORE_REASONS]]
+    if record is not None and record.kernels:
+        # The candidate's own compile facts (GPU only), not just the best's.
+        kernels = list(dict.fromkeys(k.describe() for k in record.kernels))
+        lines.append("compiled (worker-reported): " + " ".join(kernels[:MAX_KERNELS]))
+        if len(kernels) > MAX_KERNELS:
+            lines[-1] += f" (+{len(kernels) - MAX_KERNELS} more specializations)"
     if gate is not None:
         ratios = [f"{s.shape} {s.speedup_vs_best:.3f}x" for s in gate.shapes if s.speedup_vs_best]
         if ratios:
