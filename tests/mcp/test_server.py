@@ -175,7 +175,7 @@ def test_tools_and_task_description(served):
     # The contract the loop's LLM agents read, with the run's device and shape selection.
     contract = task["contract"]
     assert (FLAGSHIP / "reference.py").read_text().strip() in contract
-    assert "7x129 (rows=7, cols=129): weight 0.1, long_tail" in contract
+    assert "7x129 (rows=7, cols=129): weight 0.1, long_tail; judged in this run" in contract
     assert "float32: atol=2e-05, rtol=0.005" in contract
     assert "need NOT match the baseline" in contract and "DO NOT count" in contract
 

@@ -181,10 +181,13 @@ def _shapes(task: Task, j: Judging) -> str:
     for title, shapes in groups:
         if not shapes:
             continue
-        mark = " — judged here" if judged and all(s.label in judged for s in shapes) else ""
-        lines.append(f"{title}{mark}:")
+        whole = bool(judged) and all(s.label in judged for s in shapes)
+        lines.append(f"{title}{' — judged here' if whole else ''}:")
         for s in shapes:
-            lines.append("- " + _shape_line(task, s, dtypes, j, best.get(s.label)))
+            line = _shape_line(task, s, dtypes, j, best.get(s.label))
+            lines.append(
+                f"- {line}{'; judged in this run' if s.label in judged and not whole else ''}"
+            )
     if j.best_label and not j.best_rows:
         lines.append(
             f"Best so far ({j.best_label}): no per-shape times"
