@@ -88,7 +88,7 @@ def last_line(text: object, limit: int = REASON_CHARS) -> str:
 _COMPILE_AT = re.compile(r"^(?:[\w.]+\.)?(\w*(?:Error|Exception|Failure)\w*): at (\d+):(\d+):\s*$")
 
 
-def error_excerpt(text: object, limit: int = REASON_CHARS * 2) -> str:
+def error_excerpt(text: object, limit: int = REASON_CHARS) -> str:
     """What the candidate raised, as an agent can act on it: for a Triton compile error,
     the compiler's first lines (where in the @triton.jit function, the offending source
     line and the compiler's message); for anything else the last line (`last_line`).
