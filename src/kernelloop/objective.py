@@ -77,3 +77,32 @@ def floor_pct(task: Task, rows: list[dict]) -> float | None:
 def floor_by_shape(rows: list[dict]) -> dict[str, float]:
     """Per shape, the % of the roofline floor where one is known (what the agent is told)."""
     return {r["shape"]: r["pct_of_floor"] for r in rows if r.get("pct_of_floor")}
+
+
+# Where a floor is quoted when the judged device has no measured DRAM ceiling (a CPU run):
+# the device the task's speed is measured on in this project.
+FLOOR_REFERENCE_DEVICE = "NVIDIA H200"
+
+
+def floors_ms(
+    task: Task, dtypes: list[str], device: str, device_name: str
+) -> tuple[dict[tuple[str, str], float], float | None, str]:
+    """Per (GPU shape label, dtype), the roofline floor time in ms: the task's minimal bytes
+    over the judged device's measured DRAM ceiling — the same ceiling the evaluation's
+    % of floor uses (evaluate/trusted/run.py) — or, where the judged device has none (a
+    CPU), over the reference device's, named in the returned device text. Returns
+    (floors, ceiling in bytes/s, the device the floors are for)."""
+    from kernelloop.evaluate.trusted.run import dram_ceiling
+
+    on = device_name if device == "cuda" else ""
+    ceiling = dram_ceiling(on) if on else None
+    if ceiling is None:
+        why = "no DRAM ceiling is measured for this GPU" if on else "not this machine"
+        on = f"{FLOOR_REFERENCE_DEVICE}, {why}"
+        ceiling = dram_ceiling(FLOOR_REFERENCE_DEVICE)
+    if ceiling is None:
+        return {}, None, ""
+    floors = {
+        (s.label, d): task.min_bytes(s, d) / ceiling * 1e3 for s in task.spec.shapes for d in dtypes
+    }
+    return floors, ceiling, on

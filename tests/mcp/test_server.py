@@ -172,6 +172,12 @@ def test_tools_and_task_description(served):
     assert "edit point" in task["rules"] and task["timings_count"] is False
     assert task["best"]["id"] is None and task["run"]["status"] == "not started"
     assert task["run"]["rounds_left"] == ROUNDS
+    # The contract the loop's LLM agents read, with the run's device and shape selection.
+    contract = task["contract"]
+    assert (FLAGSHIP / "reference.py").read_text().strip() in contract
+    assert "7x129 (rows=7, cols=129): weight 0.1, long_tail; judged in this run" in contract
+    assert "float32: atol=2e-05, rtol=0.005" in contract
+    assert "need NOT match the baseline" in contract and "DO NOT count" in contract
 
 
 def test_honest_candidate_passes_the_same_gate_as_a_loop_round(served):

@@ -56,3 +56,15 @@ def test_without_counters_the_byte_model_decides_only_when_near_the_floor():
     assert classify(None, roofline(MIN_BYTES, 0, 0.2e-3)).bound == "memory-bound"
     far = classify(None, roofline(MIN_BYTES, 0, 0.83e-3))
     assert far.bound == "unknown" and "no profiler counters" in far.evidence
+
+
+def test_each_sol_number_names_the_unit_it_comes_from(synthetic):
+    # "memory SOL 82%" beside "DRAM 71% of peak" read as a contradiction (issue 16): the
+    # evidence says which memory unit is at the SOL figure.
+    k = synthetic[1].model_copy(
+        update={"memory_sol_pct": None, "dram_throughput_pct": 71.0, "l1_throughput_pct": 82.0,
+                "l2_throughput_pct": 40.0}
+    )  # fmt: skip
+    ev = classify(k).evidence
+    assert "memory SOL 82% (busiest memory unit, % of its peak throughput: L1/TEX)" in ev
+    assert "compute SOL" in ev and "(% of peak: " in ev

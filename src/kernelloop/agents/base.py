@@ -32,6 +32,12 @@ class AgentContext:
     best_pct_of_floor: dict[str, float] = field(default_factory=dict)
     # Structured profile metrics of the best (name -> value), for rule-driven agents.
     profile_metrics: dict[str, float | str] = field(default_factory=dict)
+    # The task's contract in words (task/contract.py): reference, inputs and their cases,
+    # shapes with weights and floors, tolerances, randomness checks, roofline, the best's
+    # per-shape numbers, and where candidates are judged.
+    contract: str = ""
+    # Whether timings on the judged device can accept a speedup (False: correctness only).
+    timings_count: bool = True
 
 
 @dataclass(frozen=True)

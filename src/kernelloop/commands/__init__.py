@@ -5,6 +5,7 @@ Add a module name here to put its commands on the `kernelloop` CLI.
 
 COMMAND_MODULES = [
     "kernelloop.commands.task_cmds",
+    "kernelloop.commands.contract_cmds",
     "kernelloop.commands.run_cmds",
     "kernelloop.commands.history_cmds",
     "kernelloop.commands.bench_cmds",

@@ -9,6 +9,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from kernelloop.commands.labels import print_rejection
@@ -118,10 +119,25 @@ def print_record(record: EvaluationRecord, console: Console) -> None:
     if record.checks:
         console.print(table)
     if record.kernels:
-        kt = Table("kernel", "regs", "spills", "shared B", "warps", title="compile")
+        kt = Table(
+            "kernel",
+            "specialization (dtypes, constexprs)",
+            "regs",
+            "spills",
+            "shared B",
+            "warps",
+            "layout conv.",
+            title="compile (worker-reported)",
+        )
         for k in record.kernels:
             kt.add_row(
-                k.name, str(k.n_regs), str(k.n_spills), str(k.shared_bytes), str(k.num_warps)
+                k.name,
+                escape(k.specialization or "-"),
+                str(k.n_regs),
+                str(k.n_spills),
+                str(k.shared_bytes),
+                str(k.num_warps),
+                "-" if k.convert_layouts is None else str(k.convert_layouts),
             )
         console.print(kt)
     if record.timings:

@@ -8,32 +8,21 @@ least informative entries to one line and, past that, naming what was left out.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Sequence
 
 from kernelloop.history.models import Attempt
 
+# The estimate lives with the other section budgets (task/textbudget.py); re-exported here.
+from kernelloop.task.textbudget import approx_tokens, tokens_by_chars, tokens_by_words
 
-def tokens_by_chars(text: str) -> int:
-    """The usual rule of thumb for BPE tokenizers on English and code: ~4 chars a token."""
-    return math.ceil(len(text) / 4)
-
-
-def tokens_by_words(text: str) -> int:
-    """Words and punctuation marks counted separately: a pessimistic count for numbers
-    like '1.38x' or '-4.2%', which BPE tokenizers split into several tokens."""
-    return len(re.findall(r"\w+|[^\w\s]", text))
-
-
-def approx_tokens(text: str) -> int:
-    return max(tokens_by_chars(text), tokens_by_words(text))
+__all__ = ["approx_tokens", "render_digest", "tokens_by_chars", "tokens_by_words"]
 
 
 def _group(a: Attempt) -> int:
     if a.status in ("refused", "infrastructure"):
         return 3
-    if a.accepted:
-        return 0  # what worked
+    if a.accepted and a.objective is not None:
+        return 0  # what worked (a correct but unmeasured attempt did not "work" yet)
     return 1 if a.objective is not None else 2  # measured and not good enough / broke
 
 

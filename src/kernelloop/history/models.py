@@ -89,6 +89,10 @@ class Attempt:
             return self.status
         if self.accepted is None:
             return "pending"
+        if self.accepted and self.objective is None:
+            # Correct where timings do not count (the interpreter): never promoted, so
+            # "accepted" beside another attempt named the current best read as a contradiction.
+            return "correct, speed not measured (not promoted)"
         return "accepted" if self.accepted else f"rejected [{self.category}]"
 
     @property
@@ -140,7 +144,8 @@ class Attempt:
                 f"{head} (not the candidate's fault, may be sent again): "
                 f"{_clip(self.infra_reason, 90)} — idea: {_clip(self.hypothesis, 70)}"
             )
-        head += f" {self.effect_text()}"
+        if self.objective is not None or not self.accepted:
+            head += f" {self.effect_text()}"
         return head + (f" by {who}" if who else "")
 
     def format_for_prompt(self, compact: bool = False) -> str:
@@ -149,7 +154,7 @@ class Attempt:
             if self.status in ("refused", "infrastructure"):
                 return self.headline()
             gain = f" {_pct(self.gain)}" if self.gain is not None else ""
-            why = f" ({_clip(self.reasons[0], 60)})" if self.reasons and not self.accepted else ""
+            why = f" ({_clip(self.reasons[0], 110)})" if self.reasons and not self.accepted else ""
             # the changed constants if any, else the changed functions: the shortest "what"
             change = self.diff_summary.split("; ")[-1] if self.diff_summary else ""
             change = f" [{_clip(change, 40)}]" if change else ""
@@ -166,7 +171,9 @@ class Attempt:
             attr = _clip(self.attribution, 100) or "none given"
             lines.append(f"  agent's attribution: {attr} | metric deltas: {metrics or 'none'}")
         if self.reasons:
-            lines.append(f"  verdict reasons: {_clip('; '.join(self.reasons), 180)}")
+            # Long enough for the first failing check with its worst element (index,
+            # expected, got) or a compiler excerpt.
+            lines.append(f"  verdict reasons: {_clip('; '.join(self.reasons), 320)}")
         return "\n".join(lines)
 
 

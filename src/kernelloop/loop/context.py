@@ -5,16 +5,30 @@ from __future__ import annotations
 
 from kernelloop.agents.base import AgentContext
 from kernelloop.evaluate.trusted.record import EvaluationRecord
-from kernelloop.loop.state import Best
-from kernelloop.objective import floor_by_shape
+from kernelloop.evaluate.trusted.run import select_shapes, timings_count
+from kernelloop.loop.state import Best, Run
+from kernelloop.objective import floor_by_shape, floors_ms
 from kernelloop.policy import rules_text
 from kernelloop.task import Task
+from kernelloop.task.contract import Contract, Judging, render_contract
+
+CEILING_SOURCE = "measured: torch.add(x, r, out=o) moving 6 bytes per element"
 
 
-def agent_context(task: Task, digest: str, best: Best, r: int, last_round: int) -> AgentContext:
+def agent_context(
+    task: Task, digest: str, best: Best, r: int, last_round: int, run: Run | None = None
+) -> AgentContext:
     """Round r's context: the best's source, profile and numbers (speedup, % of floor per
-    shape), the history digest, the rules in words and the rounds left."""
+    shape), the task's contract as judged on the run's device, the history digest, the
+    rules in words and the rounds left (this one included)."""
     spec = task.spec.task
+    judging = judging_for(
+        task,
+        run.device if run else None,
+        best,
+        run.shapes if run else None,
+        run.dtypes if run else None,
+    )
     return AgentContext(
         task_name=task.name,
         task_description=spec.description,
@@ -28,11 +42,85 @@ def agent_context(task: Task, digest: str, best: Best, r: int, last_round: int) 
         round_index=r,
         rounds_left=last_round - r + 1,
         tunables=tuple(spec.tunables),
-        device_name=best.record.environment.device_name if best.record else "",
+        device_name=judging.device_name,
         best_objective=best.objective,
         best_pct_of_floor=floor_by_shape(best.shapes),
         profile_metrics=dict(best.profile_metrics),
+        contract=render_contract(task, judging).text(),
+        # An unknown device (no run, no record) hides no numbers the best has.
+        timings_count=judging.timings_count or not judging.device_name,
     )
+
+
+def judging_for(
+    task: Task,
+    device: str | None,
+    best: Best | None,
+    shapes: str | None = None,
+    dtypes: list[str] | None = None,
+) -> Judging:
+    """Where candidates are judged and the numbers the contract quotes: the device (from
+    the best's evaluation record where there is one), whether its timings count, the
+    shapes and dtypes judged, each GPU shape's floor time, and the best's per-shape row."""
+    record = best.record if best else None
+    env = record.environment if record else None
+    device = device or (env.device if env else None)
+    if device is None:
+        return Judging(best_label=f"#{best.pid}" if best else "")
+    language = task.spec.task.language
+    interpreter = bool(env.interpreter) if env else device == "cpu" and language != "torch"
+    device_name = env.device_name if env else _device_name(device)
+    judged = select_shapes(task, device, shapes)
+    dtypes = dtypes or list(task.spec.dtypes)
+    floors, ceiling, floor_device = floors_ms(task, dtypes, device, device_name)
+    return Judging(
+        device=device,
+        device_name=device_name,
+        timings_count=timings_count(device, interpreter, language),
+        interpreter=interpreter,
+        compute_capability=env.compute_capability if env else None,
+        sm_count=_sm_count(device),
+        shapes=tuple(s.label for s in judged),
+        dtypes=tuple(dtypes),
+        floor_device=floor_device,
+        ceiling_bytes_per_s=ceiling,
+        ceiling_source=CEILING_SOURCE if ceiling else "",
+        floors_ms=floors,
+        best_label=f"#{best.pid}" if best else "",
+        best_objective=best.objective if best else None,
+        best_rows=tuple(best.shapes) if best else (),
+    )
+
+
+def task_contract(
+    task: Task,
+    device: str | None,
+    best: Best | None,
+    shapes: str | None = None,
+    dtypes: list[str] | None = None,
+) -> Contract:
+    """The contract as the MCP `task` tool and `kernelloop task show` give it."""
+    return render_contract(task, judging_for(task, device, best, shapes, dtypes))
+
+
+def _device_name(device: str) -> str:
+    import platform
+
+    if device == "cuda":
+        import torch
+
+        return torch.cuda.get_device_name(0) if torch.cuda.is_available() else "CUDA GPU"
+    return platform.processor() or platform.machine()
+
+
+def _sm_count(device: str) -> int | None:
+    if device != "cuda":
+        return None
+    import torch
+
+    if not torch.cuda.is_available():
+        return None
+    return int(torch.cuda.get_device_properties(0).multi_processor_count)
 
 
 def context_profile(record: EvaluationRecord | None) -> str:
@@ -48,14 +136,11 @@ def context_profile(record: EvaluationRecord | None) -> str:
     lines.append(f"Kernel launches per call: {record.kernel_launches_per_call}.")
     seen = set()
     for k in record.kernels:
-        key = (k.name, k.n_regs, k.n_spills, k.num_warps)
-        if key in seen:
+        line = k.describe()  # labelled by its specialization (dtypes, constexprs)
+        if line in seen:
             continue
-        seen.add(key)
-        lines.append(
-            f"Kernel {k.name}: {k.n_regs} registers/thread, {k.n_spills} spills, "
-            f"{k.shared_bytes} B shared, {k.num_warps} warps."
-        )
+        seen.add(line)
+        lines.append(line)
     for t in record.timings:
         if t.impl == "candidate":
             floor = f", {t.pct_of_floor:.1f}% of the roofline floor" if t.pct_of_floor else ""

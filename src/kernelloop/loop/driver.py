@@ -66,7 +66,7 @@ def _run(run: Run, opts: Options) -> dict:
                 status, why = stop.status, stop.reason
                 break
             store.start_round(run.id, r)
-            ctx = agent_context(task, store.digest(task.name), best, r, last_round)
+            ctx = agent_context(task, store.digest(task.name), best, r, last_round, run)
             proposals = skip_replayed(agent, ctx, replayed)
             _record_model_calls(store, agent, run.id, r)
             if not proposals:

@@ -23,7 +23,8 @@ from kernelloop.errors import KernelloopError
 from kernelloop.loop.session import ExternalSession
 
 INSTRUCTIONS = """kernelloop: optimize one GPU kernel under a verification gate.
-Read `task` first (spec, shapes, rules, entry signature, baseline and current best), then
+Read `task` first (its `contract`: reference, input cases, shapes, tolerances, randomness
+checks, floors; then rules, entry signature, baseline and current best), then
 `history` (what was tried and measured; near-duplicates of tried ideas are refused).
 `submit_candidate` sends one full source file with your claim and prediction; it is one
 round of the loop: edit points counted from the diff against the current best, fusion and
@@ -58,10 +59,14 @@ def build_server(session: ExternalSession) -> MCPServer:
 
     @server.tool(name="task")
     async def task_tool() -> dict:
-        """The task: description, entry function and its signature, params, shapes with
-        weights and tags, dtypes and tolerances, tunables, the rules in words, the baseline's
-        source, the current best (id, source, speedup over the baseline, % of the roofline
-        floor, per-shape numbers) and the run's rounds used and left."""
+        """The task: `contract` (the text the loop's LLM agents read: the reference source,
+        the input generator and the extreme cases judged, shapes with weights and floor
+        times, dtypes and tolerances, exactly what the randomness checks demand, the
+        roofline formula, the best's per-shape time and % of floor, the judged device and
+        whether its timings count), then the same facts as fields: description, entry
+        function and its signature, params, shapes, dtypes, tolerances, tunables, the rules
+        in words, the baseline's source, the current best (id, source, speedup over the
+        baseline, % of the roofline floor, per-shape numbers) and the rounds used and left."""
         return await _call(session.describe)
 
     @server.tool(name="history")

@@ -14,6 +14,7 @@ from kernelloop.errors import KernelloopError
 from kernelloop.evaluate.trusted.record import Verdict
 from kernelloop.loop.context import context_profile
 from kernelloop.loop.evaluation import evaluate_source
+from kernelloop.loop.feedback import outcome_text
 from kernelloop.loop.state import Best, Evaluated, Outcome, Run
 from kernelloop.objective import floor_pct, weighted_geomean
 from kernelloop.policy import (
@@ -182,7 +183,7 @@ def one_proposal(
         return Outcome(pid, infrastructure=True)
     accepted, objective, reasons = _record_verdict(run, pid, ev)
     word = "accepted" if accepted else "rejected"
-    run.agent.observe(prop, f"{word}: {'; '.join(reasons)}")
+    run.agent.observe(prop, outcome_text(word, reasons, ev, f"#{best.pid}"))
     shown = "correct, unmeasured" if ev.record.verdict.accepted and ev.gate is None else word
     run.view.candidate(r, k, prop, shown, "; ".join(reasons)[:160])
     if not accepted:

@@ -30,7 +30,7 @@ from kernelloop.evaluate.trusted.run import resolve_device, select_shapes, timin
 from kernelloop.history import open_task_memory
 from kernelloop.history.heartbeat import Heartbeat
 from kernelloop.history.models import Attempt, history_row
-from kernelloop.loop.context import context_profile
+from kernelloop.loop.context import context_profile, task_contract
 from kernelloop.loop.resume import refuse_if_live
 from kernelloop.loop.round import UNMEASURED, play_round, start_run
 from kernelloop.loop.state import Best, Options, Run
@@ -241,7 +241,12 @@ class ExternalSession:
         t, rules = self.task, self.task.spec.rules
         shapes = select_shapes(t, self.device, self.opts.shapes)
         baseline = t.baseline_path.read_text()
+        contract = task_contract(t, self.device, self.best, self.opts.shapes, self.opts.dtypes)
         return {
+            # The same contract the loop's LLM agents read (task/contract.py): reference,
+            # input cases, shapes with weights and floors, tolerances, randomness checks,
+            # roofline, the best's per-shape numbers, and where candidates are judged.
+            "contract": contract.text(),
             "task": t.name,
             "description": t.spec.task.description,
             "language": t.spec.task.language,

@@ -107,7 +107,10 @@ def _kernel_block(i: int, n: int, k: KernelProfile, c: Classification, level: in
         _join(
             "Memory",
             [
-                _if(k.dram_throughput_pct, f"DRAM {_pct(k.dram_throughput_pct)} of peak"),
+                _if(
+                    k.dram_throughput_pct,
+                    f"DRAM {_pct(k.dram_throughput_pct)} of peak DRAM bandwidth",
+                ),
                 moved,
                 _if(k.dram_bandwidth_gbps, f"{k.dram_bandwidth_gbps or 0:.0f} GB/s"),
                 _if(k.l1_hit_pct, f"L1 hit {_pct(k.l1_hit_pct)}"),

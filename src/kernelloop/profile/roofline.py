@@ -117,7 +117,27 @@ def classify(kernel: KernelProfile | None, model: Roofline | None = None) -> Cla
         if mem is not None or comp is not None:
             m, c = mem or 0.0, comp or 0.0
             pipe = f"; busiest pipe {pipe_label(busiest[0])} {busiest[1]:.0f}%" if busiest else ""
-            facts = f"memory SOL {m:.0f}%, compute SOL {c:.0f}%{pipe}"
+            mem_unit = _argmax(
+                {
+                    "ncu memory throughput": kernel.memory_sol_pct,
+                    "DRAM": kernel.dram_throughput_pct,
+                    "L1/TEX": kernel.l1_throughput_pct,
+                    "L2": kernel.l2_throughput_pct,
+                }
+            )
+            comp_unit = _argmax(
+                {
+                    "ncu compute throughput": kernel.compute_sol_pct,
+                    "busiest pipe": busiest[1] if busiest else None,
+                    "issue slots": kernel.issue_slots_busy_pct,
+                }
+            )
+            # Each number names its unit: "memory SOL 82%" beside "DRAM 71% of peak"
+            # read as a contradiction until it said which memory unit was at 82%.
+            facts = (
+                f"memory SOL {m:.0f}% (busiest memory unit, % of its peak throughput: "
+                f"{mem_unit}), compute SOL {c:.0f}% (% of peak: {comp_unit}){pipe}"
+            )
             if max(m, c) < LATENCY_SOL_PCT:
                 bound: Bound = "latency-bound"
                 why = f"neither unit reaches {LATENCY_SOL_PCT:.0f}% of peak: warps wait{_why_waiting(kernel)}"
@@ -171,6 +191,12 @@ def _why_waiting(k: KernelProfile) -> str:
     if stalls:
         parts.append(f"top stall {stalls[0][0]}")
     return " (" + ", ".join(parts) + ")" if parts else " (see stalls)"
+
+
+def _argmax(vals: dict[str, float | None]) -> str:
+    """The name of the largest known value ("n/a" when none is known)."""
+    known = {k: v for k, v in vals.items() if v is not None}
+    return max(known, key=lambda k: known[k]) if known else "n/a"
 
 
 def _max(*vals: float | None) -> float | None:

@@ -83,6 +83,11 @@ class Stochastic(_Strict):
     )
     rates: list[float] = Field(default_factory=lambda: [0.1, 0.5])
     confidence_sigmas: float = Field(default=6.0, gt=0)
+    contract: str = Field(
+        default="",
+        description="the operation's randomness in words, for agents (e.g. how kept values "
+        "are scaled); what the judge checks is stated by kernelloop itself",
+    )
 
 
 class Suites(_Strict):

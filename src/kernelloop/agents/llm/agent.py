@@ -8,7 +8,7 @@ from kernelloop.agents.base import AgentContext, Proposal
 from kernelloop.agents.llm.errors import ModelAnswerError
 from kernelloop.agents.llm.ledger import CostLedger
 from kernelloop.agents.llm.parse import ParsedCandidate, parse_answer
-from kernelloop.agents.llm.prompts import PromptSet, context_values
+from kernelloop.agents.llm.prompts import PromptSet, budget_line, context_values
 from kernelloop.agents.llm.providers import Provider
 
 
@@ -73,12 +73,34 @@ class Asker:
     def _answer_format(self, context: AgentContext) -> str:
         return self.prompts.render("answer_format", {"entry": context.entry})
 
-    def values(self, context: AgentContext, max_cost_usd: float | None) -> dict[str, object]:
+    def values(
+        self, context: AgentContext, max_cost_usd: float | None, feedback: str = ""
+    ) -> dict[str, object]:
         spent = f"model spend so far ${self.ledger.total_usd:.4f}"
         if max_cost_usd is not None:
             spent += f" of a ${max_cost_usd:.2f} cap"
-        budget = f"{context.rounds_left} round(s) left after this one; {spent}"
-        return {**context_values(context, budget), "answer_format": self._answer_format(context)}
+        return {
+            **context_values(context, budget_line(context, spent), feedback),
+            "answer_format": self._answer_format(context),
+        }
+
+
+# One outcome in the feedback section: enough for the first failing check with its worst
+# element, a compiler excerpt, or the per-shape ratios.
+OUTCOME_CHARS = 900
+
+
+def feedback_text(outcomes: list[tuple[Proposal, str]]) -> str:
+    """What became of the agent's candidates of its last round, as the loop told it
+    (`observe`): the verdict with the first failing check, the compiler's first lines or
+    the per-shape ratios. The history digest keeps the older rounds."""
+    lines = []
+    for i, (prop, outcome) in enumerate(outcomes, start=1):
+        what = prop.direction or prop.hypothesis
+        what = " ".join(what.split())[:120]
+        text = outcome if len(outcome) <= OUTCOME_CHARS else outcome[: OUTCOME_CHARS - 1] + "…"
+        lines.append(f"{i}. {what or '(no direction given)'}\n{text}")
+    return "\n".join(lines)
 
 
 def to_proposal(c: ParsedCandidate, agent: str, model: str) -> Proposal:
@@ -112,10 +134,13 @@ class LLMAgent:
         self.n_candidates = n_candidates
         self.max_cost_usd = max_cost_usd
         self.outcomes: list[tuple[Proposal, str]] = []
+        self._told = 0  # outcomes already shown in a prompt
 
     def propose(self, context: AgentContext) -> list[Proposal]:
+        feedback = feedback_text(self.outcomes[self._told :])
+        self._told = len(self.outcomes)
         values = {
-            **self.asker.values(context, self.max_cost_usd),
+            **self.asker.values(context, self.max_cost_usd, feedback),
             "n_candidates": self.n_candidates,
         }
         prompt = self.asker.prompts.render("propose", values)
@@ -123,8 +148,8 @@ class LLMAgent:
         return [to_proposal(c, self.name, self.asker.label) for c in found[: self.n_candidates]]
 
     def observe(self, proposal: Proposal, outcome: str) -> None:
-        # The loop's history digest carries outcomes into the next prompt; this copy is
-        # for callers that inspect the agent (tests, the external-agent mode).
+        # The next prompt's feedback section shows the outcomes of the last round in full;
+        # the history digest carries every earlier one in short.
         self.outcomes.append((proposal, outcome))
 
     def cost_summary(self) -> dict[str, object]:

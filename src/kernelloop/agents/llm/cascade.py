@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass, field
 
 from kernelloop.agents.base import AgentContext, Proposal
-from kernelloop.agents.llm.agent import Asker, to_proposal
+from kernelloop.agents.llm.agent import Asker, feedback_text, to_proposal
 from kernelloop.agents.llm.errors import ModelAnswerError
 from kernelloop.agents.llm.ledger import CostLedger
 from kernelloop.agents.llm.parse import ParsedCandidate
@@ -147,10 +147,13 @@ class CascadeAgent:
         self.max_cost_usd = max_cost_usd
         self.rounds: list[CascadeRound] = []
         self.outcomes: list[tuple[Proposal, str]] = []
+        self._told = 0  # outcomes already shown in a prompt
 
     def propose(self, context: AgentContext) -> list[Proposal]:
+        feedback = feedback_text(self.outcomes[self._told :])
+        self._told = len(self.outcomes)
         values = {
-            **self.screen.values(context, self.max_cost_usd),
+            **self.screen.values(context, self.max_cost_usd, feedback),
             "n_directions": self.n_directions,
         }
         screened = self.screen.ask(

@@ -4,6 +4,12 @@ The bundled templates live in `prompts/`; a team can point `prompts_dir` (or put
 `prompts/` folder in the task) at its own copies, file by file: a file found there
 replaces the bundled one of the same name, the others stay. A literal dollar sign in a
 template is written `$$`.
+
+Each context section has a token budget (`SECTION_BUDGETS`, estimated by
+task/textbudget.py: the larger of chars/4 and words-and-punctuation), so a long
+reference, profile or history cannot crowd out the kernel; a section over its budget is
+cut at a line and the cut is marked. The current best's source is never cut: the model
+must see all of what it edits.
 """
 
 from __future__ import annotations
@@ -16,6 +22,8 @@ from pathlib import Path
 
 from kernelloop.agents.base import AgentContext
 from kernelloop.agents.llm.errors import PromptTemplateError
+from kernelloop.task.contract import CONTRACT_BUDGET
+from kernelloop.task.textbudget import fit
 
 TEMPLATES = ("system", "answer_format", "propose", "screen", "final", "fix")
 
@@ -25,9 +33,20 @@ PLACEHOLDERS = frozenset(
         "task_name", "task_description", "language", "entry", "device_name", "round_index",
         "rounds_left", "budget", "rules", "best_id", "best_status", "best_source",
         "profile_summary", "history_digest", "tunables", "n_candidates", "n_directions",
-        "directions", "errors", "answer_format",
+        "directions", "errors", "answer_format", "contract", "feedback", "judged_on",
     }
 )  # fmt: skip
+
+# Token budget of each context section (see the module docstring); best_source has none.
+SECTION_BUDGETS = {
+    "task_description": 300,
+    "contract": CONTRACT_BUDGET,
+    "rules": 600,
+    "profile_summary": 1200,
+    "history_digest": 1600,
+    "feedback": 900,
+    "directions": 3000,
+}
 
 
 @dataclass(frozen=True)
@@ -79,26 +98,64 @@ def load_prompts(*folders: str | Path | None) -> PromptSet:
     return prompts
 
 
-def context_values(context: AgentContext, budget: str) -> dict[str, object]:
-    """The placeholders every context-bearing template can use."""
-    if context.best_pct_of_floor:
+def budget_line(context: AgentContext, spent: str) -> str:
+    """Where the run stands: this round, the rounds left after it (true at the last round:
+    0), and what may end it earlier."""
+    last = context.round_index + context.rounds_left - 1
+    after = max(context.rounds_left - 1, 0)
+    return (
+        f"round {context.round_index} of at most {last}; {after} round(s) left after this one "
+        "(the stall rule or a cost or time cap can end the run earlier); " + spent
+    )
+
+
+def judged_on(context: AgentContext) -> str:
+    if not context.device_name:
+        return "Judged on: a device not known yet (see the contract)."
+    device = context.device_name
+    if context.timings_count:
+        return f"Judged on: {device}; timings count there."
+    return (
+        f"Judged on: {device}; timings there DO NOT count, so this run checks correctness "
+        "only and accepts no speedup."
+    )
+
+
+def fitted(name: str, text: str) -> str:
+    return fit(text, SECTION_BUDGETS[name], f"the {name.replace('_', ' ')}")
+
+
+def context_values(context: AgentContext, budget: str, feedback: str = "") -> dict[str, object]:
+    """The placeholders every context-bearing template can use, each within its budget."""
+    if not context.timings_count:
+        floor = "speed not measured on this device"
+    elif context.best_pct_of_floor:
         floor = ", ".join(f"{k}: {v:.0f}% of floor" for k, v in context.best_pct_of_floor.items())
     else:
         floor = "distance to the roofline floor unknown"
     return {
         "task_name": context.task_name,
-        "task_description": context.task_description.strip() or "(no description)",
+        "task_description": fitted(
+            "task_description", context.task_description.strip() or "(no description)"
+        ),
         "language": context.language,
         "entry": context.entry,
         "device_name": context.device_name or "unknown",
+        "judged_on": judged_on(context),
         "round_index": context.round_index,
         "rounds_left": context.rounds_left,
         "budget": budget,
-        "rules": context.rules_text.strip() or "(none stated)",
+        "rules": fitted("rules", context.rules_text.strip() or "(none stated)"),
+        "contract": fitted("contract", context.contract.strip() or "(no contract given)"),
         "best_id": context.best_id,
         "best_status": f"{context.best_objective:.3f}x the baseline's speed; {floor}",
         "best_source": context.best_source.rstrip("\n"),
-        "profile_summary": context.profile_summary.strip() or "(no profile available)",
-        "history_digest": context.history_digest.strip() or "(nothing tried yet)",
+        "profile_summary": fitted(
+            "profile_summary", context.profile_summary.strip() or "(no profile available)"
+        ),
+        "history_digest": fitted(
+            "history_digest", context.history_digest.strip() or "(nothing tried yet)"
+        ),
+        "feedback": fitted("feedback", feedback.strip() or "(no earlier candidates of yours)"),
         "tunables": ", ".join(context.tunables) or "(none named)",
     }

@@ -29,6 +29,20 @@ def _worst(err: torch.Tensor, shape: torch.Size) -> list[int]:
     return list(reversed(idx))
 
 
+def _at(t: torch.Tensor, index: list[int] | None) -> float | None:
+    if index is None or t.numel() == 0:
+        return None
+    return float(t[tuple(index)].item())
+
+
+def _pair(expected: float | None, got: float | None) -> str:
+    """'expected E, got G' for a reason line (both from trusted tensors: the float64
+    reference and the candidate's output bytes as this process read them)."""
+    if expected is None or got is None:
+        return ""
+    return f": expected {expected:.6g}, got {got:.6g}"
+
+
 def within_tolerance(out: torch.Tensor, ref: torch.Tensor, tol: Tolerance) -> Comparison:
     """|out - ref| <= atol + rtol·|ref| everywhere; a NaN/Inf where ref is finite fails."""
     out = out.to(torch.float64)
@@ -36,22 +50,26 @@ def within_tolerance(out: torch.Tensor, ref: torch.Tensor, tol: Tolerance) -> Co
     bad = finite_ref & ~torch.isfinite(out)
     if bool(bad.any()):
         n = int(bad.sum().item())
+        where = _worst(bad.to(torch.float64), out.shape)
         return Comparison(
             False,
             None,
             None,
-            _worst(bad.to(torch.float64), out.shape),
-            f"{n} non-finite output value(s) where the reference is finite",
+            where,
+            f"{n} non-finite output value(s) where the reference is finite "
+            f"(first at {where}{_pair(_at(ref, where), _at(out, where))})",
             "nonfinite",
         )
     mismatch_inf = ~finite_ref & (out != ref)
     if bool(mismatch_inf.any()):
+        where = _worst(mismatch_inf.to(torch.float64), out.shape)
         return Comparison(
             False,
             None,
             None,
-            _worst(mismatch_inf.to(torch.float64), out.shape),
-            "output differs where the reference is infinite",
+            where,
+            f"output differs where the reference is infinite (at {where}"
+            f"{_pair(_at(ref, where), _at(out, where))})",
             "wrong",
         )
     err = torch.where(finite_ref, (out - ref).abs(), torch.zeros_like(ref))
@@ -70,7 +88,7 @@ def within_tolerance(out: torch.Tensor, ref: torch.Tensor, tol: Tolerance) -> Co
             max_rel,
             worst,
             f"{n} of {out.numel()} elements outside atol={tol.atol:g}, rtol={tol.rtol:g} "
-            f"(max abs err {max_abs:.3g}, worst at {worst})",
+            f"(max abs err {max_abs:.3g}, worst at {worst}{_pair(_at(ref, worst), _at(out, worst))})",
         )
     return Comparison(True, max_abs, max_rel, worst, "")
 
@@ -99,9 +117,15 @@ def infer_mask(
     if bool(neither.any()):
         n = int(neither.sum().item())
         worst = _worst(torch.minimum(e_keep, e_drop), out.shape)
+        kept, dropped, got = _at(ref_keep, worst), _at(ref_drop, worst), _at(out, worst)
+        values = (
+            f": kept value {kept:.6g}, dropped value {dropped:.6g}, got {got:.6g}"
+            if None not in (kept, dropped, got)
+            else ""
+        )
         return MaskInference(
             False,
-            f"{n} elements are neither a kept nor a dropped value (worst at {worst})",
+            f"{n} elements are neither a kept nor a dropped value (worst at {worst}{values})",
             None,
             None,
             float(torch.minimum(e_keep, e_drop).max().item()),

@@ -17,7 +17,7 @@ from kernelloop.evaluate.trusted.outputs import OutputDir
 from kernelloop.evaluate.trusted.plan import Call
 from kernelloop.evaluate.trusted.record import CheckResult
 from kernelloop.evaluate.trusted.sensitivity import Sensitivity, matching_trivial, trivial_outputs
-from kernelloop.evaluate.trusted.text import candidate_text, last_line  # noqa: F401  (last_line: re-exported)
+from kernelloop.evaluate.trusted.text import candidate_text, error_excerpt, last_line  # noqa: F401  (last_line: re-exported)
 from kernelloop.task import Task
 
 # What the RecordFunction trace may see outside launches besides ALLOC_VIEW_OPS: composite
@@ -125,9 +125,8 @@ class Judge:
 
     def _judge(self, call: Call, msg: dict, outputs: OutputDir) -> None:
         if not msg.get("ok"):
-            self._fail(
-                call, call.suite, "crash", f"the candidate raised {last_line(msg.get('error', ''))}"
-            )
+            raised = error_excerpt(msg.get("error", ""))  # a compile error's first lines
+            self._fail(call, call.suite, "crash", f"the candidate raised {raised}")
             return
         inputs = self._inputs(call)
         like = inputs[self.task.spec.task.output_like]

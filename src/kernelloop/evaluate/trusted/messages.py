@@ -205,6 +205,11 @@ class KernelFact(BaseModel):
     n_spills: Small | None = None
     shared_bytes: Small | None = None
     num_warps: Small | None = None
+    # Code-level facts (worker/calls.code_facts); advisory text, cleaned where shown.
+    specialization: Name | None = None
+    convert_layouts: Small | None = None
+    shared_allocs: Small | None = None
+    ptx_mix: Annotated[dict[Name, Small], Field(max_length=16)] | None = None
 
 
 class Compile(_Msg):

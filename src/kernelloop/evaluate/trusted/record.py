@@ -45,6 +45,32 @@ class KernelInfo(BaseModel):
     num_warps: int | None = None
     launches: int | None = None
     source: Literal["triton-compile", "triton-cache", "profiler", "launch-hook"] = "triton-compile"
+    # Worker-reported code facts (advisory): the specialization it was compiled for
+    # (pointer dtypes, constexpr values), TTGIR layout conversions and shared-memory
+    # allocations, and a PTX instruction mix.
+    specialization: str | None = None
+    convert_layouts: int | None = None
+    shared_allocs: int | None = None
+    ptx_mix: dict[str, int] | None = None
+
+    def describe(self) -> str:
+        """One line for an agent: the kernel, what it was specialized for, and its facts
+        (the code facts are the worker's report, capped; advisory only)."""
+        spec = f" [{self.specialization[:160]}]" if self.specialization else ""
+        facts = [
+            f"{self.n_regs} registers/thread",
+            f"{self.n_spills} spills",
+            f"{self.shared_bytes} B shared",
+            f"{self.num_warps} warps",
+        ]
+        if self.convert_layouts is not None:
+            facts.append(f"{self.convert_layouts} layout conversions (TTGIR convert_layout)")
+        if self.shared_allocs is not None:
+            facts.append(f"{self.shared_allocs} shared-memory allocations (TTGIR local_alloc)")
+        if self.ptx_mix:
+            top = sorted(self.ptx_mix.items(), key=lambda kv: -kv[1])[:6]
+            facts.append("PTX mix " + ", ".join(f"{k[:24]} {v}" for k, v in top))
+        return f"Kernel {self.name[:80]}{spec}: " + ", ".join(facts) + "."
 
 
 class CheckResult(BaseModel):

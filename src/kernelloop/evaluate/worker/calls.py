@@ -349,6 +349,59 @@ def compile_facts(modules: dict, device: str) -> list[dict]:
                             "n_spills": getattr(compiled, "n_spills", None),
                             "shared_bytes": getattr(md, "shared", None),
                             "num_warps": getattr(md, "num_warps", None),
+                            **code_facts(compiled),
                         }
                     )
     return facts
+
+
+# Cheap code-level facts from a compiled Triton kernel's own IR (asm["ttgir"], asm["ptx"]):
+# counted with plain substring counts, no compiler call. Advisory: the trusted side shows
+# them as the worker's report, never uses them to judge.
+_TTGIR_OPS = {"convert_layouts": "ttg.convert_layout", "shared_allocs": "ttg.local_alloc"}
+_PTX_MIX = {
+    "global loads": "ld.global",
+    "global stores": "st.global",
+    "shared loads": "ld.shared",
+    "shared stores": "st.shared",
+    "shuffles": "shfl.sync",
+    "barriers": "bar.sync",
+    "fma": "fma.rn",
+    "ex2": "ex2.approx",
+    "int mul": "mul.lo",
+}
+
+
+def code_facts(compiled) -> dict:
+    """The specialization a compiled kernel was built for (pointer dtypes and constexpr
+    values: what tells its rows apart) and counts from its IR: layout conversions and
+    shared-memory allocations in TTGIR, an instruction mix from PTX."""
+    out: dict = {}
+    src = getattr(compiled, "src", None)
+    try:
+        sig = getattr(src, "signature", None) or {}
+        ptrs = sorted({str(t)[1:] for t in sig.values() if str(t).startswith("*")})
+        names = list(sig)
+        consts = []
+        for key, value in (getattr(src, "constants", None) or {}).items():
+            idx = key[0] if isinstance(key, tuple) and key else key
+            if isinstance(idx, int) and idx < len(names) and isinstance(value, int | float | bool):
+                consts.append(f"{names[idx]}={value}")
+        parts = ([f"pointers {'/'.join(ptrs)}"] if ptrs else []) + consts[:12]
+        if parts:
+            out["specialization"] = ", ".join(parts)[:200]
+    except Exception:  # noqa: BLE001 - a description only
+        pass
+    asm = getattr(compiled, "asm", None) or {}
+    try:
+        ttgir = asm.get("ttgir") if hasattr(asm, "get") else None
+        if isinstance(ttgir, str):
+            for field, op in _TTGIR_OPS.items():
+                out[field] = ttgir.count(op)
+        ptx = asm.get("ptx") if hasattr(asm, "get") else None
+        if isinstance(ptx, str):
+            mix = {k: ptx.count(v) for k, v in _PTX_MIX.items()}
+            out["ptx_mix"] = {k: v for k, v in mix.items() if v}
+    except Exception:  # noqa: BLE001 - a description only
+        pass
+    return out

@@ -1,0 +1,72 @@
+"""`kernelloop task show TASK`: the task's contract, as the loop's agents read it."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Annotated
+
+import typer
+
+from kernelloop.commands.common import TaskArg, WorkspaceOpt
+from kernelloop.history.workspace import DB_NAME
+from kernelloop.task import load_task
+
+task_app = typer.Typer(help="Look at a task: `kernelloop task show TASK`.", no_args_is_help=True)
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(task_app, name="task")
+
+
+@task_app.command("show")
+def show(
+    task: TaskArg,
+    device: Annotated[
+        str, typer.Option(help="the device candidates would be judged on: auto | cuda | cpu")
+    ] = "auto",
+    shapes: Annotated[
+        str | None, typer.Option(help="cpu | gpu | all | comma-separated labels (as for run)")
+    ] = None,
+    dtypes: Annotated[
+        str | None, typer.Option(help="comma-separated dtypes (default: all of the task's)")
+    ] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="print {section: text} as JSON")] = False,
+    workspace: WorkspaceOpt = None,
+) -> None:
+    """Print the task's contract — the text the LLM prompt and the MCP `task` tool carry:
+    reference, input cases, shapes with weights and floor times, tolerances, what the
+    randomness checks demand, the roofline, and the best's per-shape numbers where a run
+    has recorded one."""
+    from kernelloop.evaluate.trusted.run import resolve_device
+    from kernelloop.loop.context import task_contract
+
+    t = load_task(task)
+    contract = task_contract(
+        t,
+        resolve_device(device),
+        _recorded_best(t, workspace),
+        shapes,
+        [d.strip() for d in dtypes.split(",")] if dtypes else None,
+    )
+    if json_out:
+        sys.stdout.write(json.dumps(contract.sections, indent=2) + "\n")
+    else:
+        sys.stdout.write(contract.text() + "\n")
+
+
+def _recorded_best(task, workspace):
+    """The task's promoted best from its history (None where no run has recorded one)."""
+    from kernelloop.history import HistoryStore
+    from kernelloop.loop.resume import stored_best
+    from kernelloop.loop.state import Best
+
+    db = task.workspace(workspace) / DB_NAME
+    if not db.is_file():
+        return None
+    with HistoryStore.open(db) as store:
+        best = store.promoted_best(task.name)
+        if best is None:
+            return None
+        record, rows, pct = stored_best(task, store, best.id)
+        return Best(best.id, best.source, record, best.objective or 1.0, pct, shapes=rows)

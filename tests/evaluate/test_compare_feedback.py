@@ -1,0 +1,76 @@
+"""A failed value check says where and by how much: the worst element's index, the
+reference's value and the candidate's (issue 16: feedback an agent can act on); a Triton
+compile error keeps the compiler's first lines, not only the traceback's last one."""
+
+from __future__ import annotations
+
+import ast
+import traceback
+
+import torch
+from triton.compiler.errors import CompilationError
+
+from kernelloop.evaluate.trusted.compare import infer_mask, within_tolerance
+from kernelloop.evaluate.trusted.text import error_excerpt
+from kernelloop.task.spec import Tolerance
+
+TOL = Tolerance(atol=1e-5, rtol=1e-3)
+
+
+def test_the_reason_names_the_worst_element_with_expected_and_got():
+    ref = torch.linspace(1, 2, 12, dtype=torch.float64).reshape(3, 4)
+    out = ref.clone().to(torch.float32)
+    out[2, 1] = 7.5  # the worst
+    out[0, 3] = ref[0, 3] * 1.01  # also outside, less so
+    cmp = within_tolerance(out, ref, TOL)
+    assert not cmp.passed and cmp.worst_index == [2, 1]
+    assert f"worst at [2, 1]: expected {float(ref[2, 1]):.6g}, got 7.5" in cmp.reason
+    assert cmp.reason.startswith("2 of 12 elements outside")
+
+
+def test_a_non_finite_output_names_its_first_position_and_values():
+    ref = torch.ones(2, 3, dtype=torch.float64)
+    out = torch.ones(2, 3)
+    out[1, 2] = float("nan")
+    cmp = within_tolerance(out, ref, TOL)
+    assert cmp.category == "nonfinite" and "first at [1, 2]: expected 1, got nan" in cmp.reason
+
+
+def test_a_value_neither_kept_nor_dropped_names_both_candidates():
+    keep = torch.full((2, 4), 2.0, dtype=torch.float64)
+    drop = torch.zeros(2, 4, dtype=torch.float64)
+    out = keep.clone()
+    out[1, 3] = 1.0
+    inf = infer_mask(out, keep, drop, TOL)
+    assert not inf.ok
+    assert "worst at [1, 3]: kept value 2, dropped value 0, got 1" in inf.reason
+
+
+def _compile_error_text() -> str:
+    src = "def k(x_ptr, BLOCK: tl.constexpr):\n    x = tl.load(x_ptr)\n    y = tl.foo(x)\n"
+    node = ast.parse(src).body[0].body[1]
+    try:
+        try:
+            raise AttributeError("module 'triton.language' has no attribute 'foo'")
+        except AttributeError as e:
+            raise CompilationError(src, node, repr(e)) from e
+    except CompilationError as e:
+        return "".join(traceback.format_exception(type(e), e, e.__traceback__))
+
+
+def test_a_compile_error_keeps_where_the_source_line_and_the_message():
+    text = _compile_error_text()
+    got = error_excerpt(text)
+    assert got.startswith("«CompilationError at line 3, column 4 of the @triton.jit function")
+    assert "`y = tl.foo(x)`" in got and "has no attribute 'foo'" in got
+
+
+def test_any_other_error_is_its_last_line_and_candidate_text_stays_quoted():
+    assert (
+        error_excerpt("Traceback (most recent call last):\nValueError: boom")
+        == "«ValueError: boom»"
+    )
+    # A forged header with escape sequences is still cleaned and capped.
+    forged = "x.CompilationError: at 1:0:\n\x1b[31mevil\n^\n" + "A" * 5000
+    out = error_excerpt(forged)
+    assert "\x1b" not in out and len(out) <= 302 and out.startswith("«")  # as last_line
