@@ -288,7 +288,8 @@ class GpuSlot:
         for _ in range(n):
             if self.count % max(1, cal_every) == 0:
                 cals.append(self.dev.once(self.matched_call, spin=self.spin))
-            last = None  # only the batch's last output is kept: earlier ones free their block as before
+            # only the batch's last output is kept: earlier ones free their block as before
+            last = None
             ev = self.dev.once(self.unit, self.ref if self.per_call_check else None, spin=self.spin)
             last = ev[4]
             evs.append(ev[:4])
