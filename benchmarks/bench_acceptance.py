@@ -205,20 +205,22 @@ def main() -> None:
     shutil.rmtree(tmp, ignore_errors=True)
     a, b = out["bench_fused_vs_baseline"], out["bench_noop_sandboxed"]
     print(
-        f"bench fused vs baseline: wall {a['wall_s']:.1f} s (timing {a['timing_phase_s']} s), accepted={a['accepted']}, "
-        f"objective {a['objective']}"
+        f"bench fused vs baseline: wall {a['wall_s']:.1f} s (timing {a['timing_phase_s']} s), "
+        f"accepted={a['accepted']}, objective {a['objective']}"
     )
     print(
-        f"bench no-op (sandboxed): wall {b['wall_s']:.1f} s, accepted={b['accepted']}, objective {b['objective']}"
+        f"bench no-op (sandboxed): wall {b['wall_s']:.1f} s, accepted={b['accepted']}, objective "
+        f"{b['objective']}"
     )
     sp = out["spread_16384x8192"]
     print(
-        f"spread 16384x8192 x10: {sp['spread']:.3%} (target <= 1%); candidate/copy ratio spread {sp['ratio_spread']:.3%}"
+        f"spread 16384x8192 x10: {sp['spread']:.3%} (target <= 1%); candidate/copy ratio spread "
+        f"{sp['ratio_spread']:.3%}"
     )
     hid = sum(t["hidden_calls"] for t in trials), sum(t["calls"] for t in trials)
     print(
-        f"no-op trials accepted: {out['noop_trials']['accepted']} of {out['noop_trials']['n']} (target 0); "
-        f"honest calls flagged as hidden work: {hid[0]} of {hid[1]}"
+        f"no-op trials accepted: {out['noop_trials']['accepted']} of {out['noop_trials']['n']} "
+        f"(target 0); honest calls flagged as hidden work: {hid[0]} of {hid[1]}"
     )
 
 

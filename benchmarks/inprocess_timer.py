@@ -329,8 +329,8 @@ def _sync_latency(calibrations: list) -> tuple[float, float]:
 def _method_text(method: str) -> str:
     if method == "device-wide":
         return (
-            "device-wide per call (work seen outside the calling stream): L2 flushed, idle GPU at the start "
-            "event, end after a device synchronize, host launch included, interleaved"
+            "device-wide per call (work seen outside the calling stream): L2 flushed, idle GPU at "
+            "the start event, end after a device synchronize, host launch included, interleaved"
         )
     if method.startswith("graph:"):
         return (
@@ -444,7 +444,8 @@ def timing_spec(
     max_s: float | None = None,
     params: dict | None = None,
 ) -> dict:
-    """The spec the old benchmark() sent its single worker (its settings, seeds fixed by the caller)."""
+    """The spec the old benchmark() sent its single worker (its settings, seeds fixed by the
+    caller)."""
     return {
         "shapes": [{"dims": s.dims, "label": s.label} for s in shapes],
         "dtype": dtype,

@@ -154,21 +154,24 @@ def main() -> None:
         result["runs"].append(entry)
         save()
         print(
-            f"run {run + 1}: new layout {new_wall:.1f} s (timing {rec.timing_phase_s} s), old in-process {old_wall:.1f} s; "
+            f"run {run + 1}: new layout {new_wall:.1f} s (timing {rec.timing_phase_s} s), old "
+            f"in-process {old_wall:.1f} s; "
             f"gate {gate.category} objective {gate.objective}; problems {rec.problems}"
         )
         for label, sh in entry["shapes"].items():
             print(
                 f"  {label:>12}  "
                 + "  ".join(
-                    f"{n} new {sh['new_ms'][n]:.4f} old {sh['old_ms'].get(n, float('nan')):.4f} ({sh['new_over_old'].get(n, float('nan')):.4f})"
+                    f"{n} new {sh['new_ms'][n]:.4f} old {sh['old_ms'].get(n, float('nan')):.4f} "
+                    f"({sh['new_over_old'].get(n, float('nan')):.4f})"
                     for n in ("candidate", "baseline")
                 )
                 + f"  A/A new {sh['aa_rel_diff_new']:.4f}"
             )
         if out and out.idle:
             print(
-                f"  idle probe calibration {out.idle.get('calibration')}, worst host ms {out.idle.get('worst_host_ms')}"
+                f"  idle probe calibration {out.idle.get('calibration')}, worst host ms "
+                f"{out.idle.get('worst_host_ms')}"
             )
 
     # Across runs: each kernel's median of medians per layout, and the largest deviation.
@@ -207,11 +210,13 @@ def main() -> None:
     }
     save()
     print(
-        f"worst |new/old - 1| over shapes and kernels (median of {args.runs} runs): {worst} (target <= 0.02)"
+        f"worst |new/old - 1| over shapes and kernels (median of {args.runs} runs): {worst} "
+        "(target <= 0.02)"
     )
     for label, row in summary.items():
         print(
-            f"  {label:>12}  fused {row['candidate']['new_ms']:.4f} vs {row['candidate']['old_ms']:.4f}  "
+            f"  {label:>12}  fused {row['candidate']['new_ms']:.4f} vs "
+            f"{row['candidate']['old_ms']:.4f}  "
             f"baseline {row['baseline']['new_ms']:.4f} vs {row['baseline']['old_ms']:.4f}  "
             f"A/A max {row['aa_rel_diff_new_max']:.4f}"
         )

@@ -108,7 +108,11 @@ def test_launch_sites_through_helpers_count_per_call():
         "    return out.reshape(x.shape)",
         "    _poke(out)\n    _poke(out)\n    return out.reshape(x.shape)",
     )
-    src += "\n\ndef _poke(t):\n    _fused_rowwise_kernel[(1,)](t, t, t, t, t, 0, 1, 1, 0.0, 0.0, 0, BLOCK_COLS=16, ROWS=1)\n"
+    src += (
+        "\n\ndef _poke(t):\n"
+        "    _fused_rowwise_kernel[(1,)](t, t, t, t, t, 0, 1, 1, 0.0, 0.0, 0, "
+        "BLOCK_COLS=16, ROWS=1)\n"
+    )
     decision = [
         d for d in check_proposal(Rules(), FUSED, src, "forward") if d.rule == "fusion_lock"
     ][0]

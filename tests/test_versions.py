@@ -124,7 +124,10 @@ def test_export_branch_carries_the_record_and_benchmark_md_on_top_of_head(user_r
     best = v.commit_variant(1, 3, 2, b"BLOCK = 2048\n", "wider")
     v.set_best(best.commit)
     before = user_state(user_repo)
-    msg = "kernelloop: softmax best kernel, 1.310x over baseline\n\nbody\n\nKernelloop-Objective: 1.3100\n"
+    msg = (
+        "kernelloop: softmax best kernel, 1.310x over baseline\n\nbody\n\n"
+        "Kernelloop-Objective: 1.3100\n"
+    )
     out = v.export(v.best(), "# Benchmark record: softmax\n", msg)
     assert user_state(user_repo) == before
     assert out.branch == "refs/heads/kernelloop/softmax/export"

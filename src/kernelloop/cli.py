@@ -1,4 +1,7 @@
-"""The `kernelloop` command line. Exit codes: 0 accepted/success, 1 rejected, 2 usage/setup error."""
+"""The `kernelloop` command line.
+
+Exit codes: 0 accepted/success, 1 rejected, 2 usage/setup error.
+"""
 
 from __future__ import annotations
 

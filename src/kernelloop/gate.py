@@ -107,8 +107,9 @@ def performance_gate(bench: BenchmarkRecord, rules: Rules) -> GateResult:
     if not bench.timings_count:
         return _no(
             "timing",
-            f"timings on {bench.device} ({'Triton interpreter' if bench.interpreter else bench.method}) "
-            f"never accept a speedup; benchmark on a GPU",
+            f"timings on {bench.device} "
+            f"({'Triton interpreter' if bench.interpreter else bench.method}) never accept a "
+            "speedup; benchmark on a GPU",
         )
     shapes, missing = _per_shape(bench)
     if missing:
@@ -123,8 +124,8 @@ def performance_gate(bench: BenchmarkRecord, rules: Rules) -> GateResult:
     if res.objective < 1.0 + res.required_gain:
         res.reasons.append(
             f"weighted geomean speedup {res.objective:.4f}x over {vs} does not beat the required "
-            f"{1 + res.required_gain:.4f}x (max(min_gain {rules.min_gain:.1%}, {rules.noise_k:g} x noise "
-            f"{res.noise_rel:.2%}))"
+            f"{1 + res.required_gain:.4f}x (max(min_gain {rules.min_gain:.1%}, {rules.noise_k:g} x "
+            f"noise {res.noise_rel:.2%}))"
         )
     for s in shapes:
         if s.speedup_vs_best < 1.0 - rules.max_shape_regression:

@@ -71,8 +71,9 @@ class Versions:
             )
             if init.returncode != 0:
                 raise VersionsError(
-                    f"{folder}: not in a git repository and `git init` failed ({init.stderr.strip()}); "
-                    "make the folder writable or create a repository there."
+                    f"{folder}: not in a git repository and `git init` failed "
+                    f"({init.stderr.strip()}); make the folder writable or create a repository "
+                    "there."
                 )
             repo, prefix = folder, ""
         else:
@@ -107,8 +108,9 @@ class Versions:
         )
         if proc.returncode != 0:
             raise VersionsError(
-                f"git {args[0]} failed in {self.repo}: {proc.stderr.decode(errors='replace').strip()}; "
-                "check the repository (e.g. `git fsck`) and retry."
+                f"git {args[0]} failed in {self.repo}: "
+                f"{proc.stderr.decode(errors='replace').strip()}; check the repository (e.g. `git "
+                "fsck`) and retry."
             )
         return proc.stdout
 
@@ -240,8 +242,8 @@ class Versions:
         commit = self._rev(rev) or self._rev(self._branch(rev))
         if commit is None:
             raise VersionsError(
-                f"{rev!r} names no commit in {self.repo}; pass a proposal id from `kernelloop history` "
-                "or a commit/branch from `git branch --list 'kernelloop/*'`."
+                f"{rev!r} names no commit in {self.repo}; pass a proposal id from `kernelloop "
+                "history` or a commit/branch from `git branch --list 'kernelloop/*'`."
             )
         return commit
 

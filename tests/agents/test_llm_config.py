@@ -28,7 +28,8 @@ ENV = {"OPENAI_API_KEY": "sk-x-123456", "ANTHROPIC_API_KEY": "sk-ant-x-123456"}
 def test_a_user_price_file_overrides_and_extends_the_bundled_table(tmp_path):
     f = tmp_path / "team_prices.toml"
     f.write_text(
-        '[models."gpt-4.1"]\ninput = 1.0\noutput = 1.0\n[models."Qwen/*"]\ninput = 0.0\noutput = 0.0\n'
+        '[models."gpt-4.1"]\ninput = 1.0\noutput = 1.0\n'
+        '[models."Qwen/*"]\ninput = 0.0\noutput = 0.0\n'
     )
     table = load_price_table(env={"KERNELLOOP_PRICES": str(f)})
     assert table.price_for("gpt-4.1").input == 1.0  # overridden

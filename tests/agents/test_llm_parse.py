@@ -68,7 +68,10 @@ def test_unusable_answers_say_why(text, error):
 
 def test_a_diff_with_wrong_line_numbers_and_counts_is_applied_at_its_context():
     # Header says line 40 and wrong counts; the context exists once, near the top.
-    diff = "--- a/kernel.py\n+++ b/kernel.py\n@@ -40,9 +40,9 @@\n BLOCK = 1024\n-NUM_WARPS = 4\n+NUM_WARPS = 8\n"
+    diff = (
+        "--- a/kernel.py\n+++ b/kernel.py\n@@ -40,9 +40,9 @@\n"
+        " BLOCK = 1024\n-NUM_WARPS = 4\n+NUM_WARPS = 8\n"
+    )
     [c], errors = parse(f"Hypothesis: warps\n```diff\n{diff}```\n")
     assert errors == [] and c.from_diff
     assert c.source == BASE_SOURCE.replace("NUM_WARPS = 4", "NUM_WARPS = 8")

@@ -1,8 +1,9 @@
 """One snapshot per bundled prompt template, rendered from a fixed context: a change to a
 template (or to what fills it) shows up as a reviewed diff of the text a model reads.
 
-To accept an intended change: KERNELLOOP_UPDATE_SNAPSHOTS=1 pytest tests/agents/test_prompt_snapshots.py
-and commit the files under tests/agents/snapshots/.
+To accept an intended change, run
+`KERNELLOOP_UPDATE_SNAPSHOTS=1 pytest tests/agents/test_prompt_snapshots.py` and commit
+the files under tests/agents/snapshots/.
 """
 
 from __future__ import annotations

@@ -29,7 +29,8 @@ def write_script(folder: Path) -> Path:
     )
     header = (
         '"""Hypothesis: Eight warps per row keep more loads in flight\n'
-        "    on rows of 8000 columns.\nPredicted effect: DRAM throughput up\nDirection: occupancy\n\n"
+        "    on rows of 8000 columns.\nPredicted effect: DRAM throughput up\n"
+        "Direction: occupancy\n\n"
         'Free text after a blank line is not part of the claim.\n"""\n'
     )
     (folder / "02_more_warps.py").write_text(

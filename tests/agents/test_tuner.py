@@ -126,7 +126,8 @@ def test_a_move_measured_slower_is_followed_by_the_opposite_one(task):
     tunable, step = first.direction.split(": ")[1].split()
     agent.observe(
         first,
-        "rejected: weighted geomean speedup 0.9532x over the best does not beat the required 1.0050x",
+        "rejected: weighted geomean speedup 0.9532x over the best does not beat the required "
+        "1.0050x",
     )
     (nxt,) = agent.propose(context(FUSED))
     assert nxt.direction.endswith(f"{tunable} {'up' if step == 'down' else 'down'}"), nxt.direction
@@ -172,7 +173,10 @@ def test_same_inputs_give_the_same_proposals(task):
 
 
 def test_literal_edits_survive_crlf_and_non_ascii(tmp_path):
-    src = "# é kernel ✓\r\nNUM_WARPS = 8  # ❤ tuned\r\nNUM_STAGES: int = 2\r\n\r\ndef forward(x):\r\n    return x\r\n"
+    src = (
+        "# é kernel ✓\r\nNUM_WARPS = 8  # ❤ tuned\r\nNUM_STAGES: int = 2\r\n\r\n"
+        "def forward(x):\r\n    return x\r\n"
+    )
     task = make_task(tmp_path / "t", ["NUM_WARPS", "NUM_STAGES", "MISSING"], baseline=src)
     lits = find_tunables(src, task.spec.task.tunables)
     assert (
@@ -190,17 +194,19 @@ def test_literal_edits_survive_crlf_and_non_ascii(tmp_path):
 
 def test_a_task_rule_table_overrides_the_default_and_bad_tables_name_the_field(task):
     (task.folder / "tuner_rules.toml").write_text(
-        '[[roles]]\nname = "warps"\nmatch = ["NUM_WARPS"]\nmin = 4\nmax = 8\n'
-        '[[rules]]\nname = "hot"\nwhen = ["alu_pipe_pct > 90"]\nmoves = [{ role = "warps", step = "down" }]\n'
+        '[[roles]]\nname = "warps"\nmatch = ["NUM_WARPS"]\nmin = 4\nmax = 8\n[[rules]]\n'
+        'name = "hot"\nwhen = ["alu_pipe_pct > 90"]\nmoves = [{ role = "warps", step = "down" }]\n'
         'hypothesis = "ALU at {alu_pipe_pct}%, {missing}"\npredicted_effect = "faster"\n'
     )
     agent = TunerAgent(task, per_round=9)
     props = agent.propose(context(FUSED, {"alu_pipe_pct": 95.0}))
     # Only NUM_WARPS has a role in this table, and 16 is outside its range.
     assert [p.hypothesis for p in props] == ["ALU at 95%, not measured"]
-    (task.folder / "tuner_rules.toml").write_text('[[roles]]\nname = "w"\nmatch = ["*"]\nmin = 1\nmax = 8\n'
-                                                  '[[rules]]\nname = "x"\nwhen = ["occupancy is low"]\n'
-                                                  'moves = [{ role = "w", step = "up" }]\nhypothesis = "h"\npredicted_effect = "e"\n')  # fmt: skip
+    (task.folder / "tuner_rules.toml").write_text(
+        '[[roles]]\nname = "w"\nmatch = ["*"]\nmin = 1\nmax = 8\n'
+        '[[rules]]\nname = "x"\nwhen = ["occupancy is low"]\n'
+        'moves = [{ role = "w", step = "up" }]\nhypothesis = "h"\npredicted_effect = "e"\n'
+    )
     with pytest.raises(TunerRulesError, match=r"tuner_rules.toml: field 'rules.0.when'") as err:
         TunerAgent(task)
     assert isinstance(err.value, KernelloopError)

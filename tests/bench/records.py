@@ -1,4 +1,5 @@
-"""Synthetic benchmark records for gate logic tests (the real-timing tests live in test_bench_cpu.py)."""
+"""Synthetic benchmark records for gate logic tests (the real-timing tests live in
+test_bench_cpu.py)."""
 
 from kernelloop.evaluate.trusted.bench import BenchmarkRecord, ImplTiming, ShapeBench, noise
 

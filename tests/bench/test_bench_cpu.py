@@ -1,8 +1,9 @@
-"""The gate's decisions on REAL CPU timings of the CPU-native task (plain PyTorch, language = "torch").
+"""The gate's decisions on REAL CPU timings of the CPU-native task (plain PyTorch,
+language = "torch").
 
 One sandboxed worker per implementation times fast.py, an identical copy of it (the
-"best"), the baseline, slow.py and tail_trap.py interleaved on every shape; each decision below is the gate
-applied to those measurements with a different candidate/best pairing.
+"best"), the baseline, slow.py and tail_trap.py interleaved on every shape; each decision
+below is the gate applied to those measurements with a different candidate/best pairing.
 """
 
 import json

@@ -134,8 +134,10 @@ import torch
 import triton
 import triton.language as tl
 
-@triton.autotune(configs=[triton.Config({"BLOCK": b}, num_warps=w) for b in (64, 128) for w in (4, 8)],
-                 key=["cols"])
+@triton.autotune(
+    configs=[triton.Config({"BLOCK": b}, num_warps=w) for b in (64, 128) for w in (4, 8)],
+    key=["cols"],
+)
 @triton.heuristics({"EVEN": lambda args: args["cols"] % args["BLOCK"] == 0})
 @triton.jit
 def _k(x_ptr, cols, BLOCK: tl.constexpr, EVEN: tl.constexpr):
@@ -194,12 +196,14 @@ def test_runtime_cheats_pass_the_screen(name):
         ("from typing import get_type_hints\n", "`typing.get_type_hints`"),
         ("import typing\ntyping.ForwardRef('x')\n", "`typing.ForwardRef`"),
         (
-            'import functools\n@functools.singledispatch\ndef f(x): pass\n@f.register\ndef _(x: \'list["os"]\') -> "__builtins__": pass\n',
+            "import functools\n@functools.singledispatch\ndef f(x): pass\n@f.register\n"
+            'def _(x: \'list["os"]\') -> "__builtins__": pass\n',
             "`__builtins__`",
         ),
         ("def f(x: 'not valid ('): pass\n", "string annotation that is not a Python expression"),
         (
-            "import functools\ndef f(k):\n    return functools.update_wrapper(k, f, assigned=('__globals__',))\n",
+            "import functools\ndef f(k):\n"
+            "    return functools.update_wrapper(k, f, assigned=('__globals__',))\n",
             "names `__globals__`",
         ),
         ("def f(k):\n    return '{0.__globals__}'.format(k)\n", "format template"),

@@ -11,7 +11,10 @@ import pytest
 from kernelloop.commands.labels import headline, stage
 from tests.conftest import FLAGSHIP, ROOT
 
-REFUSED = "import os\nimport torch\n\ndef forward(x, residual, weight, bias, *, p, eps, seed):\n    return torch.empty_like(x)\n"
+REFUSED = (
+    "import os\nimport torch\n\n"
+    "def forward(x, residual, weight, bias, *, p, eps, seed):\n    return torch.empty_like(x)\n"
+)
 
 
 @pytest.mark.parametrize(

@@ -11,7 +11,8 @@ from kernelloop.evaluate.trusted.run import evaluate
 from tests.conftest import FLAGSHIP, FUSED
 
 CHEATS = Path(__file__).parent / "cheats"
-# screen=False: these cheats test the sandbox itself; the static screen (tests/cheats) would refuse them first.
+# screen=False: these cheats test the sandbox itself; the static screen (tests/cheats) would
+# refuse them first.
 ONE = {"device": "cpu", "shapes": "5x1000", "dtypes": ["float32"], "timing": False, "screen": False}
 
 

@@ -41,7 +41,9 @@ ROWS_PER_PROGRAM = 4
 
 
 @triton.jit
-def _softmax_kernel(out_ptr, in_ptr, n_rows, n_cols, stride, BLOCK: tl.constexpr, ROWS: tl.constexpr):
+def _softmax_kernel(
+    out_ptr, in_ptr, n_rows, n_cols, stride, BLOCK: tl.constexpr, ROWS: tl.constexpr
+):
     first = tl.program_id(0) * ROWS
     offs = tl.arange(0, BLOCK)
     mask = offs < n_cols
@@ -52,19 +54,23 @@ def _softmax_kernel(out_ptr, in_ptr, n_rows, n_cols, stride, BLOCK: tl.constexpr
             x = x - tl.max(x, axis=0)
             num = tl.exp(x)
             den = tl.sum(num, axis=0)
-            tl.store(out_ptr + row * stride + offs, (num / den).to(out_ptr.dtype.element_ty), mask=mask)
+            tl.store(out_ptr + row * stride + offs, (num / den).to(out_ptr.dtype.element_ty),
+                     mask=mask)
 
 
 def forward(x):
     out = torch.empty_like(x)
     rows, cols = x.shape
     grid = (triton.cdiv(rows, ROWS_PER_PROGRAM),)
-    _softmax_kernel[grid](out, x, rows, cols, x.stride(0), BLOCK=BLOCK, ROWS=ROWS_PER_PROGRAM, num_warps=NUM_WARPS)
+    _softmax_kernel[grid](
+        out, x, rows, cols, x.stride(0), BLOCK=BLOCK, ROWS=ROWS_PER_PROGRAM, num_warps=NUM_WARPS
+    )
     return out
 '''
 
 # The same idea again, renamed, re-commented and reformatted (the seed's round 7).
-SOFTMAX_MULTIROW_RENAMED = '''"""Softmax over rows -- batched rows per CTA to amortize launch overhead."""
+SOFTMAX_MULTIROW_RENAMED = '''\
+"""Softmax over rows -- batched rows per CTA to amortize launch overhead."""
 import torch
 import triton
 import triton.language as tl
@@ -84,7 +90,8 @@ def softmax_rows_batched(dst, src, total_rows, width, row_stride,
     for j in range(R):
         r = base_row + j
         if r < total_rows:
-            vals = tl.load(src + r * row_stride + cols, mask=valid, other=-float("inf")).to(tl.float32)
+            vals = tl.load(src + r * row_stride + cols, mask=valid,
+                           other=-float("inf")).to(tl.float32)
             vals = vals - tl.max(vals, axis=0)   # numerically safe
             e = tl.exp(vals)
             s = tl.sum(e, axis=0)
@@ -102,7 +109,8 @@ def forward(x):
 
 # A genuinely different algorithm: online softmax over column chunks, so a row need not
 # fit one block (the long-tail rows of 32768 columns).
-SOFTMAX_ONLINE = '''"""Online softmax: one pass for max and sum over column chunks, one pass to write."""
+SOFTMAX_ONLINE = '''\
+"""Online softmax: one pass for max and sum over column chunks, one pass to write."""
 import torch
 import triton
 import triton.language as tl
@@ -118,7 +126,9 @@ def _softmax_kernel(out_ptr, in_ptr, n_cols, stride, BLOCK: tl.constexpr):
     z = tl.zeros((BLOCK,), tl.float32)
     for start in range(0, n_cols, BLOCK):
         offs = start + tl.arange(0, BLOCK)
-        x = tl.load(in_ptr + row * stride + offs, mask=offs < n_cols, other=-float("inf")).to(tl.float32)
+        x = tl.load(
+            in_ptr + row * stride + offs, mask=offs < n_cols, other=-float("inf")
+        ).to(tl.float32)
         m_new = tl.maximum(m, x)
         z = z * tl.exp(m - m_new) + tl.exp(x - m_new)
         m = m_new
@@ -126,7 +136,9 @@ def _softmax_kernel(out_ptr, in_ptr, n_cols, stride, BLOCK: tl.constexpr):
     z_row = tl.sum(z * tl.exp(m - m_row), axis=0)
     for start in range(0, n_cols, BLOCK):
         offs = start + tl.arange(0, BLOCK)
-        x = tl.load(in_ptr + row * stride + offs, mask=offs < n_cols, other=-float("inf")).to(tl.float32)
+        x = tl.load(
+            in_ptr + row * stride + offs, mask=offs < n_cols, other=-float("inf")
+        ).to(tl.float32)
         y = tl.exp(x - m_row) / z_row
         tl.store(out_ptr + row * stride + offs, y.to(out_ptr.dtype.element_ty), mask=offs < n_cols)
 

@@ -1,4 +1,5 @@
-"""The benchmark record and gate verdict kept with each evaluation, and what export shows of them."""
+"""The benchmark record and gate verdict kept with each evaluation, and what export shows of
+them."""
 
 from __future__ import annotations
 
@@ -162,7 +163,8 @@ def test_a_v1_database_migrates_and_keeps_its_rows(tmp_path):
     conn = sqlite3.connect(path)
     conn.executescript(MIGRATIONS[0] + "\nPRAGMA user_version = 1;")
     conn.execute(
-        "INSERT INTO runs (id, task, task_digest, arch, started_at) VALUES (1, 'softmax', 'd1', 'sm_90', 't')"
+        "INSERT INTO runs (id, task, task_digest, arch, started_at) "
+        "VALUES (1, 'softmax', 'd1', 'sm_90', 't')"
     )
     conn.execute(
         "INSERT INTO proposals (id, run_id, round, source, source_sha256, fingerprint, hypothesis, "
@@ -170,7 +172,8 @@ def test_a_v1_database_migrates_and_keeps_its_rows(tmp_path):
     )
     conn.execute(
         "INSERT INTO evaluations (proposal_id, accepted, category, objective, per_shape_json, "
-        "record_json, created_at) VALUES (7, 1, 'accepted', 1.0, '{\"4096x8000\": 1.0}', '{\"old\": 1}', 't')"
+        "record_json, created_at) VALUES (7, 1, 'accepted', 1.0, '{\"4096x8000\": 1.0}', "
+        "'{\"old\": 1}', 't')"
     )
     conn.commit()
     conn.close()
@@ -237,8 +240,10 @@ def test_benchmark_markdown_shows_the_record_and_the_gate(tmp_path):
         "Sandbox: bwrap",
         "Timing method: cuda-events",
         "Timings count for acceptance: yes",
-        "GPU before timing: SM 1980 MHz, memory 3201 MHz, throttle reasons 0x0000000000000000, 38 °C, 121.5 W",
-        "GPU after timing: SM 1755 MHz, memory 3201 MHz, throttle reasons 0x0000000000000004, 61 °C, 690 W",
+        "GPU before timing: SM 1980 MHz, memory 3201 MHz, throttle reasons 0x0000000000000000, "
+        "38 °C, 121.5 W",
+        "GPU after timing: SM 1755 MHz, memory 3201 MHz, throttle reasons 0x0000000000000004, "
+        "61 °C, 690 W",
     ):
         assert text in md, text
     # Per implementation: median, p20–p80, n, % of floor (0.4 ms floor).

@@ -53,7 +53,8 @@ def _fill(store: HistoryStore, rounds: int = 8, per_round: int = 2) -> int:
                     why="issues fewer, wider loads",
                 ),
                 predicted_effect=f"+{3 + n}% on the 16384-row shapes, neutral elsewhere",
-                attribution="gain came from fewer DRAM transactions; L2 hit rate fell as a side effect",
+                attribution="gain came from fewer DRAM transactions; "
+                "L2 hit rate fell as a side effect",
             )
             obj = best_obj * factor if factor else None
             per_shape = (

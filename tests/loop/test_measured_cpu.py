@@ -60,8 +60,9 @@ def test_measured_run_promotes_the_winner_rejects_slower_and_stalls(tmp_path):
 
     store, _ = open_task_memory(task)
     rows = store._conn.execute(
-        "SELECT p.id, p.hypothesis, p.refused_reason, e.accepted, e.category, e.reasons_json, e.bench_json, "
-        "e.gate_json FROM proposals p LEFT JOIN evaluations e ON e.proposal_id = p.id ORDER BY p.id"
+        "SELECT p.id, p.hypothesis, p.refused_reason, e.accepted, e.category, e.reasons_json, "
+        "e.bench_json, e.gate_json FROM proposals p "
+        "LEFT JOIN evaluations e ON e.proposal_id = p.id ORDER BY p.id"
     ).fetchall()
     by_hyp = {r["hypothesis"]: r for r in rows}
     fast, slow, tail, again = (by_hyp[h[2]] for h in SCRIPT)

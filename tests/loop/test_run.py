@@ -208,7 +208,8 @@ def test_llm_agent_drives_the_loop_over_loopback_and_its_calls_are_ledgered(tmp_
     folder = _task_copy(tmp_path)
     fused = (folder / "candidates" / "fused_naive.py").read_text()
     answer = (
-        "### Candidate 1\nDirection: fusion\nHypothesis: fuse the three kernels into one row kernel.\n"
+        "### Candidate 1\nDirection: fusion\n"
+        "Hypothesis: fuse the three kernels into one row kernel.\n"
         f"Predicted effect: -25% median time\n\n```python\n{fused}```\n"
     )
     server = ModelServer("openai").start()

@@ -19,7 +19,8 @@ from kernelloop.task import load_task
 from tests.conftest import FLAGSHIP, FUSED, ROOT
 
 CHEAT = FLAGSHIP / "scripted" / "02_torch_shortcut.py"
-ROUNDS = 4  # honest, cheat, duplicate, interface change; a fifth submission must be refused by the budget
+# honest, cheat, duplicate, interface change; a fifth submission must be refused by the budget
+ROUNDS = 4
 
 
 def _task_copy(tmp: Path) -> Path:
@@ -73,7 +74,8 @@ async def _conversation(folder: Path, marker: Path) -> dict:
         return res.is_error, _text(res)
 
     fused = FUSED.read_text()
-    # The PyTorch shortcut, plus a last line that leaves a file behind if this process ever imports it.
+    # The PyTorch shortcut, plus a last line that leaves a file behind if this process ever
+    # imports it.
     cheat = (
         CHEAT.read_text()
         + f"\nimport pathlib\npathlib.Path({str(marker)!r}).write_text('imported')\n"
@@ -249,8 +251,9 @@ def test_history_records_every_submission_like_a_loop_round(served):
         assert len(runs) == 1 and runs[0].agent == "external"
         assert runs[0].status == "finished"
         rows = store._conn.execute(
-            "SELECT p.round, p.agent, p.hypothesis, p.predicted_effect, p.refused_reason, p.commit_sha, e.category "
-            "FROM proposals p LEFT JOIN evaluations e ON e.proposal_id = p.id ORDER BY p.id"
+            "SELECT p.round, p.agent, p.hypothesis, p.predicted_effect, p.refused_reason, "
+            "p.commit_sha, e.category FROM proposals p "
+            "LEFT JOIN evaluations e ON e.proposal_id = p.id ORDER BY p.id"
         ).fetchall()
         rounds = store._conn.execute(
             "SELECT round, finished_at FROM rounds WHERE run_id = ? ORDER BY round", (runs[0].id,)

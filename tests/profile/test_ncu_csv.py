@@ -99,12 +99,14 @@ def test_label_only_kernel_falls_back_to_section_labels(synthetic):
 def test_label_name_form_and_raw_page():
     details = (
         '"ID","Kernel Name","Section Name","Metric Name","Metric Unit","Metric Value"\n'
-        '"0","k","GPU Speed Of Light Throughput","Duration (gpu__time_duration.sum)","nsecond","1,500"\n'
+        '"0","k","GPU Speed Of Light Throughput",'
+        '"Duration (gpu__time_duration.sum)","nsecond","1,500"\n'
     )
     assert parse_ncu_csv(details)[0].duration_us == pytest.approx(1.5)
     raw = (
         "noise printed by the application\n"
-        '"ID","Kernel Name","gpu__time_duration.sum","lts__t_sector_hit_rate.pct","dram__bytes_read.sum"\n'
+        '"ID","Kernel Name","gpu__time_duration.sum","lts__t_sector_hit_rate.pct",'
+        '"dram__bytes_read.sum"\n'
         '"","","usecond","%","Mbyte"\n'
         '"0","a","2.5","81.0","1,024"\n'
         '"1","b","n/a","50","2"\n'

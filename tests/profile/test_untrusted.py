@@ -84,7 +84,8 @@ def test_clean_strips_controls_and_cuts():
 
 def test_csv_text_is_cleaned_and_bounded():
     rows = [
-        '"ID","Kernel Name","Section Name","Metric Name","Metric Unit","Metric Value","Rule Name","Rule Type","Rule Description"'
+        '"ID","Kernel Name","Section Name","Metric Name","Metric Unit","Metric Value",'
+        '"Rule Name","Rule Type","Rule Description"'
     ]
     evil = "x\x1b]0;pwned\x07" + "A" * 5000
     rows += [

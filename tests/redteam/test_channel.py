@@ -66,7 +66,8 @@ MALFORMED = {
     "kernels_is_a_string": '{"type": "compile", "kernels": "abc"}',
     "shape_of_strings": 'dict(OK, out_shape=["7", "129"])',
     "huge_number": "dict(OK, elapsed_s=10**400)",
-    "infinity": '\'{"type": "timing_audit", "impl": "candidate", "calls": 1e400, "without_launch": 0, "key": "KEY"}\'',
+    "infinity": '\'{"type": "timing_audit", "impl": "candidate", "calls": 1e400, '
+    '"without_launch": 0, "key": "KEY"}\'',
     "nan": 'dict(OK, elapsed_s=float("nan"))',
     "second_hello": '{"type": "hello", "env": {}}',
     "bytes": 'b"\\xff\\xfe{\\x00"',

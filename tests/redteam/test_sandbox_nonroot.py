@@ -61,7 +61,9 @@ def run(name, *args, **cfg_kw):
 got, res = run("identity")
 report.update(identity=got, mode=res.mode, limits=res.limits, warnings=res.warnings,
               stderr=res.stderr[-1500:].decode(errors="replace"))
-report["writes"], _ = run("writes", str(task / "reference.py"), str(work / "ok.txt"), "/usr/lib/kl-x")
+report["writes"], _ = run(
+    "writes", str(task / "reference.py"), str(work / "ok.txt"), "/usr/lib/kl-x"
+)
 os.environ["OPENAI_API_KEY"] = SECRET
 report["secrets"], _ = run("secrets")
 sp = SandboxProcess([sys.executable, "-", "forkbomb", "500"], work,

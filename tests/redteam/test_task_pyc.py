@@ -59,8 +59,8 @@ def poisoned(tmp_path):
 def test_the_planted_bytecode_is_what_the_import_system_would_run(poisoned):
     task_dir, marker, _ = poisoned
     probe = (
-        f"import importlib.util as u; s = u.spec_from_file_location('r', {str(task_dir / 'reference.py')!r}); "
-        f"s.loader.exec_module(u.module_from_spec(s))"
+        "import importlib.util as u; s = u.spec_from_file_location('r', "
+        f"{str(task_dir / 'reference.py')!r}); s.loader.exec_module(u.module_from_spec(s))"
     )
     run = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
     assert "kl-pyc-ran" in run.stderr and marker.read_text() == "the planted bytecode ran"

@@ -3,7 +3,8 @@
 The CPU-native task (plain PyTorch, so its CPU timings count) with three scripted rounds:
 the fast kernel (accepted), the float64 one (rejected as slower) and the fast one again
 (refused as a copy of the best); two of the task's shapes, one common and one long-tail,
-to keep the run short (51 s on an idle 2-core box, ~90 s on a busy one). Tests that change the records work on a copy.
+to keep the run short (51 s on an idle 2-core box, ~90 s on a busy one). Tests that change
+the records work on a copy.
 """
 
 import shutil

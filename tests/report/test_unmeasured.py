@@ -53,8 +53,8 @@ def test_unmeasured_unfinished_run(tmp_path):
         md = write_report(store, task.name, task.spec.rules, tmp_path / "out").markdown.read_text()
     assert "No benchmark record is stored for the best: its speed was not measured" in md
     assert (
-        "- [ ] **fail** The timings count (measured on the device, not in an interpreter): no benchmark record"
-        in md
+        "- [ ] **fail** The timings count (measured on the device, not in an interpreter): no "
+        "benchmark record" in md
     )
     assert (
         "- [ ] **n/a** The best carries its benchmark record" in md

@@ -29,8 +29,9 @@ def fake_gpus(tmp_path, monkeypatch):
     ):
         (drv / bus).mkdir()
         (drv / bus / "information").write_text(
-            f"Model: \t\t NVIDIA H200\nIRQ:   \t\t 42\nGPU UUID: \t GPU-0000000{i}-aaaa-bbbb-cccc-dddddddddddd\n"
-            f"Bus Location: \t {bus}\nDevice Minor: \t {minor}\n"
+            "Model: \t\t NVIDIA H200\nIRQ:   \t\t 42\n"
+            f"GPU UUID: \t GPU-0000000{i}-aaaa-bbbb-cccc-dddddddddddd\nBus Location: \t {bus}\n"
+            f"Device Minor: \t {minor}\n"
         )
     for name in (
         "nvidia0",

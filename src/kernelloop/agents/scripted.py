@@ -55,7 +55,8 @@ class ScriptedAgent:
         self.folder = Path(folder)
         if not self.folder.is_dir():
             raise ScriptError(
-                f"{self.folder}: no such folder; point scripted:DIR at a folder of candidate .py files."
+                f"{self.folder}: no such folder; point scripted:DIR at a folder of candidate .py "
+                "files."
             )
         if per_round < 1:
             raise ScriptError(f"per_round is {per_round}; give at least 1 candidate per round.")
@@ -63,7 +64,8 @@ class ScriptedAgent:
         files = sorted(p for p in self.folder.glob("*.py") if not p.name.startswith("_"))
         if not files:
             raise ScriptError(
-                f"{self.folder}: no candidate .py files; add e.g. 01_fused.py with a 01_fused.toml sidecar."
+                f"{self.folder}: no candidate .py files; add e.g. 01_fused.py with a 01_fused.toml "
+                "sidecar."
             )
         self.script: list[Proposal] = [_load(p, self.name) for p in files]
         self.files = files

@@ -211,14 +211,18 @@ class TunerAgent:
             if self._momentum == (move.tunable, move.step):
                 why = "it was just accepted, so the tuner keeps going that way"
             elif self._reverse == (move.tunable, move.step):
-                why = f"the opposite move from {move.old} was just measured slower, so this side may be faster"
+                why = (
+                    f"the opposite move from {move.old} was just measured slower, "
+                    "so this side may be faster"
+                )
             else:
                 why = "no profile rule calls for another move" + (
                     "" if metrics else " (no profile metrics available)"
                 )
             hypothesis = (
-                f"Neighbourhood probe: {move.tunable} {move.old} -> {move.new}; {why}. "
-                f"The best value of a launch parameter depends on the shape mix, so a neighbour may be faster."
+                f"Neighbourhood probe: {move.tunable} {move.old} -> {move.new}; {why}. The best "
+                "value of a launch parameter depends on the shape mix, so a neighbour may be "
+                "faster."
             )
             predicted = "unknown sign; within a few % of the current best"
             direction = f"{NEIGHBOURHOOD}: {move.tunable} {move.step}"

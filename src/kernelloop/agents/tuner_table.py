@@ -136,8 +136,8 @@ def load_table(path: Path) -> RuleTable:
         for move in rule.moves:
             if move.role not in known:
                 raise TunerRulesError(
-                    f"{path}: rules[{i}] ({rule.name!r}) moves role {move.role!r}, which no [[roles]] "
-                    f"entry defines; use one of {sorted(known)}."
+                    f"{path}: rules[{i}] ({rule.name!r}) moves role {move.role!r}, which no "
+                    f"[[roles]] entry defines; use one of {sorted(known)}."
                 )
     return table
 

@@ -54,8 +54,9 @@ def bench_cmd(
     ] = None,
     no_aa: Annotated[bool, typer.Option("--no-aa", help="skip the A/A noise slot")] = False,
 ) -> None:
-    """Time CANDIDATE, the best and the baseline interleaved in one sandboxed worker; print per-shape
-    medians, speedups, noise and roofline position. Exit 0 if the performance gate would accept it, 1 if not."""
+    """Time CANDIDATE, the best and the baseline interleaved in one sandboxed worker;
+    print per-shape medians, speedups, noise and roofline position.
+    Exit 0 if the performance gate would accept it, 1 if not."""
     from kernelloop.evaluate.trusted.bench import benchmark
     from kernelloop.gate import performance_gate
 
@@ -105,8 +106,8 @@ def _against_names(files: list[Path]) -> dict[str, Path]:
 
 def print_bench(rec, verdict, console: Console) -> None:
     console.print(
-        f"[bold]{rec.task}[/] · {Path(rec.candidate).name} vs {rec.best} · {rec.device_name} ({rec.device}) · "
-        f"{rec.torch} · sandbox={rec.sandbox} · {rec.wall_s:.1f} s"
+        f"[bold]{rec.task}[/] · {Path(rec.candidate).name} vs {rec.best} · {rec.device_name} "
+        f"({rec.device}) · {rec.torch} · sandbox={rec.sandbox} · {rec.wall_s:.1f} s"
     )
     if rec.static_findings:  # nothing ran: no timing table to show
         print_rejection(console, verdict.category, verdict.reasons, note=" (not benchmarked)")
@@ -162,7 +163,8 @@ def print_bench(rec, verdict, console: Console) -> None:
         )
     if verdict.accepted:
         console.print(
-            "[bold green]PERFORMANCE GATE: PASS[/] (correctness is checked by `kernelloop evaluate`)"
+            "[bold green]PERFORMANCE GATE: PASS[/] "
+            "(correctness is checked by `kernelloop evaluate`)"
         )
     else:
         print_rejection(console, verdict.category, verdict.reasons)

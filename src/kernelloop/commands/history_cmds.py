@@ -154,7 +154,8 @@ def export(
         int | None, typer.Option("--id", help="Export this proposal instead of the best.")
     ] = None,
 ) -> None:
-    """Make a reviewable branch: the best kernel, BENCHMARK.md beside it, the record in the message."""
+    """Make a reviewable branch: the best kernel, BENCHMARK.md beside it, the record in the
+    message."""
     task, store = open_history(task_dir, workspace)
     with store:
         pending = None if proposal else store.pending_best(task.name)
@@ -211,7 +212,8 @@ def approve(
         attempt = store.attempt(proposal) if proposal else store.pending_best(task.name)
         if attempt is None:
             raise KernelloopError(
-                f"nothing awaits approval for task {task.name}; pass --id N to approve a given attempt."
+                f"nothing awaits approval for task {task.name}; pass --id N to approve a given "
+                "attempt."
             )
         run_arch = next((r.arch for r in store.runs(task.name) if r.id == attempt.run_id), "")
         arch_name = arch or run_arch

@@ -47,7 +47,8 @@ def profile_cmd(
         float, typer.Option(help="wall-clock limit per profiled file, seconds")
     ] = 300.0,
 ) -> None:
-    """Profile one call of a candidate (Nsight Compute on a GPU; compile facts without one) and print the summary.
+    """Profile one call of a candidate (Nsight Compute on a GPU; compile facts without one)
+    and print the summary.
     A source the static screen refuses is not run: exit 1, labelled as a static-screen rejection."""
     from kernelloop.profile.run import ScreenRefused, profile_candidate
     from kernelloop.task import load_task

@@ -30,7 +30,8 @@ def report(
         runs = store.runs(task.name)
         if not runs:
             raise KernelloopError(
-                f"the history of task {task.name} has no run yet; run `kernelloop run {task_dir}` first."
+                f"the history of task {task.name} has no run yet; run `kernelloop run {task_dir}` "
+                "first."
             )
         run_id = run if run is not None else runs[-1].id
         folder = (

@@ -56,7 +56,8 @@ def evaluate_cmd(
     shapes: Annotated[
         str | None,
         typer.Option(
-            help="cpu | gpu | all | comma-separated labels like 4096x8000 (default: the device's shapes)"
+            help="cpu | gpu | all | comma-separated labels like 4096x8000 "
+            "(default: the device's shapes)"
         ),
     ] = None,
     dtypes: Annotated[
@@ -70,7 +71,8 @@ def evaluate_cmd(
     ] = None,
     no_timing: Annotated[bool, typer.Option("--no-timing", help="correctness only")] = False,
 ) -> None:
-    """Check a candidate for correctness (and time it on a GPU) in a sandboxed worker. Exit 0 accepted, 1 rejected."""
+    """Check a candidate for correctness (and time it on a GPU) in a sandboxed worker.
+    Exit 0 accepted, 1 rejected."""
     from kernelloop.evaluate.trusted.run import evaluate
 
     t = load_task(task)
@@ -97,8 +99,8 @@ def evaluate_cmd(
 def print_record(record: EvaluationRecord, console: Console) -> None:
     env = record.environment
     console.print(
-        f"[bold]{record.task}[/] · {Path(record.candidate).name} · {env.device_name} ({env.device}) · "
-        f"sandbox={env.sandbox} · {record.wall_s:.1f} s"
+        f"[bold]{record.task}[/] · {Path(record.candidate).name} · {env.device_name} "
+        f"({env.device}) · sandbox={env.sandbox} · {record.wall_s:.1f} s"
     )
     for w in record.warnings:
         console.print(f"[bold yellow]warning:[/] {w}")

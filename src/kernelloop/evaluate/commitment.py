@@ -10,8 +10,9 @@ predict, reads their outputs, recomputes the commitments and judges the values a
 its own float64 reference. A call that was skipped, replayed or computed cheaply has no
 correct output to show that matches what was committed before the choice was made.
 
-The digest on a CPU is SHA-256 of the key and the bytes. On a GPU, where hashing a 256 MB output on the host
-per call would cost more than the call, it is computed in one pass on the device: the
+The digest on a CPU is SHA-256 of the key and the bytes. On a GPU, where hashing a 256 MB
+output on the host per call would cost more than the call, it is computed in one pass on
+the device: the
 bytes as 32-bit words `w_i`; per lane, with odd multipliers k1, k2, k3 drawn from the
 batch's key and all arithmetic mod 2^32, `x = (w_i ^ i·k1)·k2; x ^= x >> 15; x = x·k3;
 x ^= x >> 13`, and the lane is the exact sum of the x (int64). Every step is exact integer

@@ -195,8 +195,10 @@ def method_text(method: str, interpreter: bool = False, cpu_threads: int = 1) ->
         )
     if method == "device-wide":
         return (
-            "device-wide per call (work seen outside the calling stream): L2 flushed, idle GPU at the start "
-            "event, end after a device synchronize, host launch included, one worker per implementation, "
+            "device-wide per call (work seen outside the calling stream): L2 flushed, idle GPU at "
+            "the start "
+            "event, end after a device synchronize, host launch included, one worker per "
+            "implementation, "
             "interleaved"
         )
     if method.startswith("graph:"):
@@ -205,6 +207,7 @@ def method_text(method: str, interpreter: bool = False, cpu_threads: int = 1) ->
             "one worker per implementation, interleaved"
         )
     return (
-        "cuda-events, L2 flushed + spin before each call, device-synced, one worker per implementation, "
+        "cuda-events, L2 flushed + spin before each call, device-synced, one worker per "
+        "implementation, "
         "interleaved"
     )

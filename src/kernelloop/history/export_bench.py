@@ -52,9 +52,10 @@ def _no_bench_text(correctness_device: str | None, interpreter: bool) -> str:
         )
     text = "**No GPU benchmark record exists for this kernel: its speed was not measured.**"
     if correctness_device == "cpu":
+        under = " under the Triton interpreter" if interpreter else ""
         text += (
-            f" It was evaluated on the CPU{' under the Triton interpreter' if interpreter else ''}, which "
-            "checks correctness only; nothing in this file is a GPU timing."
+            f" It was evaluated on the CPU{under}, which checks correctness only; nothing in "
+            "this file is a GPU timing."
         )
     return text
 
@@ -83,15 +84,17 @@ def _device_lines(b: dict[str, Any]) -> list[str]:
     states = [g for g in b.get("gpu_state") or [] if isinstance(g, dict)]
     for g in states:
         lines.append(
-            f"- GPU {g.get('when', '?')} timing: SM {_f(g.get('sm_clock_mhz'), 'g', ' MHz')}, memory "
-            f"{_f(g.get('mem_clock_mhz'), 'g', ' MHz')}, throttle reasons {g.get('throttle_reasons') or NONE}, "
-            f"{_f(g.get('temperature_c'), 'g', ' °C')}, {_f(g.get('power_w'), 'g', ' W')}"
+            f"- GPU {g.get('when', '?')} timing: SM {_f(g.get('sm_clock_mhz'), 'g', ' MHz')}, "
+            f"memory {_f(g.get('mem_clock_mhz'), 'g', ' MHz')}, throttle reasons "
+            f"{g.get('throttle_reasons') or NONE}, {_f(g.get('temperature_c'), 'g', ' °C')}, "
+            f"{_f(g.get('power_w'), 'g', ' W')}"
         )
     if not states and b.get("device") == "cuda":
         lines.append("- GPU clocks and throttle state: not recorded (nvidia-smi was not available)")
     if b.get("aa_impl"):
         lines.append(
-            f"- A/A slot: {b['aa_impl']} timed a second time as {b['aa_impl']}#aa, to measure the noise"
+            f"- A/A slot: {b['aa_impl']} timed a second time as {b['aa_impl']}#aa, to measure the "
+            "noise"
         )
     lines += [f"- Benchmark problem (the gate rejects): {p}" for p in b.get("problems") or []]
     lines += [f"- Benchmark warning: {w}" for w in b.get("warnings") or []]
@@ -173,7 +176,8 @@ def _shape_tables(b: dict[str, Any], gate: dict[str, Any] | None) -> list[str]:
         "",
         "### Timings per implementation",
         "",
-        "% of floor: the minimal-traffic time (minimal bytes / DRAM bandwidth) over the median, × 100.",
+        "% of floor: the minimal-traffic time (minimal bytes / DRAM bandwidth) over the median, "
+        "× 100.",
         "",
         _md_table(
             [
@@ -203,8 +207,8 @@ def _gate_lines(gate: dict[str, Any] | None, best: str) -> list[str]:
     obj, req = gate.get("objective"), gate.get("required_gain")
     if obj is not None:
         need = (
-            f"; required at least {1 + req:.4f}x (a gain of {req * 100:.2f}%, the larger of the task's "
-            f"min_gain and noise_k × the combined noise {_pct(gate.get('noise_rel'))})"
+            f"; required at least {1 + req:.4f}x (a gain of {req * 100:.2f}%, the larger of the "
+            f"task's min_gain and noise_k × the combined noise {_pct(gate.get('noise_rel'))})"
             if req is not None
             else ""
         )
@@ -256,8 +260,9 @@ def benchmark_section(
         and b["candidate_sha256"] != correctness_sha256
     ):
         lines += [
-            f"**Warning: this benchmark record is for different bytes (sha256 {b['candidate_sha256'][:16]}…) "
-            f"than the correctness record ({correctness_sha256[:16]}…).**",
+            "**Warning: this benchmark record is for different bytes (sha256 "
+            f"{b['candidate_sha256'][:16]}…) than the correctness record "
+            f"({correctness_sha256[:16]}…).**",
             "",
         ]
     lines += [*_device_lines(b), ""]
@@ -271,7 +276,8 @@ def json_details(bench_json: str | None, gate_json: str | None) -> list[str]:
     for text, summary in (
         (
             bench_json,
-            "BenchmarkRecord JSON, exactly as stored (its sha256 is the Kernelloop-Bench-Sha256 trailer)",
+            "BenchmarkRecord JSON, exactly as stored (its sha256 is the Kernelloop-Bench-Sha256 "
+            "trailer)",
         ),
         (gate_json, "GateResult JSON, exactly as stored"),
     ):
@@ -300,8 +306,8 @@ def message_lines(
     b, gate = load(bench_json) or {}, load(gate_json)
     counts = "yes" if b.get("timings_count") else "no"
     lines = [
-        f"  benchmark: {b.get('device_name', NONE)} ({b.get('device', NONE)}), method {b.get('method') or NONE}, "
-        f"timings count: {counts}"
+        f"  benchmark: {b.get('device_name', NONE)} ({b.get('device', NONE)}), method "
+        f"{b.get('method') or NONE}, timings count: {counts}"
     ]
     if gate is None:
         return [*lines, "  gate: no verdict stored"]

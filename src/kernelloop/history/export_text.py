@@ -73,7 +73,8 @@ def benchmark_markdown(
     rec = _record(record_json)
     lines = [f"# Benchmark record: {task_name}", ""]
     lines.append(
-        f"Kernel from kernelloop proposal #{attempt.id} (run {attempt.run_id}, round {attempt.round})."
+        f"Kernel from kernelloop proposal #{attempt.id} (run {attempt.run_id}, round "
+        f"{attempt.round})."
     )
     if attempt.objective is not None:
         lines.append(
@@ -176,7 +177,8 @@ def export_message(
     if rec is not None:
         lines.append(f"  device: {_env_line(rec)}")
         lines.append(
-            f"  timings count for acceptance: {'yes' if rec.timings_count else 'no (interpreter/CPU)'}"
+            "  timings count for acceptance: "
+            f"{'yes' if rec.timings_count else 'no (interpreter/CPU)'}"
         )
     for shape, v in attempt.per_shape.items():
         lines.append(f"  {shape}: {v:.3f}x")
@@ -187,7 +189,8 @@ def export_message(
             + (", ".join(f"{s} {'pass' if ok else 'FAIL'}" for s, ok in suites.items()) or "none")
         )
         lines.append(
-            f"  verdict: {'accepted' if rec.verdict.accepted else 'rejected'} ({rec.verdict.category})"
+            f"  verdict: {'accepted' if rec.verdict.accepted else 'rejected'} "
+            f"({rec.verdict.category})"
         )
     lines += message_lines(
         bench_json, gate_json, correctness_device=rec.environment.device if rec else None

@@ -158,7 +158,10 @@ class Attempt:
             # the changed constants if any, else the changed functions: the shortest "what"
             change = self.diff_summary.split("; ")[-1] if self.diff_summary else ""
             change = f" [{_clip(change, 40)}]" if change else ""
-            return f"#{self.id} r{self.round} {self.verdict_label}{gain}{why}{change}: {_clip(self.hypothesis, 70)}"
+            return (
+                f"#{self.id} r{self.round} {self.verdict_label}{gain}{why}{change}: "
+                f"{_clip(self.hypothesis, 70)}"
+            )
         lines = [self.headline()]
         if self.diff_summary:
             lines.append(f"  change: {_clip(self.diff_summary, 140)}")

@@ -41,7 +41,8 @@ def _costs(conn: sqlite3.Connection, rows: list[sqlite3.Row]) -> dict[int, float
             untied[(c["run_id"], c["round"])] += c["cost_usd"]
     per_round: dict[tuple[int, int], int] = defaultdict(int)
     for run_id, rnd, n in conn.execute(
-        f"SELECT run_id, round, COUNT(*) FROM proposals WHERE run_id IN ({marks}) GROUP BY run_id, round",
+        f"SELECT run_id, round, COUNT(*) FROM proposals WHERE run_id IN ({marks}) "
+        "GROUP BY run_id, round",
         run_ids,
     ):
         per_round[(run_id, rnd)] = n
@@ -196,7 +197,8 @@ def prior_proposals(conn: sqlite3.Connection, task_name: str) -> list[PriorPropo
 def promoted_best_id(conn: sqlite3.Connection, task_name: str) -> int | None:
     row = conn.execute(
         "SELECT b.proposal_id FROM best_changes b WHERE b.task = ? AND (b.pending_approval = 0 OR "
-        "EXISTS (SELECT 1 FROM approvals a WHERE a.proposal_id = b.proposal_id)) ORDER BY b.id DESC LIMIT 1",
+        "EXISTS (SELECT 1 FROM approvals a WHERE a.proposal_id = b.proposal_id)) "
+        "ORDER BY b.id DESC LIMIT 1",
         (task_name,),
     ).fetchone()
     return int(row[0]) if row else None

@@ -172,7 +172,10 @@ def migrate(conn: sqlite3.Connection, path: str) -> None:
     for version in range(current + 1, SCHEMA_VERSION + 1):
         # executescript commits any open transaction first, so the BEGIN/COMMIT pair here
         # makes the migration and its version bump land together or not at all.
-        script = f"BEGIN IMMEDIATE;\n{MIGRATIONS[version - 1]}\nPRAGMA user_version = {version};\nCOMMIT;"
+        script = (
+            f"BEGIN IMMEDIATE;\n{MIGRATIONS[version - 1]}\n"
+            f"PRAGMA user_version = {version};\nCOMMIT;"
+        )
         try:
             conn.executescript(script)
         except sqlite3.Error:

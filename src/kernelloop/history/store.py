@@ -78,7 +78,8 @@ class HistoryStore:
             migrate(conn, str(path))
         except sqlite3.DatabaseError as e:
             raise KernelloopError(
-                f"{path}: cannot be opened as a kernelloop history ({e}); move it aside or pass another --workspace."
+                f"{path}: cannot be opened as a kernelloop history ({e}); move it aside or pass "
+                "another --workspace."
             ) from None
         return cls(conn, path)
 
@@ -182,7 +183,8 @@ class HistoryStore:
         see): with no owner the run reads as not live, and `--resume` may take it."""
         with self._tx() as c:
             c.execute(
-                "UPDATE runs SET owner_pid = NULL, heartbeat_at = NULL WHERE id = ? AND owner_pid = ?",
+                "UPDATE runs SET owner_pid = NULL, heartbeat_at = NULL "
+                "WHERE id = ? AND owner_pid = ?",
                 (run_id, pid),
             )
 
@@ -333,9 +335,9 @@ class HistoryStore:
         now = _now()
         with self._tx() as c:
             cur = c.execute(
-                "INSERT INTO evaluations (proposal_id, accepted, category, reasons_json, objective, "
-                "per_shape_json, metric_deltas_json, record_json, bench_json, gate_json, created_at) "
-                "VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                "INSERT INTO evaluations (proposal_id, accepted, category, reasons_json, "
+                "objective, per_shape_json, metric_deltas_json, record_json, bench_json, "
+                "gate_json, created_at) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
                 (
                     proposal_id,
                     int(verdict.accepted),
@@ -375,7 +377,8 @@ class HistoryStore:
 
     def latest_profile(self, proposal_id: int) -> tuple[str, dict[str, Any]] | None:
         row = self._conn.execute(
-            "SELECT summary_text, metrics_json FROM profiles WHERE proposal_id = ? ORDER BY id DESC LIMIT 1",
+            "SELECT summary_text, metrics_json FROM profiles WHERE proposal_id = ? "
+            "ORDER BY id DESC LIMIT 1",
             (proposal_id,),
         ).fetchone()
         return (row[0], json.loads(row[1])) if row else None
@@ -431,18 +434,20 @@ class HistoryStore:
         """Move the run's best. With pending_approval, it is not promoted until approved."""
         with self._tx() as c:
             row = c.execute(
-                "SELECT r.task, r.arch, e.objective FROM proposals p JOIN runs r ON r.id = p.run_id "
+                "SELECT r.task, r.arch, e.objective FROM proposals p "
+                "JOIN runs r ON r.id = p.run_id "
                 "LEFT JOIN evaluations e ON e.proposal_id = p.id WHERE p.id = ?",
                 (proposal_id,),
             ).fetchone()
             if row is None:
                 raise KernelloopError(
-                    f"proposal #{proposal_id} is not in {self.path}; pass an id from `kernelloop history`."
+                    f"proposal #{proposal_id} is not in {self.path}; "
+                    "pass an id from `kernelloop history`."
                 )
             c.execute("UPDATE runs SET best_proposal_id = ? WHERE id = ?", (proposal_id, run_id))
             c.execute(
-                "INSERT INTO best_changes (run_id, task, arch, proposal_id, objective, pending_approval, "
-                "reason, created_at) VALUES (?,?,?,?,?,?,?,?)",
+                "INSERT INTO best_changes (run_id, task, arch, proposal_id, objective, "
+                "pending_approval, reason, created_at) VALUES (?,?,?,?,?,?,?,?)",
                 (
                     run_id,
                     row["task"],
@@ -521,7 +526,8 @@ class HistoryStore:
         found = queries.attempts(self._conn, proposal_id=proposal_id)
         if not found:
             raise KernelloopError(
-                f"proposal #{proposal_id} is not in {self.path}; pass an id from `kernelloop history`."
+                f"proposal #{proposal_id} is not in {self.path}; "
+                "pass an id from `kernelloop history`."
             )
         return found[0]
 
@@ -531,7 +537,8 @@ class HistoryStore:
         ).fetchone()
         if row is None:
             raise KernelloopError(
-                f"proposal #{proposal_id} is not in {self.path}; pass an id from `kernelloop history`."
+                f"proposal #{proposal_id} is not in {self.path}; "
+                "pass an id from `kernelloop history`."
             )
         return str(row[0])
 
@@ -546,7 +553,8 @@ class HistoryStore:
         return self._evaluation_text(proposal_id, "record_json")
 
     def bench_json(self, proposal_id: int) -> str | None:
-        """The BenchmarkRecord JSON, exactly as stored; None without one (CPU runs, older histories)."""
+        """The BenchmarkRecord JSON, exactly as stored; None without one (CPU runs, older
+        histories)."""
         return self._evaluation_text(proposal_id, "bench_json")
 
     def gate_json(self, proposal_id: int) -> str | None:

@@ -34,7 +34,8 @@ _SKIPPED_TOKENS = {
 
 @dataclass(frozen=True)
 class EditPoint:
-    """One merged hunk, as 1-based inclusive line ranges in each file (empty = pure insert/delete)."""
+    """One merged hunk, as 1-based inclusive line ranges in each file (empty = pure
+    insert/delete)."""
 
     parent_lines: tuple[int, int] | None
     candidate_lines: tuple[int, int] | None

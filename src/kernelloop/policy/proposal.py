@@ -31,7 +31,8 @@ def check_proposal(
             PolicyDecision(
                 False,
                 "parse",
-                f"the candidate is not valid Python (line {e.lineno}: {e.msg}); send a complete source file.",
+                f"the candidate is not valid Python (line {e.lineno}: {e.msg}); send a complete "
+                "source file.",
             )
         ]
     decisions = [
@@ -60,7 +61,8 @@ def check_edit_points(rules: Rules, parent_source: str, candidate_source: str) -
         return PolicyDecision(
             False,
             "no_change",
-            "the candidate makes no code change to its parent (comments, blank lines and docstrings do not count); change the code.",
+            "the candidate makes no code change to its parent (comments, blank lines and "
+            "docstrings do not count); change the code.",
         )
     if len(points) > rules.max_edit_points:
         return PolicyDecision(
@@ -82,7 +84,8 @@ def _check_entry(tree: ast.Module, entry: str) -> PolicyDecision:
     return PolicyDecision(
         False,
         "entry",
-        f"the candidate does not define the entry function `{entry}`; define `def {entry}(...)` at module level.",
+        f"the candidate does not define the entry function `{entry}`; define `def {entry}(...)` at "
+        "module level.",
     )
 
 
@@ -92,20 +95,23 @@ def _check_interface(parent: ast.Module, candidate: ast.Module, entry: str) -> P
         return PolicyDecision(
             True,
             "interface_lock",
-            f"the parent has no `def {entry}` to compare against; left to the evaluation's interface suite.",
+            f"the parent has no `def {entry}` to compare against; left to the evaluation's "
+            "interface suite.",
         )
     if cand_fn is None:
         return PolicyDecision(
             False,
             "interface_lock",
-            f"the candidate binds `{entry}` without a `def`, so its signature cannot be verified; define `def {entry}` with the parent's signature.",
+            f"the candidate binds `{entry}` without a `def`, so its signature cannot be verified; "
+            f"define `def {entry}` with the parent's signature.",
         )
     before, after = signature_of(parent_fn), signature_of(cand_fn)
     if before != after:
         return PolicyDecision(
             False,
             "interface_lock",
-            f"the interface lock forbids changing `{entry}{before.render()}` to `{entry}{after.render()}`; keep the parent's parameters, order, kinds and defaults.",
+            f"the interface lock forbids changing `{entry}{before.render()}` to "
+            f"`{entry}{after.render()}`; keep the parent's parameters, order, kinds and defaults.",
         )
     return PolicyDecision(True, "interface_lock", f"`{entry}{after.render()}` is unchanged.")
 
@@ -127,7 +133,8 @@ def _check_static_launches(
             "fusion_lock",
             f"the fusion lock forbids changing the number of kernel launches per call: `{entry}` "
             f"reaches {n_before} launch site(s) in the parent and {after.total} in the candidate "
-            f"({after.describe()}); keep the kernel structure, or set rules.allow_fusion_change = true in task.toml.",
+            f"({after.describe()}); keep the kernel structure, or set "
+            "rules.allow_fusion_change = true in task.toml.",
         )
     return PolicyDecision(
         True, "fusion_lock", f"`{entry}` still reaches {after.total} launch site(s)."
@@ -146,15 +153,16 @@ def check_launch_count(
         return PolicyDecision(
             True,
             "fusion_lock",
-            "launches per call were not measured for both parent and candidate; nothing to compare.",
+            "launches per call were not measured for both parent and candidate; nothing to "
+            "compare.",
         )
     if parent_launches != candidate_launches:
         return PolicyDecision(
             False,
             "fusion_lock",
-            f"the fusion lock forbids changing the number of kernel launches per call, measured "
-            f"{parent_launches} for the parent and {candidate_launches} for the candidate; keep the "
-            f"kernel structure, or set rules.allow_fusion_change = true in task.toml.",
+            "the fusion lock forbids changing the number of kernel launches per call, measured "
+            f"{parent_launches} for the parent and {candidate_launches} for the candidate; keep "
+            "the kernel structure, or set rules.allow_fusion_change = true in task.toml.",
         )
     return PolicyDecision(
         True, "fusion_lock", f"{candidate_launches} kernel launch(es) per call, as in the parent."

@@ -24,7 +24,8 @@ def stall_check(
         "needs review",
         "stall",
         f"{n} consecutive rounds each gained under {rules.stall_gain:.1%} ({shown}); "
-        f"{_floor_distance(pct_of_floor)}; a person should decide whether further work is worth it.",
+        f"{_floor_distance(pct_of_floor)}; a person should decide whether further work is worth "
+        "it.",
     )
 
 
@@ -58,25 +59,29 @@ def budget_check(
         return StopDecision(
             "budget exhausted",
             "max_rounds",
-            f"all {rules.max_rounds} rounds the task allows are done; raise rules.max_rounds or pass --rounds to continue.",
+            f"all {rules.max_rounds} rounds the task allows are done; raise rules.max_rounds or "
+            "pass --rounds to continue.",
         )
     if rules.max_cost_usd is not None and cost_usd >= rules.max_cost_usd:
         return StopDecision(
             "budget exhausted",
             "max_cost_usd",
-            f"model spend ${cost_usd:.2f} reached the task's cap of ${rules.max_cost_usd:.2f}; raise rules.max_cost_usd to continue.",
+            f"model spend ${cost_usd:.2f} reached the task's cap of ${rules.max_cost_usd:.2f}; "
+            "raise rules.max_cost_usd to continue.",
         )
     if rules.max_wall_s is not None and wall_s >= rules.max_wall_s:
         return StopDecision(
             "budget exhausted",
             "max_wall_s",
-            f"the run has taken {wall_s:.0f} s, reaching the task's cap of {rules.max_wall_s:.0f} s; raise rules.max_wall_s to continue.",
+            f"the run has taken {wall_s:.0f} s, reaching the task's cap of "
+            f"{rules.max_wall_s:.0f} s; raise rules.max_wall_s to continue.",
         )
     return None
 
 
 def new_arch_guard(approved_runs_on_arch: int, rules: Rules) -> bool:
-    """True when the best must stay "pending approval": too few approved runs on this GPU architecture."""
+    """True when the best must stay "pending approval": too few approved runs on this GPU
+    architecture."""
     return approved_runs_on_arch < rules.approvals_for_new_arch
 
 
@@ -84,24 +89,31 @@ def pending_approval_reason(arch: str, approved_runs_on_arch: int, rules: Rules)
     """The sentence shown with a best held by `new_arch_guard`."""
     return (
         f"{arch} has {approved_runs_on_arch} approved run(s) in the history and the task asks for "
-        f"{rules.approvals_for_new_arch} before trusting results on it; the best is pending approval "
-        f"until a person runs `kernelloop approve`."
+        f"{rules.approvals_for_new_arch} before trusting results on it; the best is pending "
+        "approval until a person runs `kernelloop approve`."
     )
 
 
 def rules_text(rules: Rules, entry: str) -> str:
     """The rules as an agent should read them (AgentContext.rules_text)."""
     lines = [
-        f"- At most {rules.max_edit_points} edit points per proposal (changed regions of the diff against the current best; comments, blank lines and docstrings do not count). Larger proposals are refused without being measured.",
+        f"- At most {rules.max_edit_points} edit points per proposal (changed regions of the diff "
+        "against the current best; comments, blank lines and docstrings do not count). Larger "
+        "proposals are refused without being measured.",
         f"- Do not change the signature of `{entry}` (parameter names, order, kinds, defaults)."
         if rules.interface_lock
-        else f"- The signature of `{entry}` may change, but callers' outputs must still match the reference.",
+        else f"- The signature of `{entry}` may change, but callers' outputs must still match "
+        "the reference.",
         "- You may fuse or split kernels."
         if rules.allow_fusion_change
-        else "- Do not change the number of kernel launches per call (no fusing or splitting kernels).",
-        f"- A candidate must be at least {rules.min_gain:.1%} faster than the current best beyond noise, and correct on every shape, dtype and extreme-value case.",
-        f"- No shape may get more than {rules.max_shape_regression:.0%} slower than the current best.",
-        f"- The run stops after {rules.stall_rounds} rounds in a row each under {rules.stall_gain:.1%} gain, or at {rules.bound_fraction:.0%} of the roofline floor.",
+        else "- Do not change the number of kernel launches per call (no fusing or splitting "
+        "kernels).",
+        f"- A candidate must be at least {rules.min_gain:.1%} faster than the current best beyond "
+        "noise, and correct on every shape, dtype and extreme-value case.",
+        f"- No shape may get more than {rules.max_shape_regression:.0%} slower than the current "
+        "best.",
+        f"- The run stops after {rules.stall_rounds} rounds in a row each under "
+        f"{rules.stall_gain:.1%} gain, or at {rules.bound_fraction:.0%} of the roofline floor.",
     ]
     return "\n".join(lines)
 

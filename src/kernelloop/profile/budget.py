@@ -44,9 +44,9 @@ class ProfileBudget:
 
         if self.left <= 0:
             raise KernelloopError(
-                f"this run's profile budget is spent ({self.used} of {self.limit} profiles of candidate "
-                f"sources); submit_candidate to measure, profile the best (no source), or raise the "
-                f"task rule max_profiles."
+                f"this run's profile budget is spent ({self.used} of {self.limit} profiles of "
+                "candidate sources); submit_candidate to measure, profile the best (no source), "
+                "or raise the task rule max_profiles."
             )
         try:
             yield

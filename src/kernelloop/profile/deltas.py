@@ -60,7 +60,8 @@ class MetricDelta(BaseModel):
         return self.metric != "duration_us"
 
     def describe(self) -> str:
-        return f"{self.label} {fmt_value(self.before, self.unit)} → {fmt_value(self.after, self.unit)} ({_change(self)})"
+        before, after = fmt_value(self.before, self.unit), fmt_value(self.after, self.unit)
+        return f"{self.label} {before} → {after} ({_change(self)})"
 
 
 def _change(d: MetricDelta) -> str:
@@ -223,7 +224,8 @@ def _time_weighted(kernels: list[KernelProfile], field: str) -> float | None:
 
 
 def fact_deltas(parent: list[CompileFact], child: list[CompileFact]) -> list[MetricDelta]:
-    """Without counters: kernel count, the worst kernel's registers and the spill bytes, from compile facts."""
+    """Without counters: kernel count, the worst kernel's registers and the spill bytes, from
+    compile facts."""
     out: list[MetricDelta] = []
 
     def launches(facts: list[CompileFact]) -> int:

@@ -239,7 +239,8 @@ def compile_facts_command(
 
 
 def torch_profiler_timings(fn, *args, warmup: int = 1, **kwargs) -> list[KernelTiming]:
-    """Kernel names, launch counts and GPU times of one call of `fn`, via torch.profiler (GPU only)."""
+    """Kernel names, launch counts and GPU times of one call of `fn`, via torch.profiler
+    (GPU only)."""
     import torch
     from torch.profiler import ProfilerActivity, profile
 

@@ -144,7 +144,8 @@ def record_launches(
     dtype,
     params: dict,
 ) -> LaunchRecorder:
-    """Run `entry` once with launches recorded: on meta tensors, else (data-dependent code) on CPU ones."""
+    """Run `entry` once with launches recorded: on meta tensors, else (data-dependent code) on
+    CPU ones."""
     import torch
 
     recorder = LaunchRecorder()

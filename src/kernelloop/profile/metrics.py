@@ -141,7 +141,8 @@ class KernelProfile(BaseModel):
         return max(vals) if vals else None
 
     def busiest_pipe(self) -> tuple[str, float] | None:
-        """The busiest top-level pipe or FMA half (the heavy half is where IMAD-heavy code saturates)."""
+        """The busiest top-level pipe or FMA half (the heavy half is where IMAD-heavy code
+        saturates)."""
         if not self.pipe_utilization_pct:
             return None
         return max(self.pipe_utilization_pct.items(), key=lambda kv: kv[1])

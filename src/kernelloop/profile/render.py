@@ -92,13 +92,14 @@ def _kernel_block(i: int, n: int, k: KernelProfile, c: Classification, level: in
     hints, hint_chars, show_mix, n_stalls = _LEVELS[level]
     lines: list[str | None] = [
         f"Kernel {i}/{n} `{_short(k.name)}` grid {_dims(k.grid, k.grid_blocks)} block "
-        f"{_dims(k.block, k.block_threads)}: {_time(k.duration_us)}; {c.bound.upper()} — {c.evidence}"
+        f"{_dims(k.block, k.block_threads)}: {_time(k.duration_us)}; {c.bound.upper()} — "
+        f"{c.evidence}"
     ]
     moved = None
     if k.dram_bytes_read is not None and k.dram_bytes_write is not None:
         moved = (
-            f"{fmt_bytes(k.dram_bytes_read + k.dram_bytes_write)} moved (read {fmt_bytes(k.dram_bytes_read)}, "
-            f"write {fmt_bytes(k.dram_bytes_write)})"
+            f"{fmt_bytes(k.dram_bytes_read + k.dram_bytes_write)} moved (read "
+            f"{fmt_bytes(k.dram_bytes_read)}, write {fmt_bytes(k.dram_bytes_write)})"
         )
     elif k.dram_bytes_total is not None:
         moved = f"~{fmt_bytes(k.dram_bytes_total)} moved (bandwidth × duration)"
@@ -142,7 +143,8 @@ def _kernel_block(i: int, n: int, k: KernelProfile, c: Classification, level: in
             f"{_count(k.smem_bank_conflicts_store)} store"
         )
         if k.smem_wavefronts:
-            # Scale matters: 40K conflicts among 10M wavefronts (the baseline's LayerNorm) cost nothing.
+            # Scale matters: 40K conflicts among 10M wavefronts (the baseline's LayerNorm) cost
+            # nothing.
             share = (
                 100
                 * ((k.smem_bank_conflicts_load or 0) + (k.smem_bank_conflicts_store or 0))
@@ -255,14 +257,16 @@ def _traffic_line(report: ProfileReport) -> str:
     who = "together they" if n > 1 else "it"
     if ratio > 1.1:
         return (
-            f"{head}; {who} moved {fmt_bytes(total)} DRAM bytes = {ratio:.1f}× the minimal {fmt_bytes(floor)} "
-            f"({fmt_bytes(total - floor)} extra: {'intermediates and ' if n > 1 else ''}re-reads)."
+            f"{head}; {who} moved {fmt_bytes(total)} DRAM bytes = {ratio:.1f}× the minimal "
+            f"{fmt_bytes(floor)} ({fmt_bytes(total - floor)} extra: "
+            f"{'intermediates and ' if n > 1 else ''}re-reads)."
         )
     # ncu counts bytes that reached DRAM during the kernel; dirty lines still in the 60 MB
     # L2 at its end are not counted, so a minimal-traffic kernel can read slightly under 1×.
     return (
-        f"{head}; {who} moved {fmt_bytes(total)} DRAM bytes = {ratio:.2f}× the minimal {fmt_bytes(floor)}: "
-        "traffic is already minimal, so the distance to the floor is time spent elsewhere, not bytes."
+        f"{head}; {who} moved {fmt_bytes(total)} DRAM bytes = {ratio:.2f}× the minimal "
+        f"{fmt_bytes(floor)}: traffic is already minimal, so the distance to the floor is time "
+        "spent elsewhere, not bytes."
     )
 
 
@@ -279,15 +283,17 @@ def render(report: ProfileReport, level: int = 0) -> str:
     rf = report.roofline
     if rf is not None:
         lines.append(
-            f"Roofline: {_time(rf.measured_time_s * 1e6)} ({report.time_source}) vs floor {_time(rf.floor_s * 1e6)} "
-            f"({fmt_bytes(rf.min_bytes)} minimal DRAM bytes at {fmt_bytes(rf.min_bytes / rf.memory_floor_s) if rf.memory_floor_s else 'n/a'}/s"
+            f"Roofline: {_time(rf.measured_time_s * 1e6)} ({report.time_source}) vs floor "
+            f"{_time(rf.floor_s * 1e6)} ({fmt_bytes(rf.min_bytes)} minimal DRAM bytes at "
+            f"{fmt_bytes(rf.min_bytes / rf.memory_floor_s) if rf.memory_floor_s else 'n/a'}/s"
             + (f", {rf.min_flops:.3g} flops" if rf.min_flops else "")
             + f") = {rf.pct_of_floor:.0f}% of floor ({rf.model_bound} floor)."
         )
     elif report.memory_floor_s and report.min_bytes:
         lines.append(
-            f"Roofline floor: {fmt_bytes(report.min_bytes)} minimal DRAM bytes = {_time(report.memory_floor_s * 1e6)}"
-            f" on {report.ceiling_device}; no GPU time was measured here to compare with it."
+            f"Roofline floor: {fmt_bytes(report.min_bytes)} minimal DRAM bytes = "
+            f"{_time(report.memory_floor_s * 1e6)} on {report.ceiling_device}; no GPU time was "
+            "measured here to compare with it."
         )
     if report.kernels:
         lines.append(_traffic_line(report))
@@ -306,8 +312,9 @@ def render(report: ProfileReport, level: int = 0) -> str:
                 if f.constexprs
                 else ""
             )
-            + f" {f.n_regs} registers/thread, spills {f.spill_store_bytes} B stored / {f.spill_load_bytes} B "
-            f"loaded, stack {f.stack_bytes} B, shared {f.shared_bytes} B, {f.num_warps} warps"
+            + f" {f.n_regs} registers/thread, spills {f.spill_store_bytes} B stored / "
+            f"{f.spill_load_bytes} B loaded, stack {f.stack_bytes} B, shared {f.shared_bytes} B, "
+            f"{f.num_warps} warps"
             for f in report.compile_facts
         )
         lines.append(f"Compile facts (Triton, {report.compile_facts[0].arch}): {facts}")
@@ -320,8 +327,8 @@ def render(report: ProfileReport, level: int = 0) -> str:
         ]
         if occ_text:
             lines.append(
-                "Theoretical occupancy from these facts (sm_90 limits: 64K registers, 64 warps, 32 blocks, "
-                "228 KB shared per SM): " + "; ".join(occ_text)
+                "Theoretical occupancy from these facts (sm_90 limits: 64K registers, 64 warps, "
+                "32 blocks, 228 KB shared per SM): " + "; ".join(occ_text)
             )
     if report.timings:
         lines.append(

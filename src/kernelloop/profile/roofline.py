@@ -140,7 +140,10 @@ def classify(kernel: KernelProfile | None, model: Roofline | None = None) -> Cla
             )
             if max(m, c) < LATENCY_SOL_PCT:
                 bound: Bound = "latency-bound"
-                why = f"neither unit reaches {LATENCY_SOL_PCT:.0f}% of peak: warps wait{_why_waiting(kernel)}"
+                why = (
+                    f"neither unit reaches {LATENCY_SOL_PCT:.0f}% of peak: "
+                    f"warps wait{_why_waiting(kernel)}"
+                )
             elif m >= c:
                 bound, why = "memory-bound", "the memory system is the busiest unit"
             else:
@@ -158,15 +161,16 @@ def classify(kernel: KernelProfile | None, model: Roofline | None = None) -> Cla
             return Classification(
                 bound=bound,
                 evidence=(
-                    f"{model.pct_of_floor:.0f}% of the {model.model_bound} floor from the task's model "
-                    "(no profiler counters)"
+                    f"{model.pct_of_floor:.0f}% of the {model.model_bound} floor from the task's "
+                    "model (no profiler counters)"
                 ),
             )
         return Classification(
             bound="unknown",
             evidence=(
-                f"only {model.pct_of_floor:.0f}% of the {model.model_bound} floor and no profiler counters: "
-                "the time goes somewhere the byte/flop model does not see (latency, extra traffic or ALU work)"
+                f"only {model.pct_of_floor:.0f}% of the {model.model_bound} floor and no profiler "
+                "counters: the time goes somewhere the byte/flop model does not see (latency, "
+                "extra traffic or ALU work)"
             ),
         )
     return Classification(

@@ -296,8 +296,8 @@ def _check_import(msgs: list[dict], impl: str) -> None:
     for m in msgs:
         if m["type"] == "import_error":
             raise KernelloopError(
-                f"{clean(impl, 80)} failed to import in the sandbox ({_last_line(m.get('error', ''))}); "
-                f"fix it and profile again."
+                f"{clean(impl, 80)} failed to import in the sandbox "
+                f"({_last_line(m.get('error', ''))}); fix it and profile again."
             )
 
 
@@ -344,7 +344,8 @@ def _run_ncu(got: Collected, job: dict, cfg: SandboxConfig, ncu: Path, source: b
     elif unreadable:
         why = f"Nsight Compute's report is unusable ({clean(unreadable, 160)})"
     else:
-        why = f"Nsight Compute produced no kernel rows (exit {res.returncode}: {_last_line(text or 'no output')})"
+        last = _last_line(text or "no output")
+        why = f"Nsight Compute produced no kernel rows (exit {res.returncode}: {last})"
     got.missing.append(why.rstrip("."))
 
 

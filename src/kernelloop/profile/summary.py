@@ -67,7 +67,8 @@ class ProfileReport(BaseModel):
         return [d for d in self.deltas if d.regression and d.secondary]
 
     def kernel_infos(self) -> list[KernelInfo]:
-        """Per-kernel facts in the evaluation record's shape; from compile facts, n_spills = spill-store bytes."""
+        """Per-kernel facts in the evaluation record's shape; from compile facts,
+        n_spills = spill-store bytes."""
         if self.kernels:
             return [
                 KernelInfo(
@@ -94,7 +95,8 @@ class ProfileReport(BaseModel):
         ]
 
     def agent_metrics(self) -> dict[str, float | str]:
-        """Flat metrics of the longest kernel for AgentContext.profile_metrics (the tuner's rule names)."""
+        """Flat metrics of the longest kernel for AgentContext.profile_metrics (the tuner's
+        rule names)."""
         out: dict[str, float | str] = {}
         if self.kernels:
             k, c = max(
@@ -140,7 +142,8 @@ class ProfileReport(BaseModel):
         return out
 
     def to_record(self, *, include_raw: bool = False) -> dict:
-        """JSON-ready dict for the evaluation record (raw ncu rows only when asked: ~50 KB/kernel)."""
+        """JSON-ready dict for the evaluation record (raw ncu rows only when asked:
+        ~50 KB/kernel)."""
         data = self.model_dump(mode="json")
         if include_raw:
             for kd, k in zip(data["kernels"], self.kernels, strict=True):

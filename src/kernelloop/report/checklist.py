@@ -120,8 +120,8 @@ def _counts_item(rr: RunRecords) -> Item:
     return Item(
         name,
         "pass" if ok else "fail",
-        f"{s.bench.get('device_name', '?')} ({s.bench.get('device')}), method {s.bench.get('method') or '?'}"
-        + ("" if ok else ", timings do not count"),
+        f"{s.bench.get('device_name', '?')} ({s.bench.get('device')}), method "
+        f"{s.bench.get('method') or '?'}" + ("" if ok else ", timings do not count"),
     )
 
 

@@ -66,14 +66,15 @@ def diagnose(stderr: str) -> str:
         )
     if _read("/proc/sys/kernel/apparmor_restrict_unprivileged_userns") == "1" and os.geteuid() != 0:
         return (
-            "bubblewrap cannot create a user namespace: AppArmor restricts them (Ubuntu 23.10+); run "
-            "`sysctl -w kernel.apparmor_restrict_unprivileged_userns=0` or pass --sandbox none."
+            "bubblewrap cannot create a user namespace: AppArmor restricts them (Ubuntu 23.10+); "
+            "run `sysctl -w kernel.apparmor_restrict_unprivileged_userns=0` or pass --sandbox "
+            "none."
         )
     if "proc" in err.lower() and "mount" in err.lower():
         return (
-            f"bubblewrap cannot mount /proc in its namespace ({err}): the container masks parts of /proc; "
-            "start it with `docker run --security-opt systempaths=unconfined` (or run kernelloop outside it), "
-            "or pass --sandbox none."
+            f"bubblewrap cannot mount /proc in its namespace ({err}): the container masks parts of "
+            "/proc; start it with `docker run --security-opt systempaths=unconfined` (or run "
+            "kernelloop outside it), or pass --sandbox none."
         )
     if any(
         s in err for s in ("namespace", "uid map", "Operation not permitted", "Permission denied")
@@ -83,11 +84,15 @@ def diagnose(stderr: str) -> str:
             "the container's seccomp profile blocks namespaces; start it with "
             "`docker run --security-opt seccomp=unconfined --security-opt apparmor=unconfined`"
             if seccomp_on
-            else "allow user namespaces here (`sysctl -w user.max_user_namespaces=15000`, and in a container "
-            "`docker run --security-opt seccomp=unconfined --security-opt apparmor=unconfined`)"
+            else "allow user namespaces here (`sysctl -w user.max_user_namespaces=15000`, and in a "
+            "container `docker run --security-opt seccomp=unconfined --security-opt "
+            "apparmor=unconfined`)"
         )
         return f"bubblewrap cannot create its namespaces ({err}): {hint}, or pass --sandbox none."
-    return f"bubblewrap cannot start here ({err}); fix that, or pass --sandbox none to run candidates unsandboxed."
+    return (
+        f"bubblewrap cannot start here ({err}); fix that, or pass --sandbox none to run "
+        "candidates unsandboxed."
+    )
 
 
 def probe(bw: str) -> str | None:

@@ -138,7 +138,8 @@ def gpu_device(index: int) -> tuple[Path, str]:
     if gpus:
         if not 0 <= index < len(gpus):
             raise SandboxError(
-                f"GPU index {index} does not exist here ({len(gpus)} GPU(s)); pass an index below {len(gpus)}."
+                f"GPU index {index} does not exist here ({len(gpus)} GPU(s)); pass an index below "
+                f"{len(gpus)}."
             )
         info = (gpus[index] / "information").read_text(errors="replace")
         minor = re.search(r"Device Minor:\s*(\d+)", info)

@@ -274,7 +274,10 @@ class SandboxProcess:
                     self.protocol = f"the worker wrote a channel line longer than {limit} bytes"
                     break
                 if total > self.cfg.max_stdout_bytes:
-                    self.protocol = f"the worker wrote more than {self.cfg.max_stdout_bytes} bytes to its channel"
+                    self.protocol = (
+                        f"the worker wrote more than {self.cfg.max_stdout_bytes} bytes "
+                        "to its channel"
+                    )
                     break
                 self._lines.put(line)
         except (OSError, ValueError):

@@ -52,8 +52,8 @@ class Task:
         fn = getattr(module, func, None)
         if not callable(fn):
             raise TaskError(
-                f"{self.toml_path}: task.{field} names '{func}', which {path.name} does not define; "
-                f"define it or fix the name."
+                f"{self.toml_path}: task.{field} names '{func}', which {path.name} does not "
+                "define; define it or fix the name."
             )
         return fn
 
@@ -88,7 +88,8 @@ def load_task(folder: str | Path) -> Task:
     toml_path = folder / "task.toml" if folder.is_dir() else folder
     if toml_path.name != "task.toml" or not toml_path.is_file():
         raise TaskError(
-            f"{folder}: no task.toml here; point at a task folder or create one with `kernelloop init NAME`."
+            f"{folder}: no task.toml here; point at a task folder or create one with "
+            "`kernelloop init NAME`."
         )
     folder = toml_path.parent
     try:
@@ -111,8 +112,8 @@ def load_task(folder: str | Path) -> Task:
 def _check_files(task: Task) -> None:
     if not task.baseline_path.is_file():
         raise TaskError(
-            f"{task.toml_path}: task.baseline names {task.spec.task.baseline}, which does not exist; "
-            f"add the file or fix the path."
+            f"{task.toml_path}: task.baseline names {task.spec.task.baseline}, which does not "
+            "exist; add the file or fix the path."
         )
     for field in ("reference", "inputs"):
         path, _ = task.file_and_function(field)
@@ -128,8 +129,8 @@ def _check_files(task: Task) -> None:
             eval_expr(expr, {**shape.dims, "elem_size": 2})
         except (ValueError, KeyError, ZeroDivisionError) as e:
             raise TaskError(
-                f"{task.toml_path}: field 'roofline.{expr_field}' = {expr!r} cannot be evaluated ({e}); "
-                f"use arithmetic over the shape's dims and elem_size."
+                f"{task.toml_path}: field 'roofline.{expr_field}' = {expr!r} cannot be evaluated "
+                f"({e}); use arithmetic over the shape's dims and elem_size."
             ) from None
 
 

@@ -161,6 +161,7 @@ class TaskSpec(_Strict):
             raise ValueError("shapes: list at least one [[shapes]] entry")
         if not self.cpu_shapes:
             raise ValueError(
-                "cpu_shapes: list at least one small [[cpu_shapes]] entry for machines without a GPU"
+                "cpu_shapes: list at least one small [[cpu_shapes]] entry for machines without a "
+                "GPU"
             )
         return self

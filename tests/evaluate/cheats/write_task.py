@@ -1,4 +1,5 @@
-"""Tries to rewrite the task's reference (found through the harness's own modules) so that anything passes."""
+"""Tries to rewrite the task's reference (found through the harness's own modules) so that
+anything passes."""
 
 import os
 import sys

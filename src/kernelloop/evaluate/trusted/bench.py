@@ -225,7 +225,8 @@ def fill_shapes(
         # Honest kernels on the H200 had 1-3% of calls flagged by host wake-up jitter.
         if cand is not None and cand.hidden_calls > max(2, HIDDEN_WARN_FRACTION * cand.n):
             rec.warnings.append(
-                f"{shape.label}: {cand.hidden_calls} of {cand.n} candidate calls left work running outside "
+                f"{shape.label}: {cand.hidden_calls} of {cand.n} candidate calls left work "
+                "running outside "
                 f"the calling stream; they were timed device-wide"
             )
     if not rec.shapes and not rec.problems:
@@ -319,7 +320,8 @@ def _throttle_warnings(rec: BenchmarkRecord) -> None:
             continue
         if mask & ~_BENIGN_THROTTLE:
             rec.warnings.append(
-                f"clocks throttled {g.when} the run (reasons {g.throttle_reasons}, SM {g.sm_clock_mhz} MHz)"
+                f"clocks throttled {g.when} the run (reasons {g.throttle_reasons}, SM "
+                f"{g.sm_clock_mhz} MHz)"
             )
 
 

@@ -140,7 +140,8 @@ def _parse(raw: bytes, key: str, state: dict) -> dict | None:
     if not (isinstance(got, str) and got.isascii() and secrets.compare_digest(got, key)):
         violation(
             state,
-            f"a line on the result channel without the evaluation's key (forged): {_show(raw, key)}",
+            "a line on the result channel without the evaluation's key (forged): "
+            f"{_show(raw, key)}",
         )
         return None
     kind = msg.get("type")
@@ -254,7 +255,8 @@ def worker_facts(state: dict) -> list[tuple[str, str]]:
         out.append(
             (
                 "tamper",
-                f"the candidate replaced harness functions ({changed}) during {msg.get('when', '?')}",
+                f"the candidate replaced harness functions ({changed}) during "
+                f"{msg.get('when', '?')}",
             )
         )
     procs = state["processes"]

@@ -88,7 +88,8 @@ def within_tolerance(out: torch.Tensor, ref: torch.Tensor, tol: Tolerance) -> Co
             max_rel,
             worst,
             f"{n} of {out.numel()} elements outside atol={tol.atol:g}, rtol={tol.rtol:g} "
-            f"(max abs err {max_abs:.3g}, worst at {worst}{_pair(_at(ref, worst), _at(out, worst))})",
+            f"(max abs err {max_abs:.3g}, worst at "
+            f"{worst}{_pair(_at(ref, worst), _at(out, worst))})",
         )
     return Comparison(True, max_abs, max_rel, worst, "")
 

@@ -277,7 +277,8 @@ class Session:
                     self.cal[slot] = checks.calibration(ans.body.probes)
             self.out.idle = {"calibration": self.cal, "worst_host_ms": {}}
         self.say(
-            f"importing {len(self.workers)} implementation(s), one worker each (sandbox={self.out.mode})"
+            f"importing {len(self.workers)} implementation(s), one worker each "
+            f"(sandbox={self.out.mode})"
         )
         answers = self.all_at_once("load", 600)
         for slot, ans in answers.items():
@@ -440,7 +441,8 @@ class Session:
                         f"for a batch of {len(ans.body.calls)} timed calls",
                     )
                 if len(self.out.problems) > known:
-                    raise _Abort  # a lying clock, a patched harness or foreign GPU work: no point going on
+                    # a lying clock, a patched harness or foreign GPU work: no point going on
+                    raise _Abort
                 last[slot] = (seed, key, ans.body.commits)
                 if (
                     not failed

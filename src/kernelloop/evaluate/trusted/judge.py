@@ -235,8 +235,9 @@ class Judge:
             return  # already rejected: an incomplete proof adds nothing
         for name in self.sensitivity.uncaught():
             reason = (
-                f"no planned check rejects a trivial output ({name}), so a pass would prove nothing; "
-                f"tighten the task's tolerances or add an input case where it differs from the reference"
+                f"no planned check rejects a trivial output ({name}), so a pass would prove "
+                "nothing; tighten the task's tolerances or add an input case where it differs "
+                "from the reference"
             )
             self.checks.append(
                 CheckResult(
@@ -264,28 +265,32 @@ class Judge:
             problems.append(
                 (
                     "deferred",
-                    f"left {msg['threads']} Python thread(s) running after it returned (work deferred past the call)",
+                    f"left {msg['threads']} Python thread(s) running after it returned (work "
+                    "deferred past the call)",
                 )
             )
         if msg.get("changed_after_return"):
             problems.append(
                 (
                     "deferred",
-                    "its output kept changing after the call returned (work deferred past the call)",
+                    "its output kept changing after the call returned (work deferred past the "
+                    "call)",
                 )
             )
         if msg.get("reuses_output"):
             problems.append(
                 (
                     "aliasing",
-                    "returned the storage it returned for an earlier call (a persistent buffer or a replayed result)",
+                    "returned the storage it returned for an earlier call (a persistent buffer or "
+                    "a replayed result)",
                 )
             )
         if msg.get("out_type") != "torch.Tensor":
             problems.append(
                 (
                     "interface",
-                    f"returned {candidate_text(msg.get('out_type'), 120)}, not exactly a torch.Tensor",
+                    f"returned {candidate_text(msg.get('out_type'), 120)}, not exactly a "
+                    "torch.Tensor",
                 )
             )
         else:
@@ -390,7 +395,8 @@ class Judge:
                     call,
                     "determinism",
                     "nondeterministic",
-                    "two calls with the same inputs and seed gave different bytes (a race or hidden state)",
+                    "two calls with the same inputs and seed gave different bytes (a race or "
+                    "hidden state)",
                 )
             grp.pop("a", None)
 
@@ -449,7 +455,8 @@ class Judge:
                     call,
                     "stochastic",
                     "stochastic",
-                    f"p={call.rate:g}: a different seed must give an independent mask; {text2} (differing)",
+                    f"p={call.rate:g}: a different seed must give an independent mask; {text2} "
+                    "(differing)",
                 )
             else:
                 self._pass(
@@ -470,7 +477,8 @@ class Judge:
                         shape=shape,
                         dtype=dtype,
                         passed=True,
-                        reason="exact Tensor, shape, dtype, device, contiguous, no aliasing, inputs unchanged",
+                        reason="exact Tensor, shape, dtype, device, contiguous, no aliasing, "
+                        "inputs unchanged",
                     )
                 )
 

@@ -191,7 +191,8 @@ def evaluate(
     verdict = _Verdict()
     if result.mode == "none":
         verdict.warnings.append(
-            "NO SANDBOX (--sandbox none): the candidate ran as a plain process with the launcher's privileges."
+            "NO SANDBOX (--sandbox none): the candidate ran as a plain process with the "
+            "launcher's privileges."
         )
     if files.entries(task.folder) != task_files:
         files.restore(task.folder, task_files)
@@ -315,7 +316,8 @@ def _process_verdict(verdict: _Verdict, state: dict, result, plan: Plan, timeout
     elif result.returncode != 0:
         verdict.reject(
             "crash",
-            f"the worker died with exit code {result.returncode} ({_signal_name(result.returncode)})",
+            f"the worker died with exit code {result.returncode} "
+            f"({_signal_name(result.returncode)})",
         )
     elif not state["done"] and not state["import_error"]:
         verdict.reject("crash", "the worker ended without finishing its protocol")
@@ -422,7 +424,10 @@ def _environment(hello: dict, device: str, mode: str) -> Environment:
     clocks: dict[str, str] = {}
     driver = None
     if device == "cuda" and shutil.which("nvidia-smi"):
-        q = "driver_version,clocks.sm,clocks.mem,clocks_throttle_reasons.active,temperature.gpu,power.draw"
+        q = (
+            "driver_version,clocks.sm,clocks.mem,clocks_throttle_reasons.active,"
+            "temperature.gpu,power.draw"
+        )
         try:
             line = subprocess.run(
                 ["nvidia-smi", f"--query-gpu={q}", "--format=csv,noheader"],

@@ -340,7 +340,8 @@ class _Screen:
                         self.add(
                             node,
                             "class",
-                            f"class {node.name} derives from {path}; return plain torch.Tensor outputs and use no torch/triton subclasses",
+                            f"class {node.name} derives from {path}; return plain torch.Tensor "
+                            "outputs and use no torch/triton subclasses",
                         )
 
     def _annotation(self, const: ast.Constant) -> None:
@@ -351,7 +352,8 @@ class _Screen:
             self.add(
                 const,
                 "string",
-                "has a string annotation that is not a Python expression; write the annotation without quotes",
+                "has a string annotation that is not a Python expression; write the annotation "
+                "without quotes",
             )
             return
         for node in ast.walk(sub):
@@ -374,7 +376,8 @@ class _Screen:
                     self.add(
                         node,
                         "import",
-                        f"imports `{a.name}`, which a {self.language} candidate may not use (allowed: {allowed})",
+                        f"imports `{a.name}`, which a {self.language} candidate may not use "
+                        f"(allowed: {allowed})",
                     )
                     continue
                 self.aliases[a.asname or a.name.split(".")[0]] = (
@@ -391,7 +394,8 @@ class _Screen:
             self.add(
                 node,
                 "import",
-                f"imports from `{module}`, which a {self.language} candidate may not use (allowed: {allowed})",
+                f"imports from `{module}`, which a {self.language} candidate may not use (allowed: "
+                f"{allowed})",
             )
             return
         for a in node.names:
@@ -421,7 +425,8 @@ class _Screen:
                 self.add(
                     node,
                     "name",
-                    f"uses `{node.id}`, which reaches code or harness state that candidates may not touch{hint}",
+                    f"uses `{node.id}`, which reaches code or harness state that candidates may "
+                    f"not touch{hint}",
                 )
         elif node.id.startswith("__") and node.id.endswith("__") and node.id not in ALLOWED_DUNDERS:
             self.add(
@@ -539,7 +544,8 @@ class _Screen:
             self.add(
                 node,
                 "string",
-                f"has a format template reading `{field[:60]}`; str.format may not read private attributes",
+                f"has a format template reading `{field[:60]}`; str.format may not read private "
+                "attributes",
             )
 
     def _path(self, node: ast.AST) -> str | None:
@@ -572,7 +578,8 @@ class _Screen:
             return self._torch_problem(path, rest)
         if root == "triton":
             if rest[0] not in TRITON_ALLOWED:
-                return f"uses `{path}`; a candidate may use only triton.{{{', '.join(sorted(TRITON_ALLOWED))}}}"
+                allowed = ", ".join(sorted(TRITON_ALLOWED))
+                return f"uses `{path}`; a candidate may use only triton.{{{allowed}}}"
             return None
         if any(p.startswith("_") and p not in ALLOWED_DUNDERS for p in rest):
             return f"uses `{path}`, a private name; use public APIs only"
@@ -593,14 +600,20 @@ class _Screen:
                 len(rest) == 2 or rest[2] in CPP_EXTENSION_ALLOWED
             ):
                 return None
-            return f"uses `{path}`; a CUDA candidate may use only torch.utils.cpp_extension.load_inline/load"
+            return (
+                f"uses `{path}`; a CUDA candidate may use only "
+                "torch.utils.cpp_extension.load_inline/load"
+            )
         if rest[0] not in TORCH_ALLOWED:
             return (
-                f"uses `{path}`; a {self.language} candidate may take from torch only allocation, dtypes and "
-                f"device queries, and must do its compute in its own kernels"
+                f"uses `{path}`; a {self.language} candidate may take from torch only allocation, "
+                "dtypes and device queries, and must do its compute in its own kernels"
             )
         if rest[0] == "cuda" and len(rest) > 1 and rest[1] not in CUDA_ALLOWED:
-            return f"uses `{path}`; streams, events, graphs and allocator calls are not allowed (work must stay visible to the timer)"
+            return (
+                f"uses `{path}`; streams, events, graphs and allocator calls are not allowed "
+                "(work must stay visible to the timer)"
+            )
         return None
 
     # ---- writes ------------------------------------------------------------------
@@ -623,5 +636,6 @@ class _Screen:
                 self.add(
                     node,
                     "assignment",
-                    f"assigns to `{what}`; candidates may not patch imported modules or their objects",
+                    f"assigns to `{what}`; candidates may not patch imported modules or their "
+                    "objects",
                 )

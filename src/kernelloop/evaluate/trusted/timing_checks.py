@@ -102,7 +102,8 @@ def batch_clock_problem(label: str, slot: str, ans) -> str | None:
     ) / 1e3
     if reported > ans.wall_s * BATCH_SLACK[0] + BATCH_SLACK[1]:
         return (
-            f"{label}: {slot}'s worker reported {reported:.4f} s of timed calls in a batch that took "
+            f"{label}: {slot}'s worker reported {reported:.4f} s of timed calls in a batch that "
+            "took "
             f"{ans.wall_s:.4f} s on the trusted clock: its numbers are not real"
         )
     return None
@@ -115,7 +116,8 @@ def interference_problem(label: str, slot: str, ans, cal: dict[str, float]) -> s
             host = statistics.median(h for h, _ in tries[-1])
             return (
                 f"{label}: foreign GPU work was running {when} {slot}'s timed batch (idle probe "
-                f"{host:.3f} ms against {cal['host_p90']:.3f} ms calibrated): another process — the candidate, "
+                f"{host:.3f} ms against {cal['host_p90']:.3f} ms calibrated): another process — "
+                "the candidate, "
                 f"since every other worker was stopped — left work on the GPU"
             )
     return None
@@ -153,9 +155,12 @@ def saving_check(
     claimed = cand.reported_ms() / len(cand.calls)
     if excess > REJECT_REL * claimed + slack:
         return 0.0, (
-            f"{label}: the trusted clock saw {got:.4f} ms per call of the candidate's batches that its own "
-            f"numbers do not account for, against {ref:.4f} ms for the other implementations (slack "
-            f"{slack:.4f} ms) and {claimed:.4f} ms it claims per call: it claims a saving the trusted clock "
+            f"{label}: the trusted clock saw {got:.4f} ms per call of the candidate's batches "
+            "that its own "
+            f"numbers do not account for, against {ref:.4f} ms for the other implementations "
+            "(slack "
+            f"{slack:.4f} ms) and {claimed:.4f} ms it claims per call: it claims a saving the "
+            "trusted clock "
             f"did not see, so its numbers are not real"
         )
     return excess, None

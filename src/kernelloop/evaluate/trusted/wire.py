@@ -151,7 +151,8 @@ def parse(raw: bytes, key: str, seq: int, expected: str) -> tuple[str, _Reply]:
     kind = msg.get("type")
     if msg.get("seq") != seq:
         raise WireError(
-            f"an answer numbered {msg.get('seq')!r} where {seq} was due (a replayed or injected line)"
+            f"an answer numbered {msg.get('seq')!r} where {seq} was due (a replayed or injected "
+            "line)"
         )
     if kind not in (expected, "error", "import_error"):
         raise WireError(f"a {kind!r} line where {expected!r} was due")

@@ -156,7 +156,10 @@ class OpTrace:
         self.ops, marks = ops_outside_launches(events)
         launched = self.counter.runs - self._runs
         if marks > launched:
-            self.error = f"the op trace saw {marks} launch ranges for {launched} launches (forged ranges hide ops)"
+            self.error = (
+                f"the op trace saw {marks} launch ranges for {launched} launches "
+                "(forged ranges hide ops)"
+            )
         return False
 
 

@@ -1,8 +1,9 @@
 """The GPU side of the timer, one implementation at a time (kernelloop.evaluate.worker.timing
 explains the method): flush, spin, events with a device-wide end, matched calibration
 calls, graph replay for tiny kernels, device-wide timing when work escapes the calling
-stream, fresh inputs for every timed call with a commitment to its output, the profiler as a second timer, and the
-idle probe that tells a non-candidate worker whether someone else's work is on the GPU.
+stream, fresh inputs for every timed call with a commitment to its output, the profiler
+as a second timer, and the idle probe that tells a non-candidate worker whether someone
+else's work is on the GPU.
 
 `GpuSlot` reports raw event intervals; the trusted side turns them into samples
 (kernelloop.evaluate.protocol.gpu_samples) and decides the method of every shape for all
@@ -252,7 +253,8 @@ class GpuSlot:
             for k, t in self.inputs.items():
                 if isinstance(t, _Tensor):
                     t.copy_(new[k])
-        _sync()  # made before the call starts: a call reading them from another stream sees them whole
+        # made before the call starts: a call reading them from another stream sees them whole
+        _sync()
 
     def batch(self, n: int, cal_every: int, seed: int, key: int) -> dict:
         """`n` timed units, each on inputs of its own (from the batch's secret seed), with a
