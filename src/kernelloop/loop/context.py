@@ -31,8 +31,24 @@ def agent_context(task: Task, digest: str, best: Best, r: int, last_round: int) 
         device_name=best.record.environment.device_name if best.record else "",
         best_objective=best.objective,
         best_pct_of_floor=floor_by_shape(best.shapes),
-        profile_metrics=dict(best.profile_metrics),
+        profile_metrics={**compile_facts(best.record), **best.profile_metrics},
     )
+
+
+def compile_facts(record: EvaluationRecord | None) -> dict[str, float | str]:
+    """The compiler's facts of the best's heaviest kernel (most registers), under the
+    profile's metric names, for rule-driven agents where the profiler gave none: the
+    tuner prunes its sweep by registers, spills and shared memory."""
+    kernels = [k for k in (record.kernels if record else []) if k.n_regs is not None]
+    if not kernels:
+        return {}
+    k = max(kernels, key=lambda k: k.n_regs or 0)
+    facts: dict[str, float | str] = {"registers_per_thread": float(k.n_regs or 0)}
+    if k.n_spills is not None:
+        facts["spills"] = float(k.n_spills)
+    if k.shared_bytes is not None:
+        facts["shared_bytes"] = float(max(x.shared_bytes or 0 for x in kernels))
+    return facts
 
 
 def context_profile(record: EvaluationRecord | None) -> str:
