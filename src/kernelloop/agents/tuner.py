@@ -304,7 +304,7 @@ class TunerAgent:
                 "parameters interact (warps with rows and block), so a joint change can "
                 f"win where single steps did not. Pruned before proposing: {cut}."
             ),
-            predicted_effect="unknown sign; the round's interleaved timing against the best decides",
+            predicted_effect="unknown sign; its timing against the best decides",
             direction="sweep: " + ", ".join(f"{c.tunable} {c.step}" for c in config.changes),
             agent=self.name,
         )

@@ -1,8 +1,9 @@
 """What `kernelloop run --resume` needs to continue a run as if it had not stopped: which
 run (one that crashed, never one still live), the best's records and per-shape numbers,
 the stall rule's gains, the round the kill interrupted (its unjudged candidates judged,
-its winner promoted once), and the proposals a replaying agent will send again. Also the guard every new run passes: no other live run of the
-task (two writers would fight over the task's best)."""
+its winner promoted once), and the proposals a replaying agent will send again. Also the
+guard every new run passes: no other live run of the task (two writers would fight over
+the task's best)."""
 
 from __future__ import annotations
 

@@ -5,8 +5,9 @@ are the same idea (same normalized source, or near-identical direction text) are
 the merged list is ranked, the 2-3 hardest directions go to the final model, and the
 best remaining drafts are proposed as they are. With `n_candidates` (the loop's
 `--candidates N`) a round gets at most N: the final model writes the hardest
-min(n_final, N) directions and the screen's drafts fill the rest. The ledger prices every call, so the
-run summary can set the cascade's spend against the strong model doing the same calls.
+min(n_final, N) directions and the screen's drafts fill the rest. The ledger prices
+every call, so the run summary can set the cascade's spend against the strong model
+doing the same calls.
 """
 
 from __future__ import annotations
