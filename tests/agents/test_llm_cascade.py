@@ -90,13 +90,12 @@ def servers():
 
 
 def cascade(screen: ModelServer, final: ModelServer, **kw) -> CascadeAgent:
+    kw = {"n_final": 2, "n_drafts": 2, **kw}
     agent = make_llm_agent(
         "anthropic:claude-opus-5-5",
         screen_model="openai:gpt-5-mini",
         screen_base_url=screen.url,
         base_url=final.url,
-        n_final=2,
-        n_drafts=2,
         env=ENV,
         backoff_base_s=0.001,
         **kw,
@@ -206,3 +205,21 @@ def test_source_key_ignores_comments_and_layout_but_not_code():
     a = _src("NUM_WARPS = 4", "NUM_WARPS = 8")
     assert source_key(a) == source_key(a.replace("NUM_WARPS = 8", "NUM_WARPS  =  8  # tuned"))
     assert source_key(a) != source_key(_src("NUM_WARPS = 4", "NUM_WARPS = 16"))
+
+
+def test_candidates_per_round_caps_the_cascade_and_the_final_model_writes_first(servers):
+    screen, final = servers
+    screen.script.append(Reply(SCREEN_ANSWER))
+    final.script.append(Reply(FINAL_ANSWER))
+    proposals = cascade(screen, final, per_round=2).propose(context())
+    # Two candidates a round: the strong model's two hardest directions, no screen draft.
+    assert [p.model for p in proposals] == ["anthropic:claude-opus-5-5"] * 2
+    screen.script.append(Reply(SCREEN_ANSWER))
+    final.script.append(Reply(FINAL_ANSWER))
+    agent = cascade(screen, final, per_round=3, n_final=1)
+    proposals = agent.propose(context())
+    # One final direction (n_final), then the screen's drafts fill the round to three.
+    assert [p.model for p in proposals] == ["anthropic:claude-opus-5-5"] + ["openai:gpt-5-mini"] * 2
+    assert agent.rounds[0].final_directions == [
+        "persistent kernel processing several rows per program"
+    ]

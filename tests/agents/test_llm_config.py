@@ -160,3 +160,12 @@ def test_make_agent_builds_the_scripted_and_tuner_agents_lazily(tmp_path):
 def test_make_agent_errors_are_one_sentence_with_the_fix(spec, options, error):
     with pytest.raises(AgentSpecError, match=error):
         make_agent(spec, **options)
+
+
+def test_candidates_per_round_default_by_agent_kind_and_task_rule():
+    from kernelloop.agents.registry import default_candidates
+
+    assert [default_candidates(s) for s in ("openai:m", "anthropic:m", "tuner")] == [2, 2, 2]
+    assert default_candidates("scripted:/tmp/x") == 1
+    assert default_candidates("scripted:/tmp/x", task_default=3) == 3  # the task's rule wins
+    assert make_agent("openai:gpt-4.1", env=ENV, per_round=3).n_candidates == 3

@@ -82,19 +82,25 @@ def test_register_bound_profile_fires_the_rule_and_edits_one_literal(task):
     assert second.direction.startswith("neighbourhood search")
 
 
-def test_without_metrics_it_searches_the_neighbourhood_until_exhausted(task):
+def test_without_metrics_it_steps_then_sweeps_until_exhausted(task):
     agent = TunerAgent(task, per_round=1)
-    sources = []
+    sources, hypotheses = [], []
     while batch := agent.propose(context(FUSED)):
         assert len(batch) == 1
-        # Each probe either has no metrics to go on or reverses the one just measured slower.
-        assert (
-            "no profile metrics" in batch[0].hypothesis or "measured slower" in batch[0].hypothesis
-        )
         agent.observe(batch[0], "rejected (slower): 0.97x")
         sources.append(batch[0].source)
-    # ROWS_PER_PROGRAM 4 -> 8, 2; NUM_WARPS 8 -> 16, 4; NUM_STAGES 2 -> 3, 1: six neighbours.
-    assert len(sources) == len(set(sources)) == 6
+        hypotheses.append(batch[0].hypothesis)
+    # First the six single-notch neighbours (ROWS_PER_PROGRAM 4 -> 8, 2; NUM_WARPS 8 -> 16,
+    # 4; NUM_STAGES 2 -> 3, 1), each with no metrics to go on or reversing the one just
+    # measured slower ...
+    for h in hypotheses[:6]:
+        assert "no profile metrics" in h or "measured slower" in h, h
+    # ... then the sweep: every value within two notches (ROWS 1..16, WARPS 2..32, STAGES
+    # 1..4), at most two tunables at a time (4+4+3 single changes, 4*4+4*3+4*3 pairs = 51
+    # configs, 48 three-way ones pruned), minus the six already sent.
+    assert all(h.startswith("Sweep config") for h in hypotheses[6:])
+    assert "48 more than 2 tunables changed" in hypotheses[6]
+    assert len(sources) == len(set(sources)) == 51
     assert FUSED not in sources
     assert agent.propose(context(FUSED)) == []
 

@@ -149,7 +149,9 @@ def test_cli_run_with_tuner_and_resume_refusal(tmp_path):
     summaries = list((folder / ".kernelloop").glob("run-*-summary.json"))
     assert len(summaries) == 1
     summary = json.loads(summaries[0].read_text())
-    assert summary["status"] == "finished" and len(summary["attempts"]) == 1
+    # The tuner sends two candidates a round by default (--candidates), both judged in round 1.
+    assert summary["status"] == "finished" and len(summary["attempts"]) == 2
+    assert [(a["round"], a["k"]) for a in summary["attempts"]] == [(1, 1), (1, 2)]
     # The run ends by naming the report command; that command, as printed, writes the report.
     hint = next(
         line

@@ -26,6 +26,7 @@ def _fused_kernel(x_ptr, r_ptr, w_ptr, b_ptr, out_ptr, cols, eps, p, seed, BLOCK
     y = tl.where(m, d * rstd * w + b, float("-inf"))
     e = tl.exp(y - tl.max(y, axis=0))
     s = e / tl.sum(e, axis=0)
+    # kernelloop: spot dropout-rng block=BLOCK
     keep = tl.rand(seed, row * cols + offs) >= p
     r = tl.load(r_ptr + row * cols + offs, mask=m, other=0.0).to(tl.float32)
     out = r + tl.where(keep, s / (1.0 - p), 0.0)

@@ -21,6 +21,16 @@ def _accepted(factory: Any, options: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in options.items() if k in params and v is not None}
 
 
+def default_candidates(spec: str, task_default: int | None = None) -> int:
+    """How many proposals a round asks `spec`'s agent for when `--candidates` is not given:
+    the task's `rules.candidates`, else 2 for a model agent (several ideas per round) and
+    for the tuner (a sweep), 1 for a scripted agent (its folder sets the pace)."""
+    if task_default is not None:
+        return task_default
+    kind = spec.partition(":")[0]
+    return 2 if kind in ("openai", "anthropic", "tuner") else 1
+
+
 def make_agent(spec: str, **options: Any) -> Agent:
     """Build the agent `spec` names. Options are passed to it where it takes them
     (task, per_round, screen_model, final_model, base_url, prompts_dir, prices, ...)."""

@@ -1,15 +1,24 @@
-"""The built-in tuner: no model, deterministic, rule-driven moves on the task's tunables.
+"""The built-in tuner: no model, deterministic; it searches the task's tunables and
+applies structural rewrites where the task marks the spots.
 
-The seed's "pattern library" made explicit: a rule table (tuner_rules.toml) maps
-profile symptoms to moves ("occupancy limited by registers -> fewer warps or a smaller
-block"); when no rule fires, or its moves are used up, a neighbourhood search steps
-each tunable one notch up and down. Each proposal rewrites one module-level literal of
-the current best and leaves every other byte as it was, so it is one edit point.
+Each round it proposes, best first, up to `per_round` candidates (the loop judges them
+all in the round and promotes the best accepted one):
+1. structural moves from the pattern library (tuner_patterns.toml) at the spots the
+   kernel marks with `# kernelloop: spot NAME` ("one Philox call for several elements");
+2. single-literal moves: the rule table (tuner_rules.toml) maps profile symptoms to moves
+   ("occupancy limited by registers -> fewer warps or a smaller block"), a direction just
+   accepted is continued, the opposite of one measured slower comes next, and a
+   neighbourhood search steps each tunable one notch up and down;
+3. the sweep (tuner_sweep.py): the cartesian product of the tunables within two notches,
+   pruned by the rule table, the edit-point limit and compile facts (spills, registers,
+   shared memory), in a fixed order.
+Every edit rewrites module-level literals (or one marked statement) and leaves every
+other byte as it was.
 
-It never proposes a source it has proposed or seen as a best before, prefers to keep
-going in a direction that was just accepted, tries directions that failed last, and
-returns [] when every neighbour of the current best has been tried. The same contexts
-and outcomes always give the same proposals, so it doubles as a test double.
+It never proposes a source it has proposed or seen as a best before, tries directions
+that failed last, and returns [] when the library, the neighbours and the sweep of the
+current best are used up. The same contexts and outcomes always give the same proposals,
+so it doubles as a test double.
 """
 
 from __future__ import annotations
@@ -17,11 +26,14 @@ from __future__ import annotations
 import ast
 import hashlib
 import re
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from kernelloop.agents.base import AgentContext, Proposal
+from kernelloop.agents.tuner_patterns import DEFAULT_PATTERNS, Rewrite, load_patterns, rewrites
+from kernelloop.agents.tuner_sweep import Change, Config, sweep
 from kernelloop.agents.tuner_table import (
     DEFAULT_TABLE,
     Role,
@@ -104,7 +116,14 @@ def rewrite(source: str, lit: TunableLiteral, new: int) -> str:
 class TunerAgent:
     name = "tuner"
 
-    def __init__(self, task: Task, per_round: int = 1, rule_table: Path | None = None) -> None:
+    def __init__(
+        self,
+        task: Task,
+        per_round: int = 1,
+        rule_table: Path | None = None,
+        patterns: Path | None = None,
+        radius: int = 2,
+    ) -> None:
         if per_round < 1:
             raise TunerRulesError(
                 f"per_round is {per_round}; the tuner proposes at least 1 candidate per round."
@@ -114,6 +133,12 @@ class TunerAgent:
         override = task.folder / "tuner_rules.toml"
         self.table_path = rule_table or (override if override.is_file() else DEFAULT_TABLE)
         self.table: RuleTable = load_table(self.table_path)
+        own = task.folder / "tuner_patterns.toml"
+        self.patterns_path = patterns or (own if own.is_file() else DEFAULT_PATTERNS)
+        self.library = load_patterns(self.patterns_path)
+        self.radius = radius
+        # Each changed literal is one edit point: a config changes at most this many.
+        self.max_changed = max(1, min(2, task.spec.rules.max_edit_points))
         self._seen: set[str] = set()  # digests of every source proposed or seen as a best
         self._moves: dict[str, Move] = {}  # proposal digest -> the move that made it
         self._failed: dict[tuple[str, Step], int] = {}
@@ -126,18 +151,47 @@ class TunerAgent:
         self._seen.add(_digest(base))
         names = self.tunables or context.tunables
         literals = find_tunables(base, names)
+        metrics = context.profile_metrics
         proposals: list[Proposal] = []
-        for move in self._candidate_moves(literals, context.profile_metrics):
-            source = rewrite(base, literals[move.tunable], move.new)
+        for source, make in self._ranked(base, literals, metrics):
             key = _digest(source)
             if key in self._seen:
                 continue
             self._seen.add(key)
-            self._moves[key] = move
-            proposals.append(self._proposal(move, source, context.profile_metrics))
+            proposals.append(make(key))
             if len(proposals) == self.per_round:
                 break
         return proposals
+
+    def _ranked(
+        self, base: str, literals: dict[str, TunableLiteral], metrics: dict[str, float | str]
+    ) -> Iterator[tuple[str, Callable[[str], Proposal]]]:
+        """(source, maker of its proposal) in the tuner's order: structural moves, single
+        moves, then the sweep; lazily, so a round stops computing once it has enough."""
+        for rw in rewrites(base, self.library):
+            yield rw.source, lambda _key, rw=rw: self._structural(rw)
+        current = {t: lit.value for t, lit in literals.items()}
+        configs, pruned = sweep(
+            current, self.table, metrics, radius=self.radius, max_changed=self.max_changed
+        )
+        allowed = {c.changes for c in configs}
+        for move in self._candidate_moves(literals, metrics):
+            one = (Change(move.tunable, move.old, move.new, 1),)
+            if one not in allowed:  # pruned by a rule or a compile fact
+                continue
+            source = rewrite(base, literals[move.tunable], move.new)
+
+            def make(key: str, move: Move = move, source: str = source) -> Proposal:
+                self._moves[key] = move
+                return self._proposal(move, source, metrics)
+
+            yield source, make
+        n = len(configs)
+        for i, config in enumerate(configs, start=1):
+            source = base
+            for c in sorted(config.changes, key=lambda c: -literals[c.tunable].start):
+                source = rewrite(source, literals[c.tunable], c.new)
+            yield source, lambda _k, c=config, i=i, s=source: self._swept(c, i, n, pruned, s)
 
     def observe(self, proposal: Proposal, outcome: str) -> None:
         """`outcome` starting with "accepted" is a success; anything else a failure."""
@@ -231,6 +285,31 @@ class TunerAgent:
             hypothesis=hypothesis,
             predicted_effect=predicted,
             direction=direction,
+            agent=self.name,
+        )
+
+    def _structural(self, rw: Rewrite) -> Proposal:
+        return Proposal(
+            source=rw.source,
+            hypothesis=render(rw.pattern.hypothesis, rw.fields),
+            predicted_effect=render(rw.pattern.predicted_effect, rw.fields),
+            direction=f"pattern: {rw.pattern.name} (spot {rw.spot.name})",
+            agent=self.name,
+        )
+
+    def _swept(
+        self, config: Config, i: int, n: int, pruned: dict[str, int], source: str
+    ) -> Proposal:
+        cut = "; ".join(f"{k} {why}" for why, k in sorted(pruned.items())) or "none"
+        return Proposal(
+            source=source,
+            hypothesis=(
+                f"Sweep config {i} of {n} around the best: {config.describe()}. Launch "
+                "parameters interact (warps with rows and block), so a joint change can "
+                f"win where single steps did not. Pruned before proposing: {cut}."
+            ),
+            predicted_effect="unknown sign; its timing against the best decides",
+            direction="sweep: " + ", ".join(f"{c.tunable} {c.step}" for c in config.changes),
             agent=self.name,
         )
 

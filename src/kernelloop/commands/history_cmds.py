@@ -31,6 +31,9 @@ def _verdict_cell(a: Attempt) -> str:
         return "[magenta]infrastructure[/] (not the candidate's fault)"
     if a.accepted is None:
         return "[dim]not evaluated[/]"
+    if a.accepted and a.objective is not None and not a.was_best and a.round > 0:
+        # Judged in a round with another candidate that gained more.
+        return "[green]accepted[/] (not promoted)"
     return ("[green]accepted[/]" if a.accepted else f"[red]rejected[/] {a.category}") + (
         " ★" if a.was_best else ""
     )
@@ -67,7 +70,11 @@ def history(
             "Cost",
         ):
             table.add_column(col, overflow="fold" if col == "Hypothesis" else "ellipsis")
+        previous = None
         for a in attempts:
+            if previous is not None and (a.run_id, a.round) != previous:
+                table.add_section()  # a round's candidates stay together, one block per round
+            previous = (a.run_id, a.round)
             obj = "–" if a.objective is None else f"{a.objective:.3f}x"
             if a.gain is not None:
                 obj += f" ({(a.gain - 1) * 100:+.1f}%)"

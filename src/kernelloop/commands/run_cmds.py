@@ -35,6 +35,15 @@ def run_cmd(
     rounds: Annotated[
         int | None, typer.Option(help="at most this many rounds (≤ the task's max_rounds)")
     ] = None,
+    candidates: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            max=64,
+            help="proposals per round, all judged in the round (default: the task's "
+            "rules.candidates, else 2 for model agents and the tuner, 1 for scripted)",
+        ),
+    ] = None,
     device: Annotated[str, typer.Option(help="auto | cuda | cpu")] = "auto",
     shapes: Annotated[
         str | None, typer.Option(help="cpu | gpu | all | labels (default: the device's shapes)")
@@ -62,13 +71,19 @@ def run_cmd(
     ] = None,
 ) -> None:
     """Run the optimization loop: propose, check, evaluate, gate, record, repeat."""
-    from kernelloop.agents.registry import make_agent
+    from kernelloop.agents.registry import default_candidates, make_agent
     from kernelloop.loop import Options, run_loop
     from kernelloop.loop.view import RunView
 
     t = load_task(task)
+    per_round = candidates or default_candidates(agent, t.spec.rules.candidates)
     the_agent = make_agent(
-        agent, task=t, screen_model=screen_model, final_model=final_model, base_url=base_url
+        agent,
+        task=t,
+        screen_model=screen_model,
+        final_model=final_model,
+        base_url=base_url,
+        per_round=per_round,
     )
     opts = Options(
         device=device,

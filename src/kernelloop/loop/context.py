@@ -45,7 +45,7 @@ def agent_context(
         device_name=judging.device_name,
         best_objective=best.objective,
         best_pct_of_floor=floor_by_shape(best.shapes),
-        profile_metrics=dict(best.profile_metrics),
+        profile_metrics={**compile_facts(best.record), **best.profile_metrics},
         contract=render_contract(task, judging).text(),
         # An unknown device (no run, no record) hides no numbers the best has.
         timings_count=judging.timings_count or not judging.device_name,
@@ -121,6 +121,22 @@ def _sm_count(device: str) -> int | None:
     if not torch.cuda.is_available():
         return None
     return int(torch.cuda.get_device_properties(0).multi_processor_count)
+
+
+def compile_facts(record: EvaluationRecord | None) -> dict[str, float | str]:
+    """The compiler's facts of the best's heaviest kernel (most registers), under the
+    profile's metric names, for rule-driven agents where the profiler gave none: the
+    tuner prunes its sweep by registers, spills and shared memory."""
+    kernels = [k for k in (record.kernels if record else []) if k.n_regs is not None]
+    if not kernels:
+        return {}
+    k = max(kernels, key=lambda k: k.n_regs or 0)
+    facts: dict[str, float | str] = {"registers_per_thread": float(k.n_regs or 0)}
+    if k.n_spills is not None:
+        facts["spills"] = float(k.n_spills)
+    if k.shared_bytes is not None:
+        facts["shared_bytes"] = float(max(x.shared_bytes or 0 for x in kernels))
+    return facts
 
 
 def context_profile(record: EvaluationRecord | None) -> str:

@@ -38,6 +38,8 @@ def run_loop(task: Task, agent: Agent, opts: Options, view: View) -> dict:
     run = Run(task, store, versions, agent, view, scratch, device, measured)
     run.sandbox, run.shapes, run.dtypes = opts.sandbox, opts.shapes, opts.dtypes
     run.allow_unsandboxed = opts.allow_unsandboxed
+    if opts.executor is not None:
+        run.executor = opts.executor
     try:
         return _run(run, opts)
     finally:
@@ -56,12 +58,18 @@ def _run(run: Run, opts: Options) -> dict:
         best = restore(run, state)
     with Heartbeat(store.path, run.id):
         view.start(task, agent.name, run.device, best)
-        first_round, replayed = (state.next_round if state else 1), {}
+        first_round, replayed, stop = 1, {}, None
         if state is not None:
-            best, first_round, replayed = catch_up(run, state, best)
+            caught = catch_up(run, state, best)
+            best, first_round, replayed, stop = (
+                caught.best,
+                caught.first_round,
+                caught.replayed,
+                caught.stop,
+            )
         last_round = min(task.spec.rules.max_rounds, opts.rounds or task.spec.rules.max_rounds)
-        status, why = "finished", "all rounds done"
-        for r in range(first_round, last_round + 1):
+        status, why = (stop.status, stop.reason) if stop else ("finished", "all rounds done")
+        for r in range(first_round, last_round + 1 if stop is None else first_round):
             if stop := budget_check(r - 1, _spent(agent), time.monotonic() - t0, task.spec.rules):
                 status, why = stop.status, stop.reason
                 break

@@ -1,5 +1,7 @@
-"""A candidate's evaluation as a round needs it, and the rule that tells an
-infrastructure failure from the candidate's fault.
+"""A candidate's evaluation as a round needs it — an executor job (`EvaluationJob`), so
+the round can judge several candidates in turn now and in parallel where an executor
+has several GPUs — and the rule that tells an infrastructure failure from the
+candidate's fault.
 
 Correctness runs in the sandbox; where timings count the candidate is then benchmarked
 against the best and gated. The source is written to a file for the sandboxed worker:
@@ -23,14 +25,19 @@ like an illegal memory access of its own.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from kernelloop.errors import SandboxError
+from kernelloop.errors import KernelloopError, SandboxError
 from kernelloop.evaluate.trusted.bench import benchmark
 from kernelloop.evaluate.trusted.run import evaluate
+from kernelloop.executor import Slot
 from kernelloop.gate import decide
 from kernelloop.loop.state import Best, Evaluated, Run
 from kernelloop.objective import shape_table
+from kernelloop.task import Task
 
 # "the worker died with exit code -9 (killed by SIGKILL)" (evaluate), "the benchmark
 # worker died with exit code 137" (bench, under bubblewrap).
@@ -49,56 +56,106 @@ def infrastructure_fault(ev: Evaluated) -> str:
     return ""
 
 
-def evaluate_source(run: Run, source: str, name: str, best: Best | None) -> Evaluated:
-    """The candidate's evaluation; one retry after an infrastructure failure."""
+@dataclass(frozen=True)
+class EvaluationJob:
+    """One candidate's evaluation as an executor job (`executor.Job`): everything it needs
+    travels with it, and it writes nothing but its scratch file's neighbours. Run on a
+    slot, it returns the `Evaluated` record, with one retry after an infrastructure
+    failure."""
+
+    name: str
+    task: Task
+    path: Path  # the candidate's source, written by the round
+    best: Path | None  # the best to time it against (None: round 0, the baseline itself)
+    device: str
+    measured: bool
+    sandbox: str = "auto"
+    shapes: str | None = None
+    dtypes: tuple[str, ...] | None = None
+    progress: Callable[[str], None] = field(default=lambda _m: None, compare=False)
+
+    def __call__(self, slot: Slot) -> Evaluated:
+        if slot.gpu not in (None, 0):
+            # evaluate() and benchmark() bind their workers to GPU 0 (the sandbox's default)
+            # until they take the slot's GPU; never time on one GPU while claiming another.
+            raise KernelloopError(
+                f"{self.name}: the evaluation cannot be bound to GPU {slot.gpu} yet (evaluate "
+                "and benchmark take no GPU index); run it on one GPU (slot 0) for now."
+            )
+        first = self._once()
+        if not first.infrastructure:
+            return first
+        self.progress(f"{self.name}: {first.infrastructure}; evaluating it once more")
+        second = self._once()
+        if second.infrastructure:
+            second.infrastructure = f"twice: {first.infrastructure}; then {second.infrastructure}"
+        elif second.record is not None:
+            second.record.warnings.append(
+                f"evaluated a second time: the first attempt failed through no fault of the "
+                f"candidate ({first.infrastructure})"
+            )
+        return second
+
+    def _once(self) -> Evaluated:
+        task, say, name = self.task, self.progress, self.name
+        dtypes = list(self.dtypes) if self.dtypes else None
+        try:
+            say(f"checking {name}")
+            record = evaluate(
+                task,
+                self.path,
+                device=self.device,
+                shapes=self.shapes,
+                dtypes=dtypes,
+                sandbox=self.sandbox,
+                progress=say,
+                timing=False,
+            )
+            ev = Evaluated(record)
+            if record.verdict.accepted and self.measured:
+                say(f"benchmarking {name}")
+                bench = benchmark(
+                    task,
+                    self.path,
+                    best=self.best,
+                    device=self.device,
+                    shapes=self.shapes,
+                    dtype=(dtypes or task.spec.dtypes)[0],
+                    sandbox=self.sandbox,
+                    progress=say,
+                )
+                gate = decide(record, bench, task.spec.rules)
+                ev = Evaluated(record, bench, gate, shape_table(bench, gate))
+        except SandboxError as e:
+            return Evaluated(None, infrastructure=f"the sandbox could not start ({e})")
+        ev.infrastructure = infrastructure_fault(ev)
+        return ev
+
+
+def evaluation_job(run: Run, source: str, name: str, best: Best | None) -> EvaluationJob:
+    """The job that evaluates `source` (written to the run's scratch folder as NAME.py)
+    against `best` with the run's settings."""
     path = run.scratch / f"{name}.py"
     path.write_text(source)
-    first = _once(run, path, name, best)
-    if not first.infrastructure:
-        return first
-    run.view.status(f"{name}: {first.infrastructure}; evaluating it once more")
-    second = _once(run, path, name, best)
-    if second.infrastructure:
-        second.infrastructure = f"twice: {first.infrastructure}; then {second.infrastructure}"
-    elif second.record is not None:
-        second.record.warnings.append(
-            f"evaluated a second time: the first attempt failed through no fault of the "
-            f"candidate ({first.infrastructure})"
-        )
-    return second
+    return EvaluationJob(
+        name=name,
+        task=run.task,
+        path=path,
+        best=best.path if best else None,
+        device=run.device,
+        measured=run.measured,
+        sandbox=run.sandbox,
+        shapes=run.shapes,
+        dtypes=tuple(run.dtypes) if run.dtypes else None,
+        progress=run.view.status,
+    )
 
 
-def _once(run: Run, path: Path, name: str, best: Best | None) -> Evaluated:
-    rules, say = run.task.spec.rules, run.view.status
-    try:
-        say(f"checking {name}")
-        record = evaluate(
-            run.task,
-            path,
-            device=run.device,
-            shapes=run.shapes,
-            dtypes=run.dtypes,
-            sandbox=run.sandbox,
-            progress=say,
-            timing=False,
-        )
-        ev = Evaluated(record)
-        if record.verdict.accepted and run.measured:
-            say(f"benchmarking {name}")
-            dtype = (run.dtypes or run.task.spec.dtypes)[0]
-            bench = benchmark(
-                run.task,
-                path,
-                best=best.path if best else None,
-                device=run.device,
-                shapes=run.shapes,
-                dtype=dtype,
-                sandbox=run.sandbox,
-                progress=say,
-            )
-            gate = decide(record, bench, rules)
-            ev = Evaluated(record, bench, gate, shape_table(bench, gate))
-    except SandboxError as e:
-        return Evaluated(None, infrastructure=f"the sandbox could not start ({e})")
-    ev.infrastructure = infrastructure_fault(ev)
-    return ev
+def submit(run: Run, source: str, name: str, best: Best | None) -> Future[Evaluated]:
+    """Hand the candidate's evaluation to the run's executor; a future of its record."""
+    return run.executor.submit(evaluation_job(run, source, name, best))
+
+
+def evaluate_source(run: Run, source: str, name: str, best: Best | None) -> Evaluated:
+    """The candidate's evaluation, waited for (round 0's baseline)."""
+    return submit(run, source, name, best).result()

@@ -1,26 +1,23 @@
 """What `kernelloop run --resume` needs to continue a run as if it had not stopped: which
 run (one that crashed, never one still live), the best's records and per-shape numbers,
-the stall rule's gains, the evaluation lost to the kill, and the proposals a replaying
-agent will send again. Also the guard every new run passes: no other live run of the
-task (two writers would fight over the task's best)."""
+the stall rule's gains, the round the kill interrupted (its unjudged candidates judged,
+its winner promoted once), and the proposals a replaying agent will send again. Also the
+guard every new run passes: no other live run of the task (two writers would fight over
+the task's best)."""
 
 from __future__ import annotations
 
-import json
-
-from pydantic import ValidationError
+from dataclasses import dataclass
 
 from kernelloop.agents.base import Agent, AgentContext, Proposal
 from kernelloop.errors import KernelloopError
-from kernelloop.evaluate.trusted.bench_record import BenchmarkRecord
-from kernelloop.evaluate.trusted.record import EvaluationRecord
-from kernelloop.gate import GateResult
 from kernelloop.history import HistoryStore
 from kernelloop.history.liveness import liveness
 from kernelloop.history.models import Attempt, RunState
-from kernelloop.loop.round import adopt, one_proposal, profile_best
+from kernelloop.loop.promotion import gate_gain, stored_numbers
+from kernelloop.loop.round import Entry, close_round, judge, profile_best
 from kernelloop.loop.state import Best, Run
-from kernelloop.objective import floor_pct, shape_table
+from kernelloop.policy import StopDecision
 from kernelloop.task import Task
 
 
@@ -73,7 +70,7 @@ def restore(run: Run, state: RunState) -> Best:
     best = Best(
         state.best_proposal_id or 0, state.best_source or "", None, state.best_objective or 1.0
     )
-    best.record, best.shapes, best.pct_of_floor = stored_best(run.task, run.store, best.pid)
+    best.record, _, best.shapes, best.pct_of_floor = stored_numbers(run.task, run.store, best.pid)
     if run.measured:
         run.gains = gains_before(run.store, run.id, state.next_round)
     best.path = run.scratch / "best.py"
@@ -82,28 +79,9 @@ def restore(run: Run, state: RunState) -> Best:
     return best
 
 
-def stored_best(
-    task: Task, store: HistoryStore, pid: int
-) -> tuple[EvaluationRecord | None, list[dict], float | None]:
-    """(correctness record, per-shape table, weighted % of floor) of a recorded proposal;
-    what is missing (an older history, a run that never benchmarked) comes back empty."""
-    record, shapes = None, []
-    try:
-        if text := store.record_json(pid):
-            record = EvaluationRecord.model_validate_json(text)
-        bench, gate = store.bench_json(pid), store.gate_json(pid)
-        if bench and gate:
-            shapes = shape_table(
-                BenchmarkRecord.model_validate_json(bench), GateResult.model_validate_json(gate)
-            )
-    except ValidationError:
-        return record, [], None
-    return record, shapes, floor_pct(task, shapes)
-
-
 def gains_before(store: HistoryStore, run_id: int, before_round: int) -> list[float]:
-    """Per finished round of the run, the best gain over the best that any of its proposals
-    achieved (0 for a round without an accepted one): the stall rule's memory. A round
+    """Per finished round of the run, the gain of its winner over the round's starting
+    best (0 for a round without an accepted candidate): the stall rule's memory. A round
     whose every proposal was lost to the infrastructure measured nothing and is skipped,
     as play_round skips it."""
     per_round: dict[int, float] = {}
@@ -111,43 +89,55 @@ def gains_before(store: HistoryStore, run_id: int, before_round: int) -> list[fl
     for a in store.run_state(run_id).attempts:
         if not 0 < a.round < before_round:
             continue
-        gain = 0.0
-        if a.accepted and (gate := store.gate_json(a.id)):
-            gain = float(json.loads(gate).get("objective") or 1.0) - 1.0
+        gain = gate_gain(store, a.id) if a.accepted else 0.0
         per_round[a.round] = max(per_round.get(a.round, 0.0), gain)
         if a.status != "infrastructure":
             measured.add(a.round)
     return [per_round[r] for r in sorted(per_round) if r in measured]
 
 
-def catch_up(run: Run, state: RunState, best: Best) -> tuple[Best, int, dict[str, list[Attempt]]]:
-    """Redo the evaluation lost to the kill (on its own recorded row) and close the round it
-    interrupted. Returns the best, the first round still to play, and what the run recorded
-    before the kill by source: a replaying agent (scripted, the tuner) proposes it again
-    from its start and is moved past it, not charged a round."""
-    for a in (a for a in state.in_flight if a.round > 0):
-        prop = Proposal(
-            source=a.source,
-            hypothesis=a.hypothesis,
-            predicted_effect=a.predicted_effect,
-            direction=a.direction,
-            agent=a.agent,
-            model=a.model,
-            attribution=a.attribution,
-        )
-        won = one_proposal(run, a.round, a.k, prop, best, pid=a.id)
-        best = adopt(run, best, won)
+@dataclass
+class CaughtUp:
+    """Where a resumed run stands once the round the kill interrupted is closed."""
+
+    best: Best
+    first_round: int  # the first round still to play
+    replayed: dict[str, list[Attempt]]  # what the run recorded before the kill, by source
+    stop: StopDecision | None = None  # the stall or bound rule, after the closed round
+
+
+def catch_up(run: Run, state: RunState, best: Best) -> CaughtUp:
+    """Finish the round the kill interrupted: its proposals recorded but not yet judged are
+    versioned and evaluated on their own recorded rows (nothing is recorded twice), then
+    the round is closed as an uninterrupted one is: its winner, read back from the
+    history, promoted unless that was recorded before the kill. A replaying agent
+    (scripted, the tuner) proposes what the run recorded again from its start and is
+    moved past it (`replayed`), not charged a round."""
+    first_round, stop = state.next_round, None
+    in_flight = [a for a in state.in_flight if a.round > 0]
+    rounds = sorted({a.round for a in in_flight} | {a.round for a in state.attempts})
+    for r in (r for r in rounds if r >= state.next_round):
+        entries = [Entry(a.k, _proposal(a), a.id) for a in in_flight if a.round == r]
+        judge(run, r, entries, best)
+        closed = close_round(run, r, best, entries, note="resumed")
+        best, stop, first_round = closed.best, closed.stop, r + 1
     replayed: dict[str, list[Attempt]] = {}
-    done = run.store.run_state(run.id)
-    for a in done.attempts:
+    for a in run.store.run_state(run.id).attempts:
         if a.round > 0:
             replayed.setdefault(a.source, []).append(a)
-    first_round = state.next_round
-    if first_round in {a.round for a in done.attempts}:
-        # The round the kill interrupted has all its recorded proposals decided now.
-        run.store.finish_round(run.id, first_round, "resumed")
-        first_round += 1
-    return best, first_round, replayed
+    return CaughtUp(best, first_round, replayed, stop)
+
+
+def _proposal(a: Attempt) -> Proposal:
+    return Proposal(
+        source=a.source,
+        hypothesis=a.hypothesis,
+        predicted_effect=a.predicted_effect,
+        direction=a.direction,
+        agent=a.agent,
+        model=a.model,
+        attribution=a.attribution,
+    )
 
 
 def skip_replayed(
@@ -173,4 +163,9 @@ def _recorded_outcome(a: Attempt) -> str:
         return f"refused before evaluation: {a.refused_reason}"
     if a.status == "infrastructure":
         return f"not evaluated: an infrastructure failure ({a.infra_reason}); it may be sent again"
+    if a.accepted and a.objective is not None and not a.was_best:  # gated, another won
+        return (
+            f"accepted by the gate but not promoted (another candidate of round {a.round} "
+            f"gained more): {'; '.join(a.reasons)}"
+        )
     return f"{'accepted' if a.was_best else 'rejected'}: {'; '.join(a.reasons)}"

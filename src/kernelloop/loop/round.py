@@ -1,20 +1,24 @@
 """One round of the loop, shared by `kernelloop run` (driver.py) and `kernelloop mcp`
-(session.py): round 0 (the baseline), and a round's proposals each checked, versioned,
-evaluated, gated, recorded and promoted, then the stop rules of a measured round.
+(session.py): round 0 (the baseline), and a round's proposals — several ideas at once —
+each recorded, checked, versioned and evaluated against the same starting best, the best
+accepted one promoted at the round's end, then the stop rules of a measured round.
 Whoever proposes — the loop's agent or an external coding agent — goes through exactly
 this code, so the gate has one implementation."""
 
 from __future__ import annotations
 
 import json
+from collections import deque
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 
 from kernelloop.agents.base import Proposal
 from kernelloop.errors import KernelloopError
 from kernelloop.evaluate.trusted.record import Verdict
 from kernelloop.loop.context import context_profile
-from kernelloop.loop.evaluation import evaluate_source
+from kernelloop.loop.evaluation import evaluate_source, submit
 from kernelloop.loop.feedback import outcome_text
+from kernelloop.loop.promotion import decide_round, promote
 from kernelloop.loop.state import Best, Evaluated, Outcome, Run
 from kernelloop.objective import floor_pct, weighted_geomean
 from kernelloop.policy import (
@@ -22,10 +26,8 @@ from kernelloop.policy import (
     bound_check,
     check_proposal,
     edit_points,
-    new_arch_guard,
     refusals,
     stall_check,
-    unsandboxed_hold,
 )
 
 # Appended to the stop reason of a run whose timings never count.
@@ -39,7 +41,7 @@ CORRECT_UNMEASURED = (
 @dataclass
 class RoundResult:
     best: Best
-    gain: float  # the best gain over the best any proposal of the round achieved (0 if none)
+    gain: float  # the winner's gain over the round's starting best (0 if none was accepted)
     outcomes: list[Outcome] = field(default_factory=list)
     stop: StopDecision | None = None  # the stall or bound rule, after a measured round
 
@@ -125,116 +127,153 @@ def profile_best(run: Run, best: Best, parent: Best | None) -> None:
     )
 
 
-def adopt(run: Run, best: Best, won: Outcome) -> Best:
-    """The best after one proposal: a winner replaces it, profiled against the best it beat."""
-    if won.best is None:
+def adopt(run: Run, best: Best, new: Best | None) -> Best:
+    """The best after a round: its winner replaces it, profiled against the best it beat."""
+    if new is None:
         return best
-    profile_best(run, won.best, best)
-    return won.best
+    profile_best(run, new, best)
+    return new
+
+
+@dataclass
+class Entry:
+    """A proposal of the round on its way: its place (k), its history row, why it was
+    refused (empty: it goes to evaluation), and what the agent is told at the round's end."""
+
+    k: int
+    prop: Proposal
+    pid: int
+    refused: list[str] = field(default_factory=list)
+    told: str = ""
 
 
 def play_round(run: Run, r: int, proposals: list[Proposal], best: Best) -> RoundResult:
-    """Round r: every proposal through one_proposal, the best advanced by each winner, the
-    round recorded; after a measured round, the stall and bound rules. A round whose every
-    proposal was lost to the infrastructure measured nothing and is not a flat round."""
+    """Round r: every proposal recorded first (so a kill mid-round leaves the whole round
+    to resume), each checked against the round's starting best, the survivors versioned
+    and handed to the executor together, each verdict recorded as it comes in; then the
+    round's winner promoted and the stall and bound rules applied (`close_round`)."""
     run.store.start_round(run.id, r)
-    result = RoundResult(best, 0.0)
+    entries = record_round(run, r, proposals, best)
+    judge(run, r, [e for e in entries if not e.refused], best)
+    return close_round(run, r, best, entries)
+
+
+def record_round(run: Run, r: int, proposals: list[Proposal], best: Best) -> list[Entry]:
+    """Record each proposal with its pre-check refusals (the same source twice in one round
+    is refused the second time); the refused are told at once."""
+    entries: list[Entry] = []
+    seen: dict[str, int] = {}
     for k, prop in enumerate(proposals, start=1):
-        won = one_proposal(run, r, k, prop, result.best)
-        result.outcomes.append(won)
-        if won.best is not None:
-            result.gain = max(result.gain, won.gain or 0.0)
-        result.best = adopt(run, result.best, won)
-    run.store.finish_round(run.id, r)
+        pid, refused = _prechecks(run, r, k, prop, best)
+        if (first := seen.setdefault(prop.source, k)) != k:
+            refused.insert(0, f"the same source as candidate {r}.{first} of this round")
+        entries.append(Entry(k, prop, pid, refused))
+    for e in entries:
+        if e.refused:
+            _refuse(run, r, e)
+    return entries
+
+
+def judge(run: Run, r: int, entries: list[Entry], best: Best) -> None:
+    """Version each entry and hand its evaluation to the run's executor, at most
+    `executor.slots` at a time, recording each verdict in the order the candidates were
+    proposed as soon as it is in (in turn: one evaluated, recorded, then the next, so a
+    kill loses at most the one in flight). This process is the only writer of the
+    history and the versions: jobs only evaluate."""
+    pending: deque[tuple[Entry, Future[Evaluated]]] = deque()
+    for e in entries:
+        while len(pending) >= max(1, run.executor.slots):
+            _record_outcome(run, r, *_result(pending.popleft()), f"#{best.pid}")
+        variant = run.versions.commit_variant(
+            run.id, r, e.k, e.prop.source, e.prop.hypothesis, proposal_id=e.pid
+        )
+        run.store.set_commit(e.pid, variant.commit, variant.branch)
+        run.view.candidate(r, e.k, e.prop, "evaluating", "")
+        pending.append((e, submit(run, e.prop.source, f"r{r}_{e.k}", best)))
+    while pending:
+        _record_outcome(run, r, *_result(pending.popleft()), f"#{best.pid}")
+
+
+def _result(item: tuple[Entry, Future[Evaluated]]) -> tuple[Entry, Evaluated]:
+    return item[0], item[1].result()
+
+
+def _record_outcome(run: Run, r: int, e: Entry, ev: Evaluated, best_label: str) -> None:
+    if ev.infrastructure or ev.record is None:
+        run.store.mark_infrastructure(e.pid, ev.infrastructure)
+        e.told = (
+            f"not evaluated: an infrastructure failure, not the candidate's "
+            f"fault ({ev.infrastructure}); it may be sent again"
+        )
+        run.view.candidate(r, e.k, e.prop, "infrastructure", ev.infrastructure[:160])
+        return
+    accepted, _, reasons = _record_verdict(run, e.pid, ev)
+    word = "accepted" if accepted else "rejected"
+    e.told = outcome_text(word, reasons, ev, best_label)
+    shown = "correct, unmeasured" if ev.record.verdict.accepted and ev.gate is None else word
+    run.view.candidate(r, e.k, e.prop, shown, "; ".join(reasons)[:160])
+
+
+def close_round(run: Run, r: int, best: Best, entries: list[Entry], note: str = "") -> RoundResult:
+    """The round's winner (read back from the history, so a resumed round decides the
+    same), promoted and profiled; every evaluated candidate's outcome told to the agent;
+    the round closed; after a measured round, the stall and bound rules."""
+    decision = decide_round(run.store, run.task, run.id, r)
+    new = promote(run, decision, best) if decision.winner is not None else None
+    result = RoundResult(best, decision.gain)
+    by_pid = {a.id: a for a in decision.attempts}
+    for e in entries:
+        if e.refused:
+            result.outcomes.append(Outcome(e.pid, k=e.k))
+            continue
+        a = by_pid[e.pid]
+        won = new is not None and e.pid == new.pid
+        if e.pid in decision.gains and not won:
+            assert decision.winner is not None
+            e.told = (
+                f"accepted by the gate but not promoted: candidate {r}.{decision.winner.k} of "
+                f"this round gained more ({decision.gain:+.1%} against "
+                f"{decision.gains[e.pid]:+.1%}); {e.told.partition(': ')[2]}"
+            )
+        if e.told:
+            run.agent.observe(e.prop, e.told)
+        result.outcomes.append(
+            Outcome(
+                e.pid,
+                decision.gains.get(e.pid),
+                new if won else None,
+                a.status == "infrastructure",
+                e.k,
+            )
+        )
+    result.best = adopt(run, best, new)
+    run.store.finish_round(run.id, r, note)
     run.view.round_done(r, result.best, result.gain)
-    if run.measured and not all(o.infrastructure for o in result.outcomes):
+    # A round whose every proposal was lost to the infrastructure measured nothing and is
+    # not a flat round (resume.gains_before reads the history the same way).
+    if run.measured and any(a.status != "infrastructure" for a in decision.attempts):
         rules, pct = run.task.spec.rules, result.best.pct_of_floor
         run.gains.append(result.gain)
         result.stop = stall_check(run.gains, rules, pct) or bound_check(pct, rules)
     return result
 
 
-def one_proposal(
-    run: Run, r: int, k: int, prop: Proposal, best: Best, pid: int | None = None
-) -> Outcome:
-    """Check, version, evaluate and gate one proposal; the outcome carries the gain and the
-    new best if it wins. `pid`: the proposal is already recorded (in flight when a killed
-    run died)."""
-    pid, refused = _prechecks(run, r, k, prop, best, pid)
-    if refused:
-        run.store.refuse_proposal(pid, "; ".join(refused))
-        run.agent.observe(prop, f"refused before evaluation: {'; '.join(refused)}")
-        run.view.candidate(r, k, prop, "refused", refused[0])
-        return Outcome(pid)
-    variant = run.versions.commit_variant(
-        run.id, r, k, prop.source, prop.hypothesis, proposal_id=pid
-    )
-    run.store.set_commit(pid, variant.commit, variant.branch)
-    run.view.candidate(r, k, prop, "evaluating", "")
-    ev = evaluate_source(run, prop.source, f"r{r}_{k}", best)
-    if ev.infrastructure or ev.record is None:
-        run.store.mark_infrastructure(pid, ev.infrastructure)
-        run.agent.observe(
-            prop,
-            f"not evaluated: an infrastructure failure, not the candidate's "
-            f"fault ({ev.infrastructure}); it may be sent again",
-        )
-        run.view.candidate(r, k, prop, "infrastructure", ev.infrastructure[:160])
-        return Outcome(pid, infrastructure=True)
-    accepted, objective, reasons = _record_verdict(run, pid, ev)
-    word = "accepted" if accepted else "rejected"
-    run.agent.observe(prop, outcome_text(word, reasons, ev, f"#{best.pid}"))
-    shown = "correct, unmeasured" if ev.record.verdict.accepted and ev.gate is None else word
-    run.view.candidate(r, k, prop, shown, "; ".join(reasons)[:160])
-    if not accepted:
-        return Outcome(pid)
-    rules = run.task.spec.rules
-    pending = new_arch_guard(run.store.arch_experience(run.arch).get("approvals", 0), rules)
-    sandboxes = [ev.record.environment.sandbox] + ([ev.bench.sandbox] if ev.bench else [])
-    held = unsandboxed_hold(sandboxes, run.allow_unsandboxed)
-    run.store.set_best(
-        run.id,
-        pid,
-        pending_approval=pending or bool(held),
-        reason=(
-            f"unsandboxed: {held}"
-            if held
-            else "new architecture: needs `kernelloop approve`"
-            if pending
-            else "new best"
-        ),
-    )
-    pending = pending or bool(held)
-    if not pending:
-        run.versions.set_best(variant.commit)
-    new = Best(
-        pid,
-        prop.source,
-        ev.record,
-        objective or best.objective,
-        floor_pct(run.task, ev.shapes),
-        best.path.with_name(f"best_{pid}.py"),
-        shapes=ev.shapes,
-    )
-    new.path.write_text(prop.source)
-    return Outcome(pid, (ev.gate.objective or 1.0) - 1.0, new)
+def _refuse(run: Run, r: int, e: Entry) -> None:
+    run.store.refuse_proposal(e.pid, "; ".join(e.refused))
+    run.agent.observe(e.prop, f"refused before evaluation: {'; '.join(e.refused)}")
+    run.view.candidate(r, e.k, e.prop, "refused", e.refused[0])
 
 
-def _prechecks(
-    run: Run, r: int, k: int, prop: Proposal, best: Best, pid: int | None
-) -> tuple[int, list[str]]:
-    """Record the proposal (unless it is already) and return its id with every reason to
-    refuse it before evaluation: policy rules, and a repeat of an idea already measured."""
+def _prechecks(run: Run, r: int, k: int, prop: Proposal, best: Best) -> tuple[int, list[str]]:
+    """Record the proposal and return its id with every reason to refuse it before
+    evaluation: policy rules, and a repeat of an idea already measured."""
     entry = run.task.spec.task.entry
     decisions = check_proposal(run.task.spec.rules, best.source, prop.source, entry)
     try:
         n_edits = len(edit_points(best.source, prop.source))
     except (SyntaxError, ValueError):
         n_edits = None
-    if pid is None:
-        pid = run.store.add_proposal_from(
-            run.id, r, prop, k=k, parent_id=best.pid, edit_points=n_edits
-        )
+    pid = run.store.add_proposal_from(run.id, r, prop, k=k, parent_id=best.pid, edit_points=n_edits)
     refused = [d.reason for d in refusals(decisions)]
     # A repeat of an idea already measured is the most useful thing to tell the agent, so
     # it leads even when a policy rule refuses the proposal as well (on the H200 a

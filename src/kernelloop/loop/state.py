@@ -10,6 +10,7 @@ from typing import Protocol
 from kernelloop.agents.base import Agent, Proposal
 from kernelloop.evaluate.trusted.bench_record import BenchmarkRecord
 from kernelloop.evaluate.trusted.record import EvaluationRecord
+from kernelloop.executor import Executor, InTurn
 from kernelloop.gate import GateResult
 from kernelloop.history import HistoryStore
 from kernelloop.task import Task
@@ -26,6 +27,7 @@ class Options:
     workspace: Path | None = None
     sandbox: str = "auto"
     allow_unsandboxed: bool = False  # promote a best whose evaluation ran with --sandbox none
+    executor: Executor | None = None  # who runs a round's evaluations (None: in turn)
 
 
 @dataclass
@@ -57,13 +59,16 @@ class Best:
 
 @dataclass
 class Outcome:
-    """What one proposal came to: its history row, and the gain and new best if it won;
-    `infrastructure` when it could not be evaluated through no fault of its own."""
+    """What one proposal came to: its history row and place in the round (k); the gain
+    over the round's starting best when the gate accepted it; the new best if it was the
+    round's winner; `infrastructure` when it could not be evaluated through no fault of
+    its own."""
 
     pid: int
     gain: float | None = None
     best: Best | None = None
     infrastructure: bool = False
+    k: int = 0
 
 
 class View(Protocol):
@@ -97,3 +102,5 @@ class Run:
     id: int = 0
     arch: str = ""
     gains: list[float] = field(default_factory=list)
+    # Who runs the evaluations of a round (in turn on the one device, or one per GPU).
+    executor: Executor = field(default_factory=InTurn)

@@ -68,6 +68,7 @@ def context(rr: RunRecords, rules: Rules, out_dir: Path) -> dict[str, Any]:
         "best_gate": best_stored.gate if best_stored else None,
         "has_floor": any(r["pct_of_floor"] is not None for r in rows),
         "narrative": sections.narrative(rr),
+        "rounds": sections.rounds(rr),
         "deltas": sections.metric_deltas(rr),
         "costs": sections.cost_ledger(rr, head["wall_s"]),
         "checklist": checklist(rr, rules),

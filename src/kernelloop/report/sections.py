@@ -159,6 +159,26 @@ def measured_text(rr: RunRecords, a: Attempt) -> str:
     return "; ".join(parts)
 
 
+def rounds(rr: RunRecords) -> list[dict[str, Any]]:
+    """Per round, its candidates side by side (they were judged against the same best):
+    label, verdict, speedup over the baseline, and which one the round promoted."""
+    by_round: dict[int, list[Attempt]] = {}
+    for a in rr.attempts:
+        if a.round > 0:
+            by_round.setdefault(a.round, []).append(a)
+    out = []
+    for r, cands in sorted(by_round.items()):
+        cells = []
+        for a in sorted(cands, key=lambda a: a.k):
+            speed = f" {a.objective:.3f}x" if a.objective is not None else ""
+            mark = " ★ promoted" if a.was_best else ""
+            if a.accepted and a.objective is not None and not a.was_best:
+                mark = " (not promoted)"
+            cells.append(f"{label(a)} #{a.id} {state(a)}{speed}{mark}")
+        out.append({"round": r, "n": len(cands), "candidates": cells})
+    return out
+
+
 def narrative(rr: RunRecords) -> list[dict[str, Any]]:
     """Per variant: the agent's claim and prediction next to what was measured and the verdict."""
     rows = []

@@ -113,6 +113,13 @@ class Rules(_Strict):
     eval_timeout_s: float = Field(default=600.0, gt=0)
     max_cost_usd: float | None = None
     max_wall_s: float | None = None
+    candidates: int | None = Field(
+        default=None,
+        ge=1,
+        le=64,
+        description="proposals asked for per round (default: 2 for model agents and the "
+        "tuner, 1 for a scripted agent); all are judged in the round",
+    )
     max_profiles: int | None = Field(
         default=None,
         ge=0,

@@ -46,7 +46,7 @@ def make_llm_agent(
     prompts_dir: str | Path | None = None,
     prices: str | Path | None = None,
     ledger: CostLedger | None = None,
-    per_round: int = 1,
+    per_round: int | None = None,
     n_directions: int = 6,
     n_final: int = 3,
     n_drafts: int = 2,
@@ -93,7 +93,7 @@ def make_llm_agent(
             build(spec, base_url),
             ledger=ledger,
             prompts=prompts,
-            n_candidates=per_round,
+            n_candidates=per_round or 1,
             max_cost_usd=max_cost,
         )
     return CascadeAgent(
@@ -104,5 +104,6 @@ def make_llm_agent(
         n_directions=n_directions,
         n_final=n_final,
         n_drafts=n_drafts,
+        n_candidates=per_round,
         max_cost_usd=max_cost,
     )

@@ -3,8 +3,11 @@
 The screen model lists directions with a difficulty and drafts candidates; entries that
 are the same idea (same normalized source, or near-identical direction text) are merged,
 the merged list is ranked, the 2-3 hardest directions go to the final model, and the
-best remaining drafts are proposed as they are. The ledger prices every call, so the
-run summary can set the cascade's spend against the strong model doing the same calls.
+best remaining drafts are proposed as they are. With `n_candidates` (the loop's
+`--candidates N`) a round gets at most N: the final model writes the hardest
+min(n_final, N) directions and the screen's drafts fill the rest. The ledger prices
+every call, so the run summary can set the cascade's spend against the strong model
+doing the same calls.
 """
 
 from __future__ import annotations
@@ -135,6 +138,7 @@ class CascadeAgent:
         n_drafts: int = 2,
         similarity: float = 0.7,
         max_cost_usd: float | None = None,
+        n_candidates: int | None = None,
     ) -> None:
         self.screen = Asker(screen, ledger, prompts)
         self.final = Asker(final, ledger, prompts)
@@ -145,6 +149,8 @@ class CascadeAgent:
         self.n_drafts = n_drafts
         self.similarity = similarity
         self.max_cost_usd = max_cost_usd
+        # At most this many proposals a round (None: the n_final finals and n_drafts drafts).
+        self.n_candidates = n_candidates
         self.rounds: list[CascadeRound] = []
         self.outcomes: list[tuple[Proposal, str]] = []
         self._told = 0  # outcomes already shown in a prompt
@@ -161,8 +167,10 @@ class CascadeAgent:
             stage="screen", require_source=False,
         )  # fmt: skip
         ranked = merge_directions(screened, self.similarity)
-        hard, rest = split_hard(ranked, self.n_final)
-        drafts = [d for d in rest if d.candidate.source][: self.n_drafts]
+        cap = self.n_candidates
+        hard, rest = split_hard(ranked, self.n_final if cap is None else min(self.n_final, cap))
+        n_drafts = self.n_drafts if cap is None else max(0, cap - len(hard))
+        drafts = [d for d in rest if d.candidate.source][:n_drafts]
         proposals = [to_proposal(d.candidate, self.name, self.screen.label) for d in drafts]
         final_error = ""
         if hard:
@@ -193,7 +201,7 @@ class CascadeAgent:
                 final_error=final_error,
             )
         )
-        return proposals
+        return proposals if cap is None else proposals[:cap]
 
     def observe(self, proposal: Proposal, outcome: str) -> None:
         self.outcomes.append((proposal, outcome))
