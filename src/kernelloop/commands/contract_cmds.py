@@ -58,7 +58,7 @@ def show(
 def _recorded_best(task, workspace):
     """The task's promoted best from its history (None where no run has recorded one)."""
     from kernelloop.history import HistoryStore
-    from kernelloop.loop.resume import stored_best
+    from kernelloop.loop.promotion import stored_numbers
     from kernelloop.loop.state import Best
 
     db = task.workspace(workspace) / DB_NAME
@@ -68,5 +68,5 @@ def _recorded_best(task, workspace):
         best = store.promoted_best(task.name)
         if best is None:
             return None
-        record, rows, pct = stored_best(task, store, best.id)
+        record, _, rows, pct = stored_numbers(task, store, best.id)
         return Best(best.id, best.source, record, best.objective or 1.0, pct, shapes=rows)
