@@ -17,7 +17,11 @@ from kernelloop.evaluate.trusted.outputs import OutputDir
 from kernelloop.evaluate.trusted.plan import Call
 from kernelloop.evaluate.trusted.record import CheckResult
 from kernelloop.evaluate.trusted.sensitivity import Sensitivity, matching_trivial, trivial_outputs
-from kernelloop.evaluate.trusted.text import candidate_text, last_line  # noqa: F401  (last_line: re-exported)
+from kernelloop.evaluate.trusted.text import (  # noqa: F401  (last_line: re-exported)
+    candidate_text,
+    compiler_lines,
+    last_line,
+)
 from kernelloop.task import Task
 
 # What the RecordFunction trace may see outside launches besides ALLOC_VIEW_OPS: composite
@@ -125,9 +129,11 @@ class Judge:
 
     def _judge(self, call: Call, msg: dict, outputs: OutputDir) -> None:
         if not msg.get("ok"):
-            self._fail(
-                call, call.suite, "crash", f"the candidate raised {last_line(msg.get('error', ''))}"
-            )
+            error = msg.get("error", "")
+            if (lines := compiler_lines(error)) is not None:
+                self._fail(call, call.suite, "compile", f"its kernel failed to compile: {lines}")
+            else:
+                self._fail(call, call.suite, "crash", f"the candidate raised {last_line(error)}")
             return
         inputs = self._inputs(call)
         like = inputs[self.task.spec.task.output_like]
