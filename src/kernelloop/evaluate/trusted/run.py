@@ -27,7 +27,7 @@ import torch
 
 from kernelloop.errors import KernelloopError
 from kernelloop.evaluate.protocol import quantiles
-from kernelloop.evaluate.trusted import channel
+from kernelloop.evaluate.trusted import channel, compile_cache
 from kernelloop.evaluate.trusted.interleave import Settings, run_timing
 from kernelloop.evaluate.trusted.judge import Judge
 from kernelloop.evaluate.trusted.outputs import OutputDir, OutputError
@@ -177,6 +177,9 @@ def evaluate(
             hidden_paths=[task.workspace()],
             extra_env=env,
         )
+        # Only the candidate's code runs in this worker: its own compile cache, shared
+        # with its timing worker (compile_cache.py says why that is safe).
+        cfg = compile_cache.bind(cfg, source)
         say(f"worker starting ({len(plan.calls)} correctness calls, sandbox={cfg.mode})")
         judge = Judge(task, device)  # loads the task's reference before any worker runs
         # Opened before the worker starts: every output is read relative to this descriptor.
@@ -195,6 +198,8 @@ def evaluate(
                 )
             finally:
                 result = proc.finish()  # always: a worker is never left running
+                if cfg.gpu:
+                    compile_cache.trim(source)
         finally:
             outputs.close()
     finally:
