@@ -86,6 +86,11 @@ class StageTime(BaseModel):
     seconds: float = 0.0
     calls: int = 0
     status: Literal["passed", "failed", "not run", "skipped"] = "passed"
+    judge_seconds: float = Field(
+        default=0.0,
+        description="of `seconds`, the trusted side's own work on this stage's calls: reading "
+        "each output, regenerating its inputs, the float64 reference and the comparison",
+    )
 
 
 class Environment(BaseModel):

@@ -395,13 +395,13 @@ def _consume(
             clock.advance("compile")
         elif kind == "call":
             call = calls[msg["id"]]  # parse() checked: planned, and not seen before
-            failed = len(judge.failures)
+            failed, t = len(judge.failures), time.monotonic()
             try:
                 judge.judge(call, msg, outputs)
             except OutputError as e:
                 judge._fail(call, call.suite, "protocol", f"its output could not be read: {e}")
                 channel.violation(state, f"{call.id}: {e}")
-            clock.judged(call.stage, len(judge.failures) > failed)
+            clock.judged(call.stage, len(judge.failures) > failed, time.monotonic() - t)
             if len(state["seen"]) % 10 == 0:
                 say(f"{call.stage}: checked {len(state['seen'])}/{len(calls)} calls")
         elif kind == "compile":

@@ -30,6 +30,7 @@ class StageClock:
         self.left = Counter(c.stage for c in plan.calls)
         self.calls = Counter(c.stage for c in plan.calls)
         self.done: dict[str, StageTime] = {}
+        self.judge_s: Counter[str] = Counter()  # trusted-side seconds per stage
         self.t = time.monotonic()
         self.current: str | None = "static"
 
@@ -40,6 +41,7 @@ class StageClock:
             seconds=round(now - self.t, 3),
             calls=self.calls.get(name, 0) - max(self.left.get(name, 0), 0),
             status=status,
+            judge_seconds=round(self.judge_s[name], 3),
         )
         self.t = now
 
@@ -52,10 +54,11 @@ class StageClock:
             self._close(name, "passed")
         self.current = to
 
-    def judged(self, stage: str, failed: bool) -> None:
-        """One call of `stage` was judged; `failed`: it rejected the candidate."""
+    def judged(self, stage: str, failed: bool, seconds: float = 0.0) -> None:
+        """One call of `stage` was judged in `seconds`; `failed`: it rejected the candidate."""
         if stage not in STAGES or self.current is None:
             return
+        self.judge_s[stage] += seconds
         self.advance(stage)
         self.left[stage] -= 1
         if not failed and self.current == stage and self.left[stage] <= 0 and stage != STAGES[-1]:
@@ -83,10 +86,13 @@ class StageClock:
 
 
 def summary(stages: list[StageTime]) -> str:
-    """One line for a person: `static 0.0 s · start 3.1 s · compile 1.2 s (failed) · …`."""
+    """One line for a person, the stages that ran (or were skipped):
+    `static 0.0 s · start 3.1 s · compile 1.2 s (failed)`."""
     parts = []
     for s in stages:
-        if s.status in ("not run", "skipped"):
+        if s.status == "not run":
+            continue
+        if s.status == "skipped":
             parts.append(f"{s.name} {s.status}")
         else:
             mark = " (failed)" if s.status == "failed" else ""
