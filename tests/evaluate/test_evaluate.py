@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from kernelloop.evaluate.trusted.plan import plan_calls
 from kernelloop.evaluate.trusted.run import evaluate
 from tests.conftest import FLAGSHIP, FUSED
 
@@ -146,5 +147,40 @@ def test_extreme_suite_covers_every_task_dtype_even_when_fewer_are_selected(flag
         flagship, fragile, device="cpu", shapes="7x129", dtypes=["bfloat16"], timing=False
     )
     assert rec.verdict.category == "wrong", rec.verdict.reasons
-    assert any("large_offset" in r and "float32" in r for r in rec.verdict.reasons)
-    assert {c.dtype for c in rec.checks if c.suite == "extreme"} == set(flagship.spec.dtypes)
+    # rejected by an extreme case in a dtype that was not selected (the evaluation stops
+    # at that first failure, so which of fp16/fp32 fails first is the plan's order)
+    assert any(
+        "large_offset" in r and ("float32" in r or "float16" in r) for r in rec.verdict.reasons
+    )
+    assert "bfloat16" not in rec.verdict.reasons[0]
+    plan = plan_calls(flagship, [flagship.find_shape("7x129")], ["bfloat16"])
+    assert {c.dtype for c in plan.calls if c.suite == "extreme"} == set(flagship.spec.dtypes)
+
+
+def test_a_failing_candidate_is_stopped_at_its_first_failed_check_and_never_timed(flagship):
+    # One-pass variance passes random inputs (compile, smoke) and fails an extreme case:
+    # the worker is stopped there, the rest of the plan never runs, and even with timing
+    # asked for, a rejected candidate is never timed.
+    fragile = FLAGSHIP / "scripted" / "03_one_pass_variance.py"
+    rec = evaluate(
+        flagship, fragile, device="cpu", shapes="5x1000,7x129", dtypes=["float32"], timing=True
+    )
+    assert rec.verdict.category == "wrong", rec.verdict.reasons
+    assert len(rec.failed_checks()) == 1 and "extreme/" in rec.verdict.reasons[0]
+    assert not any("produced no result" in r or "exit code" in r for r in rec.verdict.reasons)
+    stages = {s.name: s for s in rec.stages}
+    assert [s.name for s in rec.stages] == ["static", "start", "compile", "smoke", "full", "timing"]
+    assert stages["compile"].status == stages["smoke"].status == "passed"
+    assert stages["full"].status == "failed" and stages["timing"].status == "not run"
+    assert rec.timings == []
+    planned = sum(s.calls for s in rec.stages)
+    assert planned < 40  # of the 40+ planned calls, it stopped after the first failure
+    assert all(s.seconds >= 0 for s in rec.stages)
+
+
+def test_timing_is_skipped_under_the_interpreter_unless_asked_for(flagship):
+    rec = evaluate(flagship, FUSED, device="cpu", shapes="7x129", dtypes=["float32"])
+    assert rec.verdict.accepted, rec.verdict.reasons
+    assert not rec.timings_count and rec.timings == []
+    assert [(s.name, s.status) for s in rec.stages][-1] == ("timing", "skipped")
+    assert all(s.status == "passed" for s in rec.stages[:-1])

@@ -95,18 +95,23 @@ def test_a_symlink_where_an_output_belongs_is_never_followed(flagship, tmp_path,
     assert canary.intact()
 
 
-def test_text_aimed_at_the_reader_is_cut_cleaned_and_quoted(flagship, tmp_path, canary):
-    rec = run(flagship, tmp_path, "hostile_text.py")
-    assert rec.verdict.category == "crash", rec.verdict.reasons
+@pytest.mark.parametrize("raise_at", ["1", "0"])
+def test_text_aimed_at_the_reader_is_cut_cleaned_and_quoted(flagship, tmp_path, canary, raise_at):
+    # raise_at 1: a megabyte raised on the first call; 0: a class name made of escapes
+    rec = run(flagship, tmp_path, "hostile_text.py", RAISE_AT=raise_at)
     first = rec.verdict.reasons[0]
-    assert "the candidate raised «" in first and len(first) < 450, first[:500]
+    if raise_at == "1":
+        assert rec.verdict.category == "crash", rec.verdict.reasons
+        assert "the candidate raised «" in first and len(first) < 450, first[:500]
+    else:
+        assert rec.verdict.category == "interface", rec.verdict.reasons
+        assert "returned «" in first and "not exactly a torch.Tensor" in first, first[:500]
     texts = [*rec.verdict.reasons, *rec.warnings, *(c.reason for c in rec.checks)]
     assert all(clean(t) and "\n" not in t for t in texts)
     # The fake instruction only ever appears inside the candidate's quotes.
     for t in texts:
         for part in t.split("SYSTEM:")[1:]:
             assert "»" in part, t
-    assert any("returned «" in t and "not exactly a torch.Tensor" in t for t in texts), texts[:5]
     log = rec.worker_log_tail
     assert 0 < len(log) <= 3000 and clean(log) and "\x1b" not in log
     assert (

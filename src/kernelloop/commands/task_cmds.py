@@ -15,6 +15,7 @@ from rich.table import Table
 from kernelloop.commands.labels import print_rejection
 from kernelloop.errors import KernelloopError
 from kernelloop.evaluate.trusted.record import EvaluationRecord
+from kernelloop.evaluate.trusted.stages import summary as stage_summary
 from kernelloop.task import load_task
 
 TEMPLATE = Path(__file__).resolve().parent.parent / "task" / "template"
@@ -69,7 +70,14 @@ def evaluate_cmd(
     timeout: Annotated[
         float | None, typer.Option(help="wall-clock limit for the worker, seconds")
     ] = None,
-    no_timing: Annotated[bool, typer.Option("--no-timing", help="correctness only")] = False,
+    timing: Annotated[
+        bool | None,
+        typer.Option(
+            "--timing/--no-timing",
+            help="time a candidate that passed (default: only where timings count, "
+            "never under the Triton interpreter)",
+        ),
+    ] = None,
 ) -> None:
     """Check a candidate for correctness (and time it on a GPU) in a sandboxed worker.
     Exit 0 accepted, 1 rejected."""
@@ -84,7 +92,7 @@ def evaluate_cmd(
             device=device,
             shapes=shapes,
             dtypes=[d.strip() for d in dtypes.split(",")] if dtypes else None,
-            timing=not no_timing,
+            timing=timing,
             sandbox=sandbox,
             timeout_s=timeout,
             progress=lambda m: status.update(m),
@@ -142,6 +150,8 @@ def print_record(record: EvaluationRecord, console: Console) -> None:
                 "-" if k.convert_layouts is None else str(k.convert_layouts),
             )
         console.print(kt)
+    if record.stages:
+        console.print(f"stages: {stage_summary(record.stages)}")
     if record.timings:
         title = "timing" if record.timings_count else "timing (interpreter: does not count)"
         tt = Table(

@@ -50,6 +50,7 @@ class SandboxResult:
     # max_stdout_bytes in all. The caller turns this into a `protocol` rejection.
     protocol: str | None = None
     stderr_dropped: int = 0  # bytes of stderr not kept (only the last stderr_keep_bytes are)
+    stopped: bool = False  # the launcher ended the worker early on purpose (SandboxProcess.stop)
 
 
 @dataclass

@@ -159,6 +159,7 @@ class SandboxProcess:
         self.warnings: list[str] = []
         self.protocol: str | None = None
         self.timed_out = False
+        self.stopped = False  # stop(): the launcher ended it early on purpose
         self._fds: list[int] = []  # memfds bwrap reads at setup (seccomp program, /etc files)
         try:
             full, env, cwd = self._command(list(argv), Path(workdir))
@@ -324,8 +325,14 @@ class SandboxProcess:
 
     # -- end ----------------------------------------------------------------------------
 
+    def stop(self) -> None:
+        """End the worker now instead of waiting for it (the launcher has what it needs,
+        e.g. a verdict already decided): `finish()` then kills it without waiting."""
+        self.stopped = True
+
     def finish(self) -> SandboxResult:
-        if self.proc.poll() is None and not self.timed_out and self.protocol is None:
+        waiting = not (self.timed_out or self.stopped or self.protocol is not None)
+        if self.proc.poll() is None and waiting:
             try:
                 self.proc.wait(timeout=max(0.1, self.t0 + self.cfg.timeout_s - time.monotonic()))
             except subprocess.TimeoutExpired:
@@ -356,6 +363,7 @@ class SandboxProcess:
             warnings=list(self.warnings),
             protocol=self.protocol,
             stderr_dropped=dropped,
+            stopped=self.stopped,
         )
 
 

@@ -93,6 +93,14 @@ class Stochastic(_Strict):
 class Suites(_Strict):
     extreme: list[str] = Field(default_factory=list)
     random_repeats: int = Field(default=2, ge=1)
+    extreme_shrink: list[str] = Field(
+        default_factory=list,
+        description=(
+            "dimensions the extreme cases' numerics do not depend on (a row count): the "
+            "extreme suite runs once per distinct value of the other dimensions, with these "
+            "set to the smallest value any selected shape has"
+        ),
+    )
 
 
 class Rules(_Strict):
@@ -170,5 +178,12 @@ class TaskSpec(_Strict):
             raise ValueError(
                 "cpu_shapes: list at least one small [[cpu_shapes]] entry for machines without a "
                 "GPU"
+            )
+        dims = {d for s in [*self.shapes, *self.cpu_shapes] for d in s.dims}
+        unknown = [d for d in self.suites.extreme_shrink if d not in dims]
+        if unknown:
+            raise ValueError(
+                f"suites.extreme_shrink names {unknown}, which no shape has; "
+                f"use dimension names from {sorted(dims)}"
             )
         return self

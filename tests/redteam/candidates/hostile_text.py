@@ -1,7 +1,9 @@
 # ruff: noqa: F821  (these names come with the thief, pasted in by harness.candidate_source)
 """Red team (issue 12, finding 7): text meant for the reader of the verdict. Raises with
-terminal escapes, a fake instruction and a megabyte of text on the first call; returns an
-object whose class name carries escapes on the others; prints the same to stderr."""
+terminal escapes, a fake instruction and a megabyte of text on call number {{RAISE_AT}}
+(0: never); returns an object whose class name carries escapes on the others; prints the
+same to stderr. The evaluation stops at the first failed check (issue 13), so each of the
+two texts is the first failure of its own run."""
 
 import sys
 
@@ -27,6 +29,6 @@ _Out.__module__ = "torch"
 def forward(x, residual, weight, bias, *, p, eps, seed):
     _calls.append(1)
     print(ESC + INJECT + "z" * 100_000, file=sys.stderr)
-    if len(_calls) == 1:
+    if len(_calls) == {{RAISE_AT}}:
         raise RuntimeError(ESC + INJECT + "y" * (1 << 20) + ESC + INJECT)
     return _Out()

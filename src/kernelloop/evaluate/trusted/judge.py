@@ -17,7 +17,12 @@ from kernelloop.evaluate.trusted.outputs import OutputDir
 from kernelloop.evaluate.trusted.plan import Call
 from kernelloop.evaluate.trusted.record import CheckResult
 from kernelloop.evaluate.trusted.sensitivity import Sensitivity, matching_trivial, trivial_outputs
-from kernelloop.evaluate.trusted.text import candidate_text, error_excerpt, last_line  # noqa: F401  (last_line: re-exported)
+from kernelloop.evaluate.trusted.text import (  # noqa: F401  (last_line: re-exported)
+    candidate_text,
+    compiler_lines,
+    error_excerpt,
+    last_line,
+)
 from kernelloop.task import Task
 
 # What the RecordFunction trace may see outside launches besides ALLOC_VIEW_OPS: composite
@@ -125,8 +130,12 @@ class Judge:
 
     def _judge(self, call: Call, msg: dict, outputs: OutputDir) -> None:
         if not msg.get("ok"):
-            raised = error_excerpt(msg.get("error", ""))  # a compile error's first lines
-            self._fail(call, call.suite, "crash", f"the candidate raised {raised}")
+            error = msg.get("error", "")
+            if (lines := compiler_lines(error)) is not None:
+                self._fail(call, call.suite, "compile", f"its kernel failed to compile: {lines}")
+            else:
+                raised = error_excerpt(error)  # a compile error it missed: its first lines
+                self._fail(call, call.suite, "crash", f"the candidate raised {raised}")
             return
         inputs = self._inputs(call)
         like = inputs[self.task.spec.task.output_like]

@@ -6,7 +6,10 @@ evaluation, so a candidate cannot precompute or replay results.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import math
+import random
 import secrets
 from dataclasses import dataclass, field
 
@@ -30,6 +33,7 @@ class Call:
     # Every call runs under the aten-op recorder: auditing only the first let a
     # candidate be honest once and call PyTorch afterwards.
     audit: bool = True
+    stage: str = "full"  # one of STAGES
 
     def to_job(self) -> dict:
         return {
@@ -51,29 +55,69 @@ class Plan:
         return {c.id: c for c in self.calls}
 
 
-def _seed() -> int:
-    return secrets.randbits(62)
+class Seeds:
+    """Where a plan's secret seeds come from: a 256-bit key drawn from `secrets`, each seed
+    an HMAC-SHA256 of the call's name under it. A fresh `Seeds()` per evaluation is as
+    unpredictable as independent draws; one `Seeds` shared by the candidates of a round
+    gives them the same inputs (a worker only ever sees its own), so the trusted side can
+    compute each reference once per round (`refcache.py`). A new round, a new key."""
+
+    def __init__(self, key: bytes | None = None) -> None:
+        self.key = key if key is not None else secrets.token_bytes(32)
+        self.id = hashlib.sha256(b"kernelloop-seeds:" + self.key).hexdigest()[:16]
+
+    def _draw(self, name: str, bits: int) -> int:
+        digest = hmac.new(self.key, name.encode(), hashlib.sha256).digest()
+        return int.from_bytes(digest[:8], "big") >> (64 - bits)
+
+    def input_seed(self, name: str) -> int:
+        return self._draw(f"input:{name}", 62)
+
+    def call_seed(self, name: str) -> int:
+        return self._draw(f"call:{name}", 31)
+
+    def rng(self, name: str) -> random.Random:
+        """A generator for the plan's other secret choices (the unseen shape)."""
+        return random.Random(self._draw(f"rng:{name}", 62))
 
 
-def _call_seed() -> int:
-    return secrets.randbits(31)
+# The order calls run in: cheapest first, and the trusted side stops the worker at the
+# first failure, so a broken candidate costs only the stages before it fails.
+STAGES = ("compile", "smoke", "full")
 
 
-def plan_calls(task: Task, shapes: list[Shape], dtypes: list[str], *, unseen: bool = True) -> Plan:
-    """The calls of one evaluation; with `unseen`, plus a shape drawn now that no file names."""
+def plan_calls(
+    task: Task,
+    shapes: list[Shape],
+    dtypes: list[str],
+    *,
+    unseen: bool = True,
+    seeds: Seeds | None = None,
+) -> Plan:
+    """The calls of one evaluation, in stage order (`STAGES`); with `unseen`, plus a shape
+    drawn now that no file names. `seeds`: the round's (default: fresh for this plan)."""
     spec = task.spec
     st = spec.stochastic
+    seeds = seeds or Seeds()
     plan = Plan()
     rate_name = st.rate_param if st else None
     seed_name = st.seed_param if st else None
 
-    def params(rate: float | None = None, seed: int | None = None) -> dict:
+    def params(name: str, rate: float | None = None, seed: int | None = None) -> dict:
         p: dict = {}
         if rate_name is not None:
             p[rate_name] = 0.0 if rate is None else rate
         if seed_name is not None:
-            p[seed_name] = _call_seed() if seed is None else seed
+            p[seed_name] = seeds.call_seed(name) if seed is None else seed
         return p
+
+    def add(
+        cid: str, suite: str, case: str, shape: Shape, dtype: str, inputs: str = "", **kw
+    ) -> None:
+        """One call; `inputs` names the seed of its inputs (a group shares one)."""
+        kw.setdefault("params", params(cid))
+        seed = seeds.input_seed(inputs or cid)
+        plan.calls.append(Call(cid, suite, case, shape, dtype, seed, **kw))
 
     for si, shape in enumerate(shapes):
         large = _numel(shape) > LARGE_NUMEL
@@ -81,109 +125,127 @@ def plan_calls(task: Task, shapes: list[Shape], dtypes: list[str], *, unseen: bo
             base = f"{shape.label}-{dtype}"
             repeats = 1 if large else spec.suites.random_repeats
             for k in range(repeats):
-                plan.calls.append(
-                    Call(f"{base}-random-{k}", "random", "random", shape, dtype, _seed(), params())
-                )
+                add(f"{base}-random-{k}", "random", "random", shape, dtype)
             # Determinism: the same inputs and seed twice must give identical bytes.
-            iseed, cseed = _seed(), _call_seed()
+            grp = f"{base}-det"
             for role in ("a", "repeat"):
-                plan.calls.append(
-                    Call(
-                        f"{base}-determinism-{role}",
-                        "determinism",
-                        "random",
-                        shape,
-                        dtype,
-                        iseed,
-                        params(seed=cseed),
-                        group=f"{base}-det",
-                        role=role,
-                    )
-                )
-            for case in spec.suites.extreme:
-                plan.calls.append(
-                    Call(f"{base}-extreme-{case}", "extreme", case, shape, dtype, _seed(), params())
+                add(
+                    f"{base}-determinism-{role}",
+                    "determinism",
+                    "random",
+                    shape,
+                    dtype,
+                    inputs=grp,
+                    params=params(grp, seed=seeds.call_seed(grp)),
+                    group=grp,
+                    role=role,
                 )
             if st is None:
                 continue
-            plan.calls.append(
-                Call(
-                    f"{base}-stochastic-p0",
-                    "stochastic",
-                    st.case,
-                    shape,
-                    dtype,
-                    _seed(),
-                    params(0.0),
-                )
-            )
+            cid = f"{base}-stochastic-p0"
+            add(cid, "stochastic", st.case, shape, dtype, params=params(cid, 0.0))
             # Every rate on the first shape; elsewhere the task's own rate (one mask check
             # per shape is what catches shape-dependent RNG indexing bugs).
             task_rate = float(spec.params.get(st.rate_param, st.rates[0]))
             rates = st.rates if si == 0 and not large else [task_rate]
             for rate in rates:
-                iseed, s1, s2 = _seed(), _call_seed(), _call_seed()
-                while s2 == s1:
-                    s2 = _call_seed()
                 grp = f"{base}-stochastic-p{rate:g}"
+                s1, s2 = seeds.call_seed(f"{grp}/1"), seeds.call_seed(f"{grp}/2")
+                n = 2
+                while s2 == s1:
+                    n += 1
+                    s2 = seeds.call_seed(f"{grp}/{n}")
                 for role, cs in (("a", s1), ("same_seed", s1), ("other_seed", s2)):
-                    plan.calls.append(
-                        Call(
-                            f"{grp}-{role}",
-                            "stochastic",
-                            st.case,
-                            shape,
-                            dtype,
-                            iseed,
-                            params(rate, cs),
-                            group=grp,
-                            role=role,
-                            rate=rate,
-                        )
+                    add(
+                        f"{grp}-{role}",
+                        "stochastic",
+                        st.case,
+                        shape,
+                        dtype,
+                        inputs=grp,
+                        params=params(grp, rate, cs),
+                        group=grp,
+                        role=role,
+                        rate=rate,
                     )
+    # Extreme values: their numerics depend on a row's length and values, not on how many
+    # rows there are, so they run on every distinct row length with the fewest rows any
+    # selected shape has (`suites.extreme_shrink`; docs/evaluate.md, "What each suite covers").
+    ext_shapes = extreme_shapes(task, shapes)
+    for shape in ext_shapes:
+        for dtype in dtypes:
+            for case in spec.suites.extreme:
+                add(f"{shape.label}-{dtype}-extreme-{case}", "extreme", case, shape, dtype)
     # Numerical stress never depends on the dtypes a user selected: a kernel that is
     # fragile only where the input can carry a large mean/std ratio (one-pass variance
     # passed a bf16-only run on the H200, 2026-11-29, and fails fp32 large_offset) must
     # meet the extreme cases in every dtype of the task. They run on the smallest
-    # selected shape, where they are cheap.
+    # extreme shape, where they are cheap.
     omitted = [d for d in spec.dtypes if d not in dtypes]
-    if omitted and shapes and spec.suites.extreme:
-        small = min(shapes, key=_numel)
+    if omitted and ext_shapes and spec.suites.extreme:
+        small = min(ext_shapes, key=_numel)
         for dtype in omitted:
             for case in spec.suites.extreme:
-                plan.calls.append(
-                    Call(
-                        f"{small.label}-{dtype}-extreme-{case}",
-                        "extreme",
-                        case,
-                        small,
-                        dtype,
-                        _seed(),
-                        params(),
-                    )
-                )
-    extra = unseen_shape(task, shapes) if unseen and shapes and dtypes else None
+                add(f"{small.label}-{dtype}-extreme-{case}", "extreme", case, small, dtype)
+    extra = (
+        unseen_shape(task, shapes, seeds.rng("unseen")) if unseen and shapes and dtypes else None
+    )
     if extra is not None:
         base = f"unseen-{extra.label}-{dtypes[0]}"
-        plan.calls.append(
-            Call(f"{base}-random-0", "random", "random", extra, dtypes[0], _seed(), params())
-        )
+        add(f"{base}-random-0", "random", "random", extra, dtypes[0])
         if st is not None:
-            plan.calls.append(
-                Call(
-                    f"{base}-stochastic-p0",
-                    "stochastic",
-                    st.case,
-                    extra,
-                    dtypes[0],
-                    _seed(),
-                    params(0.0),
-                )
-            )
+            cid = f"{base}-stochastic-p0"
+            add(cid, "stochastic", st.case, extra, dtypes[0], params=params(cid, 0.0))
+    _stage(plan, shapes)
     return plan
 
 
-def unseen_shape(task: Task, selected: list[Shape]) -> Shape | None:
+def extreme_shapes(task: Task, shapes: list[Shape]) -> list[Shape]:
+    """The extreme suite's shapes: each selected shape with the `extreme_shrink` dimensions
+    set to the smallest value any selected shape has, duplicates dropped, smallest first."""
+    shrink = [d for d in task.spec.suites.extreme_shrink if shapes and d in shapes[0].dims]
+    if not shrink:
+        return list(shapes)
+    low = {d: min(s.dims.get(d, 1) for s in shapes) for d in shrink}
+    out: dict[str, Shape] = {}
+    for s in shapes:
+        dims = {k: (low[k] if k in low else v) for k, v in s.dims.items()}
+        shape = s if dims == s.dims else Shape(dims=dims, weight=s.weight, tag="extreme")
+        out.setdefault(shape.label, shape)
+    return sorted(out.values(), key=_numel)
+
+
+def _stage(plan: Plan, shapes: list[Shape]) -> None:
+    """Label every call with its stage and put the plan in stage order, cheapest first:
+    - compile: one random call per dtype on the smallest selected shape (the candidate's
+      kernels compile for every dtype before anything expensive runs);
+    - smoke: the random-input calls (random, determinism) and the stochastic ones on one
+      mid-size shape, every dtype;
+    - full: everything else (extreme cases first: their shapes are small), by size.
+    Calls of one group (determinism, a stochastic rate) keep their order."""
+    if not plan.calls or not shapes:
+        return
+    by_size = sorted(shapes, key=_numel)
+    small, mid = by_size[0].label, by_size[len(by_size) // 2].label
+    first: set[str] = set()
+    for c in plan.calls:
+        key = (c.dtype, c.suite)
+        if c.suite == "random" and c.shape.label == small and key not in first:
+            first.add(key)
+            c.stage = "compile"
+        elif c.shape.label == mid and c.suite in ("random", "determinism", "stochastic"):
+            c.stage = "smoke"
+    order = {name: i for i, name in enumerate(STAGES)}
+
+    def rank(c: Call) -> tuple:
+        return (order[c.stage], c.suite != "extreme", _numel(c.shape))
+
+    plan.calls.sort(key=rank)  # stable: a group's calls keep their order
+
+
+def unseen_shape(
+    task: Task, selected: list[Shape], rng: random.Random | None = None
+) -> Shape | None:
     """A shape drawn per evaluation from the task's own ranges, odd where it can be.
 
     A candidate specialised to the listed shapes (hard-coded sizes, a block that only
@@ -206,15 +268,16 @@ def unseen_shape(task: Task, selected: list[Shape]) -> Shape | None:
     budget = max(_numel(s) for s in selected)
     listed = {n: {s.dims[n] for s in every} for n in names}
     known = {s.label for s in every}
+    rng = rng or _RNG
     fallback = None  # where every value in range is listed: at least a combination no file names
     for _ in range(50):
         dims = {n: lo[n] for n in names}
-        for n in _RNG.sample(varying, len(varying)):
+        for n in rng.sample(varying, len(varying)):
             rest = _numel_of({k: v for k, v in dims.items() if k != n})
             top = min(hi[n], budget // max(rest, 1))
             if top < lo[n]:
                 return None
-            v = round(math.exp(_RNG.uniform(math.log(lo[n]), math.log(top))))
+            v = round(math.exp(rng.uniform(math.log(lo[n]), math.log(top))))
             dims[n] = min(v | 1, top) if v | 1 <= top else v
         shape = Shape(dims=dims, weight=1.0, tag="unseen")
         if all(dims[n] not in listed[n] for n in varying):

@@ -102,6 +102,23 @@ class TimingStats(BaseModel):
     pct_of_floor: float | None = Field(default=None, description="floor time / median time × 100")
 
 
+class StageTime(BaseModel):
+    """One stage of an evaluation, cheapest first; the first failure ends the evaluation
+    (the stages after it are `not run`). Seconds of wall-clock time on the trusted side:
+    `start` is the sandbox and the worker's imports up to its first message; `compile`
+    ends when the first call of every dtype is judged (the candidate's kernels compiled)."""
+
+    name: Literal["static", "start", "compile", "smoke", "full", "timing"]
+    seconds: float = 0.0
+    calls: int = 0
+    status: Literal["passed", "failed", "not run", "skipped"] = "passed"
+    judge_seconds: float = Field(
+        default=0.0,
+        description="of `seconds`, the trusted side's own work on this stage's calls: reading "
+        "each output, regenerating its inputs, the float64 reference and the comparison",
+    )
+
+
 class Environment(BaseModel):
     device: Literal["cuda", "cpu"]
     device_name: str
@@ -140,6 +157,9 @@ class EvaluationRecord(BaseModel):
     )
     worker_log_tail: str = ""
     warnings: list[str] = Field(default_factory=list)
+    stages: list[StageTime] = Field(
+        default_factory=list, description="each stage's time, in the order they ran"
+    )
     verdict: Verdict
 
     def failed_checks(self) -> list[CheckResult]:

@@ -2,9 +2,11 @@
 
 The trusted process never imports the candidate. It plans the calls, starts a fresh
 sandboxed worker, judges every output from the bytes the worker wrote, and decides.
-Missing results, crashes, timeouts and protocol violations are rejections. Only a
-candidate that passed is timed, and never in the correctness worker: the candidate and
-the baseline each get their own timing worker (kernelloop.evaluate.trusted.interleave).
+Missing results, crashes, timeouts and protocol violations are rejections. The calls run
+in stages, cheapest first (`stages.py`), and the worker is stopped at the first failed
+check. Only a candidate that passed is timed, and never in the correctness worker: the
+candidate and the baseline each get their own timing worker
+(kernelloop.evaluate.trusted.interleave).
 """
 
 from __future__ import annotations
@@ -25,11 +27,11 @@ import torch
 
 from kernelloop.errors import KernelloopError
 from kernelloop.evaluate.protocol import quantiles
-from kernelloop.evaluate.trusted import channel
+from kernelloop.evaluate.trusted import channel, compile_cache
 from kernelloop.evaluate.trusted.interleave import Settings, run_timing
 from kernelloop.evaluate.trusted.judge import Judge
 from kernelloop.evaluate.trusted.outputs import OutputDir, OutputError
-from kernelloop.evaluate.trusted.plan import Plan, plan_calls
+from kernelloop.evaluate.trusted.plan import Plan, Seeds, plan_calls
 from kernelloop.evaluate.trusted.record import (
     Environment,
     EvaluationRecord,
@@ -37,6 +39,7 @@ from kernelloop.evaluate.trusted.record import (
     TimingStats,
     Verdict,
 )
+from kernelloop.evaluate.trusted.stages import StageClock
 from kernelloop.evaluate.trusted.static import screen_source
 from kernelloop.evaluate.trusted.text import LOG_CHARS, candidate_text, last_line
 from kernelloop.sandbox import SandboxConfig, SandboxProcess, detect_mode
@@ -87,13 +90,17 @@ def evaluate(
     shapes: str | None = None,
     dtypes: list[str] | None = None,
     against: dict[str, Path] | None = None,
-    timing: bool = True,
+    timing: bool | None = None,
     sandbox: str = "auto",
     timeout_s: float | None = None,
     progress: Progress | None = None,
     screen: bool = True,
+    seeds: Seeds | None = None,
 ) -> EvaluationRecord:
-    """`screen=False` skips the static screen (tests use it to prove the runtime defences)."""
+    """`timing`: None times a passing candidate only where timings count (never under the
+    Triton interpreter, `timings_count`); True always, False never. `seeds`: the round's
+    secret seeds (default: fresh for this evaluation). `screen=False` skips the static
+    screen (tests use it to prove the runtime defences)."""
     say = progress or (lambda _m: None)
     device = resolve_device(device)
     candidate = Path(candidate).resolve()
@@ -107,14 +114,17 @@ def evaluate(
         raise KernelloopError(
             f"dtype(s) {bad} are not in the task; use some of {task.spec.dtypes}."
         )
-    plan = plan_calls(task, shape_list, dtype_list)
+    plan = plan_calls(task, shape_list, dtype_list, seeds=seeds)
     started = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     t0 = time.monotonic()
+    clock = StageClock(plan, say)
     findings = (
         screen_source(source.decode(errors="replace"), task.spec.task.language) if screen else []
     )
     if findings:
-        return _screened_out(task, candidate, source, started, t0, device, findings)
+        clock.close("failed")
+        return _screened_out(task, candidate, source, started, t0, device, findings, clock)
+    clock.advance("start")
     task_files = files.entries(task.folder)
     key = channel.new_key()
     mode = detect_mode(sandbox)
@@ -167,6 +177,9 @@ def evaluate(
             hidden_paths=[task.workspace()],
             extra_env=env,
         )
+        # Only the candidate's code runs in this worker: its own compile cache, shared
+        # with its timing worker (compile_cache.py says why that is safe).
+        cfg = compile_cache.bind(cfg, source)
         say(f"worker starting ({len(plan.calls)} correctness calls, sandbox={cfg.mode})")
         judge = Judge(task, device)  # loads the task's reference before any worker runs
         # Opened before the worker starts: every output is read relative to this descriptor.
@@ -180,9 +193,13 @@ def evaluate(
             )
             try:
                 limit = len(plan.calls) + len(shape_list) * (len(impls) + 1) + 16
-                state = _consume(proc, plan, judge, outputs, say, key, limit)
+                state = _consume(
+                    proc, plan, judge, outputs, say, key, limit, clock, stop_at_failure=True
+                )
             finally:
                 result = proc.finish()  # always: a worker is never left running
+                if cfg.gpu:
+                    compile_cache.trim(source)
         finally:
             outputs.close()
     finally:
@@ -205,14 +222,28 @@ def evaluate(
         verdict.reject(f.category, f.reason)
     _process_verdict(verdict, state, result, plan, cfg.timeout_s)
     judged = len(judge.failures)
-    judge.finish_interface(sorted({(c.shape.label, c.dtype) for c in plan.calls}))
+    ran = {(c.shape.label, c.dtype) for c in plan.calls if c.id in state["seen"]}
+    judge.finish_interface(sorted(ran))
     judge.finish_sensitivity(prove=verdict.category == "accepted")
     for f in judge.failures[judged:]:
         verdict.reject(f.category, f.reason)
 
     env = _environment(state["hello"], device, result.mode)
+    counts = timings_count(device, env.interpreter, task.spec.task.language)
+    timed = timing if timing is not None else counts
     timings: list[TimingStats] = []
-    if timing and verdict.category == "accepted":
+    if verdict.category != "accepted":
+        clock.close("failed")
+    elif timed:
+        clock.advance("timing")
+    else:
+        clock.close("passed", through="full")
+        if timing is None:
+            say(
+                "not timed: timings never count under the Triton interpreter "
+                "(--timing times anyway)"
+            )
+    if timed and verdict.category == "accepted":
         # Timed only once correct (a rejected candidate is never timed), each implementation
         # in its own worker; whatever the timing finds against the candidate rejects it.
         say("timing the candidate and the baseline, one sandboxed worker each")
@@ -238,6 +269,7 @@ def evaluate(
             for shape in shape_list
             for slot, r in outcome.shapes.get(shape.label, {}).items()
         ]
+        clock.close("passed" if verdict.category == "accepted" else "failed")
     category, reasons, warnings = verdict.category, verdict.reasons, verdict.warnings
     launches = sorted(set(judge.launches))
     return EvaluationRecord(
@@ -256,11 +288,12 @@ def evaluate(
         kernel_launches_per_call=launches[-1] if launches else None,
         checks=judge.checks,
         timings=timings,
-        timings_count=timings_count(device, env.interpreter, task.spec.task.language),
+        timings_count=counts,
         worker_log_tail=candidate_text(
             result.stderr.decode(errors="replace"), LOG_CHARS, multiline=True
         ),
         warnings=warnings,
+        stages=clock.stages(timing="skipped" if timing is None else "not run"),
         verdict=Verdict(accepted=category == "accepted", category=category, reasons=reasons[:20]),
     )
 
@@ -291,6 +324,15 @@ def _process_verdict(verdict: _Verdict, state: dict, result, plan: Plan, timeout
     """What the worker's facts, its process and its messages' completeness add."""
     for cat, why in channel.worker_facts(state):
         verdict.reject(cat, why)
+    if getattr(result, "stopped", False):
+        # Stopped at its first failed check: the verdict is already a rejection, and the
+        # kill, the unfinished protocol and the calls never run are the trusted side's doing.
+        if result.stray_killed:
+            verdict.warnings.append(
+                f"killed {result.stray_killed} process(es) when the worker was stopped"
+            )
+        verdict.warnings.extend(state["warnings"])
+        return
     if result.stray_killed and state["done"] and not result.timed_out:
         # After a clean finish nothing may be left; after a kill, the dying worker itself counts.
         verdict.reject(
@@ -337,9 +379,14 @@ def _consume(
     say: Progress,
     key: str,
     max_messages: int,
+    clock: StageClock | None = None,
+    stop_at_failure: bool = False,
 ) -> dict:
-    """Read the worker's channel to its end (channel.Reader: every line validated, nothing
-    raises) and judge each call's output as it arrives."""
+    """Read the worker's channel (channel.Reader: every line validated, nothing raises)
+    and judge each call's output as it arrives, until the worker ends; with
+    `stop_at_failure`, until the first failed check: then the worker is stopped (the
+    candidate is rejected, nothing it sends afterwards can change that)."""
+    clock = clock or StageClock(plan)
     calls = plan.by_id()
     reader = channel.Reader(key, calls=calls, max_messages=max_messages)
     state = reader.state
@@ -348,15 +395,18 @@ def _consume(
         kind = msg["type"]
         if kind == "hello":
             state["hello"] = msg["env"]
+            clock.advance("compile")
         elif kind == "call":
             call = calls[msg["id"]]  # parse() checked: planned, and not seen before
+            failed, t = len(judge.failures), time.monotonic()
             try:
                 judge.judge(call, msg, outputs)
             except OutputError as e:
                 judge._fail(call, call.suite, "protocol", f"its output could not be read: {e}")
                 channel.violation(state, f"{call.id}: {e}")
+            clock.judged(call.stage, len(judge.failures) > failed, time.monotonic() - t)
             if len(state["seen"]) % 10 == 0:
-                say(f"checked {len(state['seen'])}/{len(calls)} calls")
+                say(f"{call.stage}: checked {len(state['seen'])}/{len(calls)} calls")
         elif kind == "compile":
             state["kernels"] = msg["kernels"]
         elif kind == "import_error":
@@ -364,13 +414,27 @@ def _consume(
         elif kind == "fatal":
             state["fatal"] = msg["error"]
 
+    def lines():
+        for raw in proc.lines():
+            yield raw
+            if stop_at_failure and judge.failures:  # the line just handled failed a check
+                proc.stop()
+                return
+
     # Once the channel is violated, the out dir is cleared after every line: the worker
     # must not wait for room (up to its deadline) when nothing it sends counts any more.
-    return reader.read(proc.lines(), handle, on_violation=outputs.purge)
+    return reader.read(lines(), handle, on_violation=outputs.purge)
 
 
 def _screened_out(
-    task: Task, candidate: Path, source: bytes, started: str, t0: float, device: str, findings: list
+    task: Task,
+    candidate: Path,
+    source: bytes,
+    started: str,
+    t0: float,
+    device: str,
+    findings: list,
+    clock: StageClock,
 ) -> EvaluationRecord:
     """The record of a candidate the static screen refused: no worker ever started."""
     category = "compile" if findings[0].rule == "syntax" else "static"
@@ -383,6 +447,7 @@ def _screened_out(
         started_at=started,
         wall_s=round(time.monotonic() - t0, 3),
         environment=_environment({}, device, "not started"),
+        stages=clock.stages(),
         verdict=Verdict(accepted=False, category=category, reasons=reasons[:20]),
     )
 

@@ -113,3 +113,40 @@ def error_excerpt(text: object, limit: int = REASON_CHARS) -> str:
         parts.append(f"`{source[0]}`")
     parts += message[:4]
     return candidate_text(" | ".join(parts), limit)
+
+
+# The exception line that ends a traceback: `pkg.mod.SomeError: message` at column 0.
+_EXC_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Failure|Assertion)\b[^\n]*$")
+# Exceptions a kernel compiler raises: Triton's front end and back end (CompilationError,
+# its subclasses, PTXASError), and torch.utils.cpp_extension's failed builds.
+_COMPILER = re.compile(
+    r"(CompilationError|CompileTimeAssertionFailure|UnsupportedLanguageConstruct|PTXASError"
+    r"|Error building extension)"
+)
+COMPILER_CHARS = 600
+
+
+def compiler_lines(text: object, limit: int = COMPILER_CHARS) -> str | None:
+    """The first lines of a compiler error in the candidate's traceback, quoted on one line
+    (`«CompilationError: at 12:8: x = tl.load(ptr + offs, mask=m) ^ … incompatible types»`),
+    or None when no exception in it is a compiler's. Triton's message is the source
+    excerpt ending in a caret, then the error: the line above the caret, the caret and
+    what follows are kept; for a C++ build, the first lines that say `error`."""
+    if not isinstance(text, str):
+        return None
+    lines = text[-16000:].splitlines()
+    at = max(
+        (i for i, ln in enumerate(lines) if _EXC_LINE.match(ln) and _COMPILER.search(ln)),
+        default=None,
+    )
+    if at is None:
+        return None
+    head, rest = lines[at], [ln for ln in lines[at + 1 :] if ln.strip()]
+    caret = next((i for i, ln in enumerate(rest) if ln.strip() == "^"), None)
+    if caret is not None:
+        body = rest[max(caret - 1, 0) :]
+    else:
+        errors = [ln for ln in rest if "error" in ln.lower()]
+        body = (errors or rest)[:4]
+    name, _, msg = head.partition(":")
+    return candidate_text(" ".join([f"{name.rsplit('.', 1)[-1]}:{msg}", *body]), limit)

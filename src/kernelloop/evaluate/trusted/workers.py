@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from kernelloop.evaluate.trusted import wire
+from kernelloop.evaluate.trusted import compile_cache, wire
 from kernelloop.evaluate.trusted.freeze import Freezer
 from kernelloop.evaluate.trusted.judge import last_line
 from kernelloop.sandbox import SandboxConfig, SandboxProcess, SandboxResult
@@ -72,7 +72,8 @@ class TimingWorker:
             "out_dir": str(self.out_dir),
             "channel_key": key,
         }
-        cfg = replace(cfg, rw_paths=[self.dir])
+        # Its own folder, and the compile cache of exactly the bytes it runs (compile_cache.py).
+        cfg = compile_cache.bind(replace(cfg, rw_paths=[self.dir]), impl_copy.read_bytes())
         self.sp = SandboxProcess(
             [sys.executable, "-m", "kernelloop.evaluate.worker"],
             self.dir,

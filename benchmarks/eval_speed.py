@@ -1,0 +1,233 @@
+"""How long judging a candidate takes, stage by stage (issue 13). A benchmark, not a test.
+
+Three candidates of the flagship, each judged `--repeats` times (median reported):
+- `fused`: the honest fused kernel (examples/ln_softmax_dropout/candidates/fused_naive.py);
+- `baseline`: the task's own three-kernel baseline;
+- `wrong`: the one-pass variance kernel (tests/cheats/candidates/one_pass_variance.py),
+  right on random data and wrong on the `large_offset` extreme case.
+Each evaluation is what the loop runs (`loop/evaluation.py`): `evaluate(timing=False)`,
+then, for a candidate that passed and where timings count (a GPU), the gate's benchmark
+against the baseline. Per stage (static, start, compile, smoke, full, timing) and in all,
+seconds of wall-clock time, with the verdict; a rejected candidate is never benchmarked.
+On the CPU the Triton interpreter runs the kernels and timings never count, so nothing is
+timed or benchmarked there (the record says `skipped`).
+
+    python benchmarks/eval_speed.py OUT_DIR [--device auto|cuda|cpu] [--repeats 3]
+        [--shapes gpu|cpu|LABELS] [--dtypes bfloat16,float16,float32] [--only fused,wrong]
+
+Writes OUT_DIR/eval-speed-<device>-<UTC time>.json and .md (device, versions, commit,
+load average, every run and the medians).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+
+from kernelloop.evaluate.trusted.bench import benchmark  # noqa: E402
+from kernelloop.evaluate.trusted.run import evaluate, resolve_device  # noqa: E402
+from kernelloop.gate import decide  # noqa: E402
+from kernelloop.task import load_task  # noqa: E402
+
+TASK = ROOT / "examples" / "ln_softmax_dropout"
+CANDIDATES = {
+    "fused": TASK / "candidates" / "fused_naive.py",
+    "baseline": TASK / "baseline.py",
+    "wrong": ROOT / "tests" / "cheats" / "candidates" / "one_pass_variance.py",
+}
+EXPECTED = {"fused": "accepted", "baseline": "accepted", "wrong": "wrong"}
+STAGES = ("static", "start", "compile", "smoke", "full", "timing")
+
+
+def one(task, name: str, path: Path, args) -> dict:
+    t0 = time.monotonic()
+    rec = evaluate(
+        task,
+        path,
+        device=args.device,
+        shapes=args.shapes,
+        dtypes=args.dtypes,
+        timing=False,
+        sandbox=args.sandbox,
+    )
+    row = {
+        "candidate": name,
+        "verdict": rec.verdict.category,
+        "first_reason": (rec.verdict.reasons or [""])[0][:200],
+        "checks": len(rec.checks),
+        "evaluate_s": round(time.monotonic() - t0, 3),
+        "stages": {
+            s.name: {
+                "s": s.seconds,
+                "judge_s": s.judge_seconds,
+                "calls": s.calls,
+                "status": s.status,
+            }
+            for s in rec.stages
+        },
+        "bench_s": None,
+        "gate": None,
+    }
+    if rec.verdict.accepted and args.device == "cuda":  # where timings count, as the loop does
+        t1 = time.monotonic()
+        dtype = (args.dtypes or task.spec.dtypes)[0]
+        b = benchmark(
+            task, path, device=args.device, shapes=args.shapes, dtype=dtype, sandbox=args.sandbox
+        )
+        row["bench_s"] = round(time.monotonic() - t1, 3)
+        row["gate"] = decide(rec, b, task.spec.rules).category
+        row["stages"]["timing"] = {
+            "s": row["bench_s"],
+            "judge_s": 0.0,
+            "calls": 0,
+            "status": "passed",
+        }
+    row["total_s"] = round(row["evaluate_s"] + (row["bench_s"] or 0.0), 3)
+    return row
+
+
+def median_of(rows: list[dict]) -> dict:
+    def med(values):
+        vals = [v for v in values if v is not None]
+        return round(statistics.median(vals), 3) if vals else None
+
+    out = {
+        "verdicts": sorted({r["verdict"] for r in rows}),
+        "evaluate_s": med(r["evaluate_s"] for r in rows),
+        "bench_s": med(r["bench_s"] for r in rows),
+        "total_s": med(r["total_s"] for r in rows),
+        "stages": {},
+    }
+    out["judge_s"] = {}
+    for st in STAGES:
+        ran = [r["stages"][st] for r in rows if r["stages"].get(st, {}).get("status") != "not run"]
+        out["stages"][st] = med(s["s"] for s in ran) if ran else None
+        out["judge_s"][st] = med(s["judge_s"] for s in ran) if ran else None
+    return out
+
+
+def environment(device: str) -> dict:
+    import torch
+
+    env = {
+        "device": device,
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "machine": platform.machine(),
+        "cpus": os.cpu_count(),
+        "loadavg_before": os.getloadavg(),
+    }
+    try:
+        import triton
+
+        env["triton"] = triton.__version__
+    except ImportError:
+        env["triton"] = None
+    if device == "cuda":
+        env["gpu"] = torch.cuda.get_device_name(0)
+        env["cuda"] = torch.version.cuda
+    try:
+        env["commit"] = subprocess.run(
+            ["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True
+        ).stdout.strip()
+    except OSError:
+        env["commit"] = None
+    return env
+
+
+def markdown(result: dict) -> str:
+    env, med = result["environment"], result["median"]
+    lines = [
+        f"# Judging speed ({env['device']}, {result['when']})",
+        "",
+        f"{env.get('gpu') or env['machine']} · torch {env['torch']} · triton {env['triton']} · "
+        f"commit {str(env['commit'])[:10]} · load before {env['loadavg_before'][0]:.2f} · "
+        f"median of {result['repeats']} · shapes {result['shapes'] or 'default'} · "
+        f"dtypes {result['dtypes'] or 'all'}",
+        "",
+        "| candidate | verdict | " + " | ".join(STAGES) + " | evaluate s | bench s | total s |",
+        "|---" * (len(STAGES) + 5) + "|",
+    ]
+    for name, m in med.items():
+        cells = [("-" if m["stages"][s] is None else f"{m['stages'][s]:.1f}") for s in STAGES]
+        bench = "-" if m["bench_s"] is None else f"{m['bench_s']:.1f}"
+        lines.append(
+            f"| {name} | {', '.join(m['verdicts'])} | "
+            + " | ".join(cells)
+            + f" | {m['evaluate_s']:.1f} | {bench} | {m['total_s']:.1f} |"
+        )
+    lines += [
+        "",
+        "Of each stage, the trusted side's own judging (reading outputs, regenerating inputs, "
+        "the float64 reference, the comparison), median seconds: "
+        + "; ".join(
+            f"{n}: " + ", ".join(f"{s} {v:.1f}" for s, v in m["judge_s"].items() if v)
+            for n, m in med.items()
+        )
+        + ".",
+        "",
+        "Stages are wall-clock seconds on the trusted side; `timing` is the gate's benchmark "
+        "against the baseline (GPU only: under the CPU interpreter timings never count, so "
+        "nothing is timed). A rejected candidate stops at its first failed check and is "
+        "never benchmarked.",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("out", type=Path, help="directory for the JSON and Markdown results")
+    ap.add_argument("--device", default="auto")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--shapes", default=None)
+    ap.add_argument("--dtypes", default=None, help="comma-separated (default: all)")
+    ap.add_argument("--sandbox", default="auto")
+    ap.add_argument("--only", default=",".join(CANDIDATES))
+    args = ap.parse_args()
+    args.device = resolve_device(args.device)
+    args.dtypes = [d.strip() for d in args.dtypes.split(",")] if args.dtypes else None
+    task = load_task(TASK)
+    names = [n.strip() for n in args.only.split(",")]
+    result = {
+        "when": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "environment": environment(args.device),
+        "repeats": args.repeats,
+        "shapes": args.shapes,
+        "dtypes": args.dtypes,
+        "runs": [],
+        "median": {},
+    }
+    for k in range(args.repeats):  # interleaved: a drift in load hits every candidate alike
+        for name in names:
+            row = one(task, name, CANDIDATES[name], args)
+            row["repeat"] = k
+            result["runs"].append(row)
+            parts = ", ".join(f"{s} {v['s']:.1f}" for s, v in row["stages"].items())
+            print(f"{name} #{k}: {row['verdict']} in {row['total_s']:.1f} s ({parts})", flush=True)
+            if row["verdict"] != EXPECTED[name]:
+                print(f"  UNEXPECTED verdict for {name}: {row['first_reason']}", flush=True)
+    for name in names:
+        result["median"][name] = median_of([r for r in result["runs"] if r["candidate"] == name])
+    result["environment"]["loadavg_after"] = os.getloadavg()
+    args.out.mkdir(parents=True, exist_ok=True)
+    stem = f"eval-speed-{args.device}-{result['when'].replace(':', '')}"
+    (args.out / f"{stem}.json").write_text(json.dumps(result, indent=2) + "\n")
+    (args.out / f"{stem}.md").write_text(markdown(result))
+    print(markdown(result))
+    print(f"wrote {args.out / stem}.json and .md")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,94 @@
+"""Kernel compile caches the trusted side manages: one folder per implementation's bytes.
+
+A sandboxed worker used to start with an empty, private Triton cache, so the correctness
+worker, the candidate's timing worker and the baseline's timing worker each compiled the
+same kernels again, in every evaluation. Here every implementation gets a cache folder
+named by the SHA-256 of its source bytes, under a root that lives as long as the run (the
+loop's scratch folder, or a temporary folder removed when the process exits). A worker is
+given, read-write, only the folder of the one implementation whose code it runs
+(`TRITON_CACHE_DIR`, `TORCH_EXTENSIONS_DIR`, `CUDA_CACHE_PATH` point into it): the baseline's
+timing worker reuses what an earlier baseline worker compiled, the candidate's timing worker
+what its own correctness worker compiled.
+
+Why this is safe with hostile candidates: a candidate can write only the folder of its own
+bytes. Whatever it plants there (any file, under any cache key) is read only by workers
+that run the very same bytes, which could do the same thing themselves; no other
+implementation's folder (the best's, the baseline's) is ever mounted where candidate code
+runs, so nothing a later candidate does changes what an earlier one compiled to. The
+trusted side never reads a cache; it only removes a folder that grew past `MAX_BYTES`
+(without following links). On the CPU (the Triton interpreter) nothing compiles and no
+folder is given.
+"""
+
+from __future__ import annotations
+
+import atexit
+import hashlib
+import os
+import shutil
+import tempfile
+import threading
+from dataclasses import replace
+from pathlib import Path
+
+from kernelloop.sandbox import SandboxConfig
+
+MAX_BYTES = 512 << 20  # a folder larger than this is dropped after its worker ends
+
+_lock = threading.Lock()
+_root: Path | None = None
+
+
+def use(path: Path | None) -> None:
+    """Keep caches under `path`; None (the default): a temporary folder of this process
+    (one `kernelloop run`, one MCP session, one command), made on first use and removed
+    at exit."""
+    global _root
+    with _lock:
+        _root = Path(path) if path is not None else None
+
+
+def root() -> Path:
+    global _root
+    with _lock:
+        if _root is None:
+            _root = Path(tempfile.mkdtemp(prefix="kernelloop-compile-"))
+            atexit.register(shutil.rmtree, _root, True)
+        _root.mkdir(parents=True, exist_ok=True)
+        return _root
+
+
+def folder(source: bytes) -> Path:
+    """The cache folder of the implementation whose source is `source` (made if missing)."""
+    path = root() / hashlib.sha256(source).hexdigest()[:32]
+    path.mkdir(mode=0o700, exist_ok=True)
+    return path
+
+
+def bind(cfg: SandboxConfig, source: bytes) -> SandboxConfig:
+    """`cfg` for a worker that runs the implementation `source` (and no other one): its
+    cache folder read-write, and the compilers pointed at it. Unchanged on the CPU."""
+    if not cfg.gpu:
+        return cfg
+    path = folder(source)
+    env = {
+        **cfg.extra_env,
+        "TRITON_CACHE_DIR": str(path / "triton"),
+        "TORCH_EXTENSIONS_DIR": str(path / "torch_extensions"),
+        "CUDA_CACHE_PATH": str(path / "nv"),
+    }
+    return replace(cfg, rw_paths=[*cfg.rw_paths, path], extra_env=env)
+
+
+def trim(source: bytes) -> None:
+    """Drop the folder of `source` if it grew past MAX_BYTES (a candidate filling it)."""
+    path = root() / hashlib.sha256(source).hexdigest()[:32]
+    total = 0
+    for dirpath, _dirs, files in os.walk(path, followlinks=False):
+        for f in files:
+            try:
+                total += os.lstat(os.path.join(dirpath, f)).st_size
+            except OSError:
+                continue
+    if total > MAX_BYTES:
+        shutil.rmtree(path, ignore_errors=True)
