@@ -2,7 +2,10 @@
 CPU with real timings: the CPU-native task is plain PyTorch, so its CPU times count."""
 
 import json
+import re
 import shutil
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -86,6 +89,19 @@ def test_measured_run_promotes_the_winner_rejects_slower_and_stalls(tmp_path):
     # Three rounds without a gain after the win: the stall rule ends the run for review.
     assert summary["status"] == "needs review", summary["reason"]
     assert "3 consecutive rounds" in summary["reason"] and "roofline floor" in summary["reason"]
+    # `kernelloop task show` quotes the promoted best's per-shape times from the history (the
+    # baseline here: the first best on a new architecture waits for a person's approval).
+    shown = subprocess.run(
+        [sys.executable, "-m", "kernelloop.cli", "task", "show", str(folder), "--device", "cpu"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert shown.returncode == 0, shown.stderr[-2000:]
+    promoted = by_hyp["baseline"]["id"]
+    assert re.search(rf"256x1024 .*; best #{promoted}: [0-9.]+ ms", shown.stdout), shown.stdout[
+        -3000:
+    ]
 
 
 def test_resume_restores_the_best_and_the_stall_memory(tmp_path):
