@@ -29,7 +29,6 @@ RUNTIME = {
     "cache_ignores_seed.py": (9, "stochastic", "a different seed must give an independent mask"),
     "persistent_buffer.py": (9, "aliasing", "returned the storage it returned for an earlier call"),
     "detect_timing.py": (14, "timing", "timed calls launched none of the candidate's kernels"),
-    "cheaper_when_timed.py": (14, "timing", "the timed output differs from the reference"),
     "crash_on_extreme.py": (16, "crash", "the candidate raised"),
 }
 BEHIND_SCREEN = {
@@ -56,6 +55,7 @@ TIMED = {"detect_timing.py", "cheaper_when_timed.py"}  # these cheat only in the
 def runtime_records(flagship):
     jobs = {n: {"path": CANDIDATES / n, "timing": n in TIMED} for n in RUNTIME}
     jobs["shadow"] = {"path": CANDIDATES / "shadow" / "candidate.py"}
+    jobs["cheaper_when_timed.py"] = {"path": CANDIDATES / "cheaper_when_timed.py", "timing": True}
     return evaluate_all(flagship, jobs)
 
 
@@ -91,6 +91,16 @@ def test_only_tested_shapes_fails_on_the_unseen_shape(runtime_records, flagship)
     listed = {s.label for s in [*flagship.spec.shapes, *flagship.spec.cpu_shapes]}
     failed = {c.shape for c in rec.failed_checks()}
     assert failed and not failed & listed  # every listed shape passed; the drawn one did not
+
+
+def test_a_cheat_waiting_for_repeated_timed_inputs_never_sees_them(runtime_records):
+    """Class 14's subtle form turns cheap and wrong on the third call with the same inputs.
+    Every timed call now gets inputs of its own, so its trigger never comes: it is timed on
+    its honest path (tests/redteam/test_timing.py (e), (f) cover a candidate that replays
+    or skips without waiting for a repeat)."""
+    rec = runtime_records["cheaper_when_timed.py"]
+    assert rec.verdict.accepted, rec.verdict.reasons
+    assert rec.timings, "it must have been timed"
 
 
 def test_shadow_modules_next_to_the_candidate_are_never_imported(runtime_records):
