@@ -155,6 +155,19 @@ def test_time_spilling_outside_the_calls_is_added_back_not_rejected():
     assert bad is None and added == pytest.approx(12.0, abs=0.1)
 
 
+def test_harness_overhead_noise_does_not_accuse_but_a_lie_under_it_is_still_caught():
+    # CI's 2-core runner, 1 MB outputs: ~3 ms of input loading and output commitment per
+    # call for everyone, the honest fast candidate's 1 ms above the others' (its memory
+    # layout), against a 0.6 ms call: not a lie.
+    others = {"best": _acc(2.9, 2.9, 3.0), "best#aa": _acc(2.8, 2.8, 3.05)}
+    honest = dict(others, candidate=_acc(0.6, 0.6, 3.6))
+    assert checks.saving_check("s", honest, "candidate", "cpu")[1] is None
+    # The same overhead, a candidate as slow as the best claiming a fifth of it.
+    lying = dict(others, candidate=_acc(2.9, 0.58, 3.0))
+    added, bad = checks.saving_check("s", lying, "candidate", "cpu")
+    assert bad and "did not see" in bad
+
+
 def test_the_saving_check_reads_the_low_quartile_so_load_spikes_do_not_accuse():
     cand = _acc(0.5, 0.5, 0.1)
     for _ in range(2):  # two batches delayed 40 ms by the machine's other load

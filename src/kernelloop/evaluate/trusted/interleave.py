@@ -344,6 +344,20 @@ class Session:
                 method = "events"
                 self._set_method(method)
                 accs = self._rounds(call, rough, method)
+        if (
+            not self.out.problems
+            and checks.saving_check(label, accs, self.candidate, self.device)[1]
+        ):
+            # A second opinion before calling a candidate's numbers a lie: a liar's excess
+            # comes back every time, a busy machine's rarely twice (the shape is measured
+            # afresh: new inputs, new batches, new audits).
+            self.say(
+                f"{label}: the candidate's batches took longer than it reports; measuring again"
+            )
+            self.out.warnings.append(
+                f"{label}: measured twice: the first pass's unaccounted time was out of line"
+            )
+            accs = self._rounds(call, rough, method)
         if cuda:
             for s in self.workers:
                 accs[s].cals += self.turn(s, "end").body.cals
