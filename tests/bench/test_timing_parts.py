@@ -16,8 +16,8 @@ import torch
 
 from kernelloop.evaluate import commitment, protocol
 from kernelloop.evaluate.protocol import call_seed
+from kernelloop.evaluate.trusted import freeze, wire
 from kernelloop.evaluate.trusted import timing_checks as checks
-from kernelloop.evaluate.trusted import wire
 from kernelloop.evaluate.trusted.bench_record import ImplTiming, paired_log_ratio
 from kernelloop.evaluate.trusted.freeze import Freezer, tree
 
@@ -166,6 +166,50 @@ def test_harness_overhead_noise_does_not_accuse_but_a_lie_under_it_is_still_caug
     lying = dict(others, candidate=_acc(2.9, 0.58, 3.0))
     added, bad = checks.saving_check("s", lying, "candidate", "cpu")
     assert bad and "did not see" in bad
+
+
+def test_contended_batches_are_left_out_and_too_few_quiet_ones_refuse_the_measurement():
+    # A lying worker (a 3 ms call reported at 0.03 ms) whose honest rivals' batches were
+    # stretched by the machine's load: read whole, their unaccounted time (8 ms) would hide
+    # the lie. Batches in which a worker waited for a CPU are left out.
+    def acc(per_call, reported, overhead, quiet, busy):
+        a = checks.Acc()
+        for _ in range(quiet):
+            a.add(_answer([[reported]] * 10, 10 * (per_call + overhead) / 1e3))
+        for _ in range(busy):
+            ans = _answer([[reported]] * 10, 10 * (per_call + overhead + 8.0) / 1e3)
+            ans.waited_s = 10 * 8.0 / 1e3
+            a.add(ans)
+        return a
+
+    accs = {
+        "candidate": acc(3.0, 0.03, 1.0, 3, 0),
+        "best": acc(1.0, 1.0, 1.0, 2, 8),
+        "best#aa": acc(1.0, 1.0, 1.0, 2, 8),
+    }
+    assert accs["best"].contended == 8 and len(accs["best"].batches) == 2
+    assert checks.busy_problem("s", accs, "candidate") is None
+    added, bad = checks.saving_check("s", accs, "candidate", "cpu")
+    assert bad and "did not see" in bad
+    # With one quiet batch of the best's left, nothing can be checked: refused, not guessed.
+    accs["best"] = acc(1.0, 1.0, 1.0, 1, 7)
+    busy = checks.busy_problem("s", accs, "candidate")
+    assert busy and "too busy" in busy and "best 7 of 8" in busy
+
+
+def test_run_queue_wait_is_read_from_the_kernel_for_a_crowded_process():
+    spin = "import time\nt = time.monotonic()\nwhile time.monotonic() - t < 1.5: pass\n"
+    procs = [
+        subprocess.Popen([sys.executable, "-c", spin]) for _ in range((os.cpu_count() or 1) + 2)
+    ]
+    try:
+        time.sleep(1.0)
+        crowded = freeze.run_queue_wait_ns([p.pid for p in procs])
+    finally:
+        for p in procs:
+            p.wait()
+    assert crowded > 50e6  # more runnable processes than CPUs: each waited for one
+    assert freeze.run_queue_wait_ns([2**22 + 12345]) == 0  # no such process: nothing
 
 
 def test_the_saving_check_reads_the_low_quartile_so_load_spikes_do_not_accuse():

@@ -147,6 +147,8 @@ def test_c_a_worker_lying_about_its_samples_is_caught_by_the_trusted_clock(
 ):
     cheat = write_candidate(tmp_path, "timing_lying_timer.py")
     rec = _bench(task, cheat, best)
+    if any("too busy to time on" in p for p in rec.problems):
+        pytest.skip(f"the machine was too busy for the trusted clock: {rec.problems[0]}")
     assert any("claims a saving the trusted clock did not see" in p for p in rec.problems), (
         rec.problems
     )

@@ -12,7 +12,9 @@ Infrastructure, not the candidate (retried once, then recorded as `infrastructur
 - the correctness worker's verdict is `crash` because it was killed by SIGKILL (exit
   status -9, or 137 where bubblewrap reports its child's death): what the OOM killer, an
   operator or a dying GPU context in another process does;
-- the benchmark produced no usable record because its worker was killed the same way.
+- the benchmark produced no usable record because its worker was killed the same way;
+- the benchmark was refused because the machine was too busy to time on (the workers
+  waited for a CPU in most batches: timing_checks.busy_problem).
 A candidate can kill itself with SIGKILL (or exit with 137) and so look like the second
 case. The rule is safe against that: the retry is a whole fresh evaluation (new inputs,
 new sandbox) that must pass on its own, and a second infrastructure failure records a row
@@ -42,6 +44,7 @@ from kernelloop.task import Task
 # "the worker died with exit code -9 (killed by SIGKILL)" (evaluate), "the benchmark
 # worker died with exit code 137" (bench, under bubblewrap).
 _KILLED = re.compile(r"worker died with exit code (-9|137)\b")
+_BUSY = "the machine was too busy to time on"
 
 
 def infrastructure_fault(ev: Evaluated) -> str:
@@ -53,6 +56,8 @@ def infrastructure_fault(ev: Evaluated) -> str:
     if ev.bench is not None and ev.gate is not None and ev.gate.category == "timing":
         if killed := next((p for p in ev.bench.problems if _KILLED.search(p)), None):
             return f"the benchmark's worker was killed from outside ({killed})"
+        if busy := next((p for p in ev.bench.problems if _BUSY in p), None):
+            return f"the benchmark could not be trusted on a busy machine ({busy})"
     return ""
 
 

@@ -89,6 +89,24 @@ def _state(pid: int) -> str | None:
         return None  # gone
 
 
+def run_queue_wait_ns(pids: list[int]) -> int:
+    """Nanoseconds the threads of `pids` spent runnable but waiting for a CPU (the kernel's
+    schedstat, second field, summed over every thread); 0 where the kernel keeps none."""
+    total = 0
+    for pid in pids:
+        try:
+            tids = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        for tid in tids:
+            try:
+                with open(f"/proc/{pid}/task/{tid}/schedstat") as f:  # noqa: PTH123
+                    total += int(f.read().split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+    return total
+
+
 class Freezer:
     """SIGSTOP/SIGCONT for one sandbox's process tree."""
 
@@ -125,6 +143,11 @@ class Freezer:
                 return False
         self.stopped = sorted(seen)
         return True
+
+    def waited_ns(self) -> int:
+        """Run-queue wait so far of the processes `stop` stopped (read while they are
+        stopped: between turns, nothing of theirs runs or waits)."""
+        return run_queue_wait_ns(self.stopped)
 
     def cont(self) -> None:
         """Resume what `stop` stopped (stopped processes cannot have started anything)."""

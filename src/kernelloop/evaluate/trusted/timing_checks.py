@@ -55,6 +55,15 @@ SAVING_REL = 0.05
 OVERHEAD_REL = 0.2
 REJECT_REL = 0.5  # an excess beyond half the claimed time per call is a lie, not spill: rejected
 CAL_CREDIT = (1.1, 0.01)  # a calibration call counts for at most 1.1 × the call + 10 µs
+# A batch during which the worker's threads waited for a CPU (the kernel's run-queue
+# accounting, read by the trusted side) longer than this share of its wall time, or 1 ms,
+# was contended: the machine's other load, or the worker's own threads crowding it. Its
+# wall time says nothing about what the worker reports, so the saving check reads only
+# uncontended batches, and judges nothing without QUIET_MIN of them per implementation
+# (measured on a 2-core box with three other busy processes: honest unaccounted times of
+# 2-7 ms per call, as large as a lying worker's hidden call; idle: waits of ~0.01 ms).
+CONTENDED = (0.05, 1.0)
+QUIET_MIN = 2
 
 
 @dataclass
@@ -67,7 +76,8 @@ class Acc:
     probe_ms: float = 0.0
     batches: list[tuple[float, list, list]] = field(
         default_factory=list
-    )  # (wall - probes ms, calls, cals)
+    )  # (wall - probes ms, calls, cals), uncontended batches only
+    contended: int = 0  # batches left out: the worker waited for a CPU (CONTENDED)
     no_launch: int = 0
 
     def add(self, ans) -> None:
@@ -77,7 +87,11 @@ class Acc:
         self.wall_s += ans.wall_s
         probe_ms = sum(h for tries in (*b.pre, *b.post) for h, _ in tries)
         self.probe_ms += probe_ms
-        self.batches.append((ans.wall_s * 1e3 - probe_ms, b.calls, b.cals))
+        wall_ms, waited_ms = ans.wall_s * 1e3, getattr(ans, "waited_s", 0.0) * 1e3
+        if waited_ms > max(CONTENDED[0] * wall_ms, CONTENDED[1]):
+            self.contended += 1
+        else:
+            self.batches.append((wall_ms - probe_ms, b.calls, b.cals))
         self.no_launch += b.no_launch
 
     def reported_ms(self) -> float:
@@ -89,7 +103,7 @@ class Acc:
         machine's other load only ever adds time (it delayed a batch's wake-up or its
         answer), so the low quantile is the harness's own overhead. Calibration calls get
         credit only up to about the length of a call (their purpose)."""
-        if not self.calls:
+        if not self.calls or not self.batches:
             return 0.0
         cap = CAL_CREDIT[0] * statistics.median(c[-1] for c in self.calls) + CAL_CREDIT[1]
         per = sorted(
@@ -133,6 +147,23 @@ def calibration(probes: list[tuple[float, float]]) -> dict[str, float]:
     return idle_stats(probes)
 
 
+def busy_problem(label: str, accs: dict[str, Acc], candidate: str) -> str | None:
+    """Too few uncontended batches to check the candidate's claims against the trusted
+    clock: the measurement is refused, not guessed (a busy machine, or a candidate crowding
+    its own worker)."""
+    short = {s: a for s, a in accs.items() if a.calls and len(a.batches) < QUIET_MIN}
+    if not short or candidate not in accs:
+        return None
+    which = ", ".join(
+        f"{s} {a.contended} of {a.contended + len(a.batches)}" for s, a in short.items()
+    )
+    return (
+        f"{label}: the machine was too busy to time on: batches in which the worker waited "
+        f"for a CPU ({which}) leave too few to check the timings against the trusted clock; "
+        "run again on an idle machine"
+    )
+
+
 def saving_check(
     label: str, accs: dict[str, Acc], candidate: str, device: str
 ) -> tuple[float, str | None]:
@@ -145,8 +176,8 @@ def saving_check(
     measured) is judged by what the trusted clock saw, and a liar gains nothing. An excess
     larger than half of what it claims per call is not spill: its numbers are not real."""
     cand = accs.get(candidate)
-    others = {s: a for s, a in accs.items() if s != candidate and a.calls}
-    if cand is None or not cand.calls or not others:
+    others = {s: a for s, a in accs.items() if s != candidate and a.calls and a.batches}
+    if cand is None or not cand.calls or not cand.batches or not others:
         return 0.0, None
     own = [a.unaccounted_ms_per_call() for a in others.values()]
     per_call = statistics.median(a.reported_ms() / len(a.calls) for a in others.values())

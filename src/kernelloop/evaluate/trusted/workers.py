@@ -39,6 +39,7 @@ class Answer:
     body: wire._Reply
     sent: float  # trusted clock, just before the command was written
     received: float  # trusted clock, when the answer line arrived
+    waited_s: float = 0.0  # the worker's threads runnable but without a CPU during the turn
 
     @property
     def wall_s(self) -> float:
