@@ -75,7 +75,11 @@ def test_peak_table_matches_the_names_gpus_report(name, entry, bf16_tflops):
         return
     assert c.table_name == entry
     assert c.flops_per_s["bfloat16"] == pytest.approx(bf16_tflops * 1e12)
-    assert "datasheet" in c.source
+    assert "datasheet" in c.flops_source
+    assert c.dram_source == ("datasheet" if entry != "NVIDIA H200 SXM" else c.dram_source)
+    if entry == "NVIDIA H200 SXM":
+        assert c.dram_source.startswith("measured: torch.add")
+        assert c.dram_bytes_per_s == pytest.approx(4.27e12)
 
 
 def test_missing_peak_for_the_dtype_gives_the_memory_floor_and_says_why(tmp_path):
@@ -105,7 +109,9 @@ def test_task_overrides_replace_the_table_and_add_gpus(tmp_path):
     assert skinny.memory_ms == pytest.approx(bytes_ / 2e12 * 1e3)
     rtx = floor_on(t, shape(t, "4096x4096x4096"), "float16", "NVIDIA GeForce RTX 4090")
     assert rtx.compute_ms == pytest.approx(2 * 4096**3 / 165e12 * 1e3)
-    assert "the task's [roofline.peaks]" in ceiling_for(H200, t.spec.roofline.peaks).source
+    c = ceiling_for(H200, t.spec.roofline.peaks)
+    assert c.dram_source == "DRAM rate from the task's [roofline.peaks] ('H200')"
+    assert c.flops_source.endswith("; bfloat16 from the task's [roofline.peaks] ('H200')")
     assert floor_on(t, shape(t, "4096x4096x4096"), "bfloat16", "NVIDIA L40S").compute_ms == (
         pytest.approx(2 * 4096**3 / 362.05e12 * 1e3)
     )
@@ -145,3 +151,26 @@ def test_bad_overrides_are_refused_with_the_field(tmp_path, extra, message):
     with pytest.raises(TaskError, match="roofline") as e:
         task_copy(tmp_path, extra=extra)
     assert message in str(e.value)
+
+
+def test_contract_quotes_the_best_against_the_roof_its_record_names():
+    from kernelloop.objective import floors
+    from kernelloop.task.contract import Judging, render_contract
+
+    t = load_task(MATMUL)
+    fl = floors(t, ["bfloat16"], "cuda", H200)
+    row = {"shape": "4096x4096x4096", "dtype": "bfloat16", "median_ms": 0.2, "bound": "compute"}
+    row["pct_of_floor"] = 100 * fl.by_shape[("4096x4096x4096", "bfloat16")].ms / 0.2
+    j = Judging(
+        device="cuda", device_name=H200, timings_count=True, dtypes=("bfloat16",),
+        floor_device=fl.device, ceiling=fl.ceiling, floors=fl.by_shape,
+        best_label="#3", best_rows=(row,),
+    )  # fmt: skip
+    shapes = render_contract(t, j).sections["shapes"]
+    assert f"best #3: 0.2000 ms bf16 = {row['pct_of_floor']:.1f}% of the compute floor" in shapes
+    assert row["pct_of_floor"] == pytest.approx(100 * 2 * 4096**3 / 989.5e12 / 0.2e-3)
+    assert "Floor times on the NVIDIA H200 (see Roofline)" in shapes
+    # A GPU the table lacks: floors on the reference GPU, and the reason.
+    other = floors(t, ["bfloat16"], "cuda", "NVIDIA H100 PCIe")
+    assert other.device == "NVIDIA H200, no ceilings are known for this GPU"
+    assert other.by_shape[("4096x4096x4096", "bfloat16")].bound == "compute"

@@ -39,7 +39,13 @@ class Ceiling:
     table_name: str  # the table entry's name ("" for a GPU only overrides describe)
     dram_bytes_per_s: float
     flops_per_s: dict[str, float] = field(default_factory=dict)
-    source: str = ""
+    dram_source: str = ""
+    flops_source: str = ""
+
+    @property
+    def source(self) -> str:
+        parts = [self.dram_source, self.flops_source]
+        return "; ".join(dict.fromkeys(p for p in parts if p))
 
 
 @dataclass(frozen=True)
@@ -93,17 +99,22 @@ def ceiling_for(
     entry = _table_entry(device_name)
     dram = entry.dram if entry else None
     flops = dict(entry.flops) if entry else {}
-    sources = [entry.source] if entry else []
+    dram_src = entry.dram_source if entry else ""
+    flops_src = entry.source if entry and flops else ""
     layers = [(f"{PEAKS_ENV}={os.environ.get(PEAKS_ENV)}", _machine_overrides())]
     layers.append(("the task's [roofline.peaks]", task_peaks or {}))
     for where, overrides in layers:
         for key, o in overrides.items():
             if key not in device_name:
                 continue
+            by = f"{where} ({key!r})"
             if o.dram_tb_s is not None:
                 dram = o.dram_tb_s * 1e12
-            flops.update({d: r * 1e12 for d, r in o.tflops.items()})
-            sources.append(f"overridden by {where} ({key!r})")
+                dram_src = f"DRAM rate from {by}"
+            if o.tflops:
+                flops.update({d: r * 1e12 for d, r in o.tflops.items()})
+                rates = ", ".join(sorted(o.tflops))
+                flops_src = f"{flops_src}; {rates} from {by}" if flops_src else f"{rates} from {by}"
     if dram is None:
         return None
     return Ceiling(
@@ -111,7 +122,8 @@ def ceiling_for(
         table_name=entry.name if entry else "",
         dram_bytes_per_s=dram,
         flops_per_s=flops,
-        source="; ".join(sources),
+        dram_source=dram_src,
+        flops_source=flops_src,
     )
 
 
@@ -129,6 +141,7 @@ class _Entry:
     match: tuple[str, ...]
     unless: tuple[str, ...]
     dram: float
+    dram_source: str
     flops: dict[str, float]
     source: str
 
@@ -145,13 +158,15 @@ def _table() -> tuple[_Entry, ...]:
     raw = tomllib.loads(TABLE_PATH.read_text())
     entries = []
     for g in raw["gpu"]:
-        dram = g.get("measured_dram_tb_s", g["dram_tb_s"])
+        measured = "measured_dram_tb_s" in g
+        dram = g["measured_dram_tb_s"] if measured else g["dram_tb_s"]
         entries.append(
             _Entry(
                 name=g["name"],
                 match=tuple(g["match"]),
                 unless=tuple(g.get("unless", ())),
                 dram=float(dram) * 1e12,
+                dram_source=g["measured_dram_source"] if measured else "datasheet",
                 flops={d: float(r) * 1e12 for d, r in g["tflops"].items()},
                 source=g["source"],
             )
