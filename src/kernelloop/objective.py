@@ -10,10 +10,19 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from pydantic import BaseModel
 
 from kernelloop.task import Task
+from kernelloop.task.roofline import (
+    REFERENCE_GPU,
+    Ceiling,
+    Floor,
+    ceiling_for,
+    floor_with,
+    reference_ceiling,
+)
 
 
 def geomean(pairs: Iterable[tuple[float, float]]) -> float | None:
@@ -36,8 +45,9 @@ def weighted_geomean(task: Task, per_shape: dict[str, float | None]) -> float | 
 
 def shape_table(bench: BaseModel, gate: BaseModel | None) -> list[dict]:
     """Per shape of a benchmark (a BenchmarkRecord and the gate's GateResult): the
-    candidate's median, the baseline's, the speedup over the baseline and the % of the
-    minimal-traffic floor (what the run summary reports)."""
+    candidate's median, the baseline's, the speedup over the baseline, the % of the
+    roofline floor and which roof that floor is, memory or compute (what the run summary
+    reports)."""
     gate_json = gate.model_dump(mode="json") if gate is not None else None
     return shape_rows(bench.model_dump(mode="json"), gate_json)
 
@@ -61,6 +71,7 @@ def shape_rows(bench: dict, gate: dict | None) -> list[dict]:
                 "median_ms": cand.get("median_ms"),
                 "baseline_ms": base.get("median_ms"),
                 "floor_ms": sb.get("floor_ms"),
+                "bound": sb.get("floor_bound"),
                 "speedup_vs_baseline": g.get("speedup_vs_baseline"),
                 "pct_of_floor": cand.get("pct_of_floor"),
                 "noise_rel": sb.get("noise_rel"),
@@ -79,30 +90,30 @@ def floor_by_shape(rows: list[dict]) -> dict[str, float]:
     return {r["shape"]: r["pct_of_floor"] for r in rows if r.get("pct_of_floor")}
 
 
-# Where a floor is quoted when the judged device has no measured DRAM ceiling (a CPU run):
-# the device the task's speed is measured on in this project.
-FLOOR_REFERENCE_DEVICE = "NVIDIA H200"
+@dataclass(frozen=True)
+class Floors:
+    """Per (GPU shape label, dtype), the roofline floor on `device` (the judged GPU, or
+    the reference GPU with the reason where the judged device has no ceilings), and the
+    ceilings it came from (None where neither has any)."""
+
+    by_shape: dict[tuple[str, str], Floor]
+    ceiling: Ceiling | None
+    device: str
 
 
-def floors_ms(
-    task: Task, dtypes: list[str], device: str, device_name: str
-) -> tuple[dict[tuple[str, str], float], float | None, str]:
-    """Per (GPU shape label, dtype), the roofline floor time in ms: the task's minimal bytes
-    over the judged device's measured DRAM ceiling — the same ceiling the evaluation's
-    % of floor uses (evaluate/trusted/run.py) — or, where the judged device has none (a
-    CPU), over the reference device's, named in the returned device text. Returns
-    (floors, ceiling in bytes/s, the device the floors are for)."""
-    from kernelloop.evaluate.trusted.run import dram_ceiling
-
+def floors(task: Task, dtypes: list[str], device: str, device_name: str) -> Floors:
+    """The floors the contract quotes: the same `task/roofline.py` floors the evaluation's
+    and the benchmark's % of floor use, on the judged GPU, or — where it has no ceilings
+    (a CPU, a GPU the peak table lacks) — on the reference GPU, named in `device`."""
     on = device_name if device == "cuda" else ""
-    ceiling = dram_ceiling(on) if on else None
+    ceiling = ceiling_for(on, task.spec.roofline.peaks) if on else None
     if ceiling is None:
-        why = "no DRAM ceiling is measured for this GPU" if on else "not this machine"
-        on = f"{FLOOR_REFERENCE_DEVICE}, {why}"
-        ceiling = dram_ceiling(FLOOR_REFERENCE_DEVICE)
+        why = "no ceilings are known for this GPU" if on else "not this machine"
+        ceiling = reference_ceiling(task)
+        on = f"{REFERENCE_GPU}, {why}"
     if ceiling is None:
-        return {}, None, ""
-    floors = {
-        (s.label, d): task.min_bytes(s, d) / ceiling * 1e3 for s in task.spec.shapes for d in dtypes
+        return Floors({}, None, "")
+    by_shape = {
+        (s.label, d): floor_with(task, s, d, ceiling) for s in task.spec.shapes for d in dtypes
     }
-    return floors, ceiling, on
+    return Floors(by_shape, ceiling, on)

@@ -39,3 +39,32 @@ def test_task_show_json_gives_each_section(tmp_path):
         "roofline",
     ]  # fmt: skip
     assert "Dtypes judged: float32" in sections["numerics"]
+
+
+def test_task_show_names_the_bound_of_each_shape_on_a_compute_bound_task(tmp_path):
+    from tests.conftest import ROOT
+
+    matmul = ROOT / "examples" / "matmul_bias_gelu"
+    out = subprocess.run(
+        [sys.executable, "-m", "kernelloop.cli", "task", "show", str(matmul), "--device", "cpu"]
+        + ["--json", "--workspace", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    sections = json.loads(out.stdout)
+    shapes, roof = sections["shapes"], sections["roofline"]
+    # 2·4096³ flops at the H200's dense bf16 peak (989.5 TFLOP/s) = 0.1389 ms; M = 16 reads
+    # w (8192² bf16) and more at 4.27 TB/s = 0.0316 ms.
+    assert "4096x4096x4096 (M=4096, N=4096, K=4096): weight 0.3, common; floor 0.1389 ms " \
+        "compute-bound (bf16, fp16)" in shapes  # fmt: skip
+    assert "16x8192x8192 (M=16, N=8192, K=8192): weight 0.1, long_tail; floor 0.0316 ms " \
+        "memory-bound (bf16, fp16)" in shapes  # fmt: skip
+    assert "Minimal flops per call: `2 * M * N * K`" in roof
+    assert "Floor time = max(bytes / 4.27 TB/s" in roof
+    assert "peak TFLOP/s: bf16 989.5, fp16 989.5" in roof
+    # The flagship counts no flops: its contract keeps the memory-floor wording.
+    flagship = show("--device", "cpu", "--json", "--workspace", str(tmp_path / "f"))
+    text = json.loads(flagship.stdout)["roofline"]
+    assert "Floor time = bytes / 4.27 TB/s" in text and "flops" not in text

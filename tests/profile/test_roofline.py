@@ -68,3 +68,17 @@ def test_each_sol_number_names_the_unit_it_comes_from(synthetic):
     ev = classify(k).evidence
     assert "memory SOL 82% (busiest memory unit, % of its peak throughput: L1/TEX)" in ev
     assert "compute SOL" in ev and "(% of peak: " in ev
+
+
+def test_profile_uses_the_tasks_peak_table_for_a_compute_bound_task():
+    from kernelloop.profile.roofline import from_task_ceiling
+    from kernelloop.task import ceiling_for
+
+    h200 = from_task_ceiling(ceiling_for("NVIDIA H200"))
+    flops, bytes_ = 2 * 4096**3, (3 * 4096 * 4096 + 4096 * 4096) * 2
+    r = roofline(bytes_, flops, 0.2e-3, h200, flop_kind="bfloat16")
+    assert r.model_bound == "compute"
+    assert r.floor_s == pytest.approx(flops / 989.5e12)
+    assert r.pct_of_floor == pytest.approx(100 * flops / 989.5e12 / 0.2e-3)
+    # No flops counted: no peak rate is needed for the dtype (the memory floor only).
+    assert roofline(bytes_, 0, 0.2e-3, h200, flop_kind="int8").model_bound == "memory"

@@ -127,6 +127,7 @@ def _shape_tables(b: dict[str, Any], gate: dict[str, Any] | None) -> list[str]:
                 str(s.get("tag", NONE)),
                 _f(s.get("weight"), "g"),
                 _f(s.get("floor_ms"), ".4f"),
+                str(s.get("floor_bound") or NONE),
                 _pct(s.get("noise_rel")),
                 _pct(s.get("aa_rel_diff")),
                 _f(g.get("speedup_vs_best"), ".3f", "x"),
@@ -164,6 +165,7 @@ def _shape_tables(b: dict[str, Any], gate: dict[str, Any] | None) -> list[str]:
                 "tag",
                 "weight",
                 "floor ms",
+                "bound",
                 "noise",
                 "A/A diff",
                 "speedup vs best" + (f" ({best})" if best != "best" else ""),
@@ -176,8 +178,8 @@ def _shape_tables(b: dict[str, Any], gate: dict[str, Any] | None) -> list[str]:
         "",
         "### Timings per implementation",
         "",
-        "% of floor: the minimal-traffic time (minimal bytes / DRAM bandwidth) over the median, "
-        "× 100.",
+        "% of floor: the roofline floor — max(minimal bytes / DRAM rate, minimal flops / "
+        "peak rate), the bound column above says which — over the median, × 100.",
         "",
         _md_table(
             [

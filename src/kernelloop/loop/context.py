@@ -7,12 +7,10 @@ from kernelloop.agents.base import AgentContext
 from kernelloop.evaluate.trusted.record import EvaluationRecord
 from kernelloop.evaluate.trusted.run import select_shapes, timings_count
 from kernelloop.loop.state import Best, Run
-from kernelloop.objective import floor_by_shape, floors_ms
+from kernelloop.objective import floor_by_shape, floors
 from kernelloop.policy import rules_text
 from kernelloop.task import Task
 from kernelloop.task.contract import Contract, Judging, render_contract
-
-CEILING_SOURCE = "measured: torch.add(x, r, out=o) moving 6 bytes per element"
 
 
 def agent_context(
@@ -72,7 +70,7 @@ def judging_for(
     device_name = env.device_name if env else _device_name(device)
     judged = select_shapes(task, device, shapes)
     dtypes = dtypes or list(task.spec.dtypes)
-    floors, ceiling, floor_device = floors_ms(task, dtypes, device, device_name)
+    fl = floors(task, dtypes, device, device_name)
     return Judging(
         device=device,
         device_name=device_name,
@@ -82,10 +80,9 @@ def judging_for(
         sm_count=_sm_count(device),
         shapes=tuple(s.label for s in judged),
         dtypes=tuple(dtypes),
-        floor_device=floor_device,
-        ceiling_bytes_per_s=ceiling,
-        ceiling_source=CEILING_SOURCE if ceiling else "",
-        floors_ms=floors,
+        floor_device=fl.device,
+        ceiling=fl.ceiling,
+        floors=fl.by_shape,
         best_label=f"#{best.pid}" if best else "",
         best_objective=best.objective if best else None,
         best_rows=tuple(best.shapes) if best else (),

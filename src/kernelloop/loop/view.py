@@ -111,6 +111,7 @@ def _shape_table(rows: list[dict]) -> Table:
         "baseline ms",
         "speedup",
         "% of floor",
+        "bound",
         title="best, per shape",
     )
     for r in rows:
@@ -123,5 +124,6 @@ def _shape_table(rows: list[dict]) -> Table:
             _fmt(r["baseline_ms"], ".4f"),
             _fmt(speedup, ".3f") + ("x" if speedup else ""),
             _fmt(r["pct_of_floor"], ".1f"),
+            r.get("bound") or "-",
         )
     return t

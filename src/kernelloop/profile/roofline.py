@@ -15,6 +15,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from kernelloop.profile.metrics import KernelProfile, pipe_label
+from kernelloop.task.roofline import Ceiling as TaskCeiling
 
 Bound = Literal["memory-bound", "compute-bound", "latency-bound", "unknown"]
 
@@ -32,6 +33,9 @@ class Ceilings(BaseModel):
     source: str = ""
 
 
+# The default of `roofline()`/`summarize()` called without ceilings (tests, fixtures).
+# `kernelloop profile` passes the task's ceilings from the peak table instead
+# (task/peaks.toml through `from_task_ceiling`), the same the evaluation's floor uses.
 # H200 as measured for this project (shared/GPU.md, 2026-11-29): torch.add(x, r, out=o)
 # moving 6 bytes/element ran at 4.27 TB/s, the floor any op that reads two tensors and
 # writes one can reach. The flop ceilings (dense bf16 tensor core, fp32 FMA) are the
@@ -42,6 +46,16 @@ H200 = Ceilings(
     flops_per_s={"bf16_tensor": 790e12, "fp32": 60e12},
     source="shared/GPU.md: torch.add floor 4.27 TB/s; bf16 matrix ~790 TFLOP/s; fp32 ~60 TFLOP/s",
 )
+
+
+def from_task_ceiling(c: TaskCeiling) -> Ceilings:
+    """The profiler's ceilings from the task's peak table (flop kinds are dtype names)."""
+    return Ceilings(
+        device=c.table_name or c.device,
+        dram_bytes_per_s=c.dram_bytes_per_s,
+        flops_per_s=dict(c.flops_per_s),
+        source=c.source,
+    )
 
 
 class Roofline(BaseModel):
@@ -71,12 +85,12 @@ def roofline(
     """The floor from the task's minimal bytes/flops and the device ceilings, vs a measured time."""
     if measured_time_s <= 0:
         raise ValueError(f"measured_time_s must be positive, got {measured_time_s}")
-    if flop_kind not in ceilings.flops_per_s:
+    if min_flops > 0 and flop_kind not in ceilings.flops_per_s:
         raise ValueError(
             f"no {flop_kind!r} ceiling for {ceilings.device}; have {sorted(ceilings.flops_per_s)}"
         )
     mem_s = min_bytes / ceilings.dram_bytes_per_s
-    comp_s = min_flops / ceilings.flops_per_s[flop_kind]
+    comp_s = min_flops / ceilings.flops_per_s[flop_kind] if min_flops > 0 else 0.0
     floor_s = max(mem_s, comp_s)
     return Roofline(
         min_bytes=min_bytes,

@@ -39,10 +39,12 @@ from kernelloop.evaluate.trusted.static import Finding, screen_source
 from kernelloop.profile.fallback import CompileFact, KernelTiming
 from kernelloop.profile.metrics import KernelProfile, parse_ncu_csv
 from kernelloop.profile.ncu_driver import diagnose_ncu_failure, find_ncu, ncu_command
+from kernelloop.profile.roofline import from_task_ceiling
 from kernelloop.profile.summary import ProfileReport, summarize
 from kernelloop.profile.untrusted import UntrustedFile, clean, open_dir, read_regular, write_new
 from kernelloop.sandbox import SandboxConfig, run_sandboxed
 from kernelloop.task import Shape, Task
+from kernelloop.task.roofline import ceiling_for, reference_ceiling
 
 WORKER = ["-m", "kernelloop.profile.worker"]
 MAX_CSV_BYTES = 16 << 20  # ncu's details page: ~50 KB per kernel (H200 captures)
@@ -149,13 +151,25 @@ def profile_candidate(
         with ThreadPoolExecutor(max_workers=len(files)) as pool:
             got = dict(zip(files, pool.map(gather, files), strict=True))
 
+    flop_kind = task.spec.roofline.flops_dtype or the_dtype
+
     def report_for(role: str, parent_report: ProfileReport | None) -> ProfileReport:
         g = got[role]
+        # The task's ceilings on the profiled GPU (the reference GPU's on a CPU or a GPU the
+        # peak table lacks), as the evaluation's floor; no compute floor without a peak rate.
+        ceiling = ceiling_for(g.device_name or "", task.spec.roofline.peaks)
+        ceiling = ceiling or reference_ceiling(task)
+        ceil_kw = {}
+        flops = min_flops
+        if ceiling is not None:
+            ceil_kw = {"ceilings": from_task_ceiling(ceiling), "flop_kind": flop_kind}
+            flops = min_flops if flop_kind in ceiling.flops_per_s else 0.0
         return summarize(
             g.kernels,
             parent=parent_report,
             min_bytes=min_bytes,
-            min_flops=min_flops,
+            min_flops=flops,
+            **ceil_kw,
             compile_facts=g.facts,
             timings=g.timings,
             missing=g.missing,

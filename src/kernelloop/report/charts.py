@@ -110,7 +110,7 @@ def progress_chart(points: list[Point], best_line: list[tuple[int, float]], out_
 
 
 def roofline_chart(rows: list[dict[str, Any]], out_dir: Path) -> Chart | None:
-    """% of the minimal-traffic floor per shape, best against baseline (None without floors)."""
+    """% of the roofline floor per shape, best against baseline (None without floors)."""
     rows = [
         r
         for r in rows
@@ -144,6 +144,6 @@ def roofline_chart(rows: list[dict[str, Any]], out_dir: Path) -> Chart | None:
         ax.set_yticks(list(ys), [f"{r['shape']} ({r.get('tag') or '?'})" for r in rows])
         ax.invert_yaxis()
         ax.set_xlim(0, max(105.0, *best, *base))
-        ax.set_xlabel("% of the minimal-traffic floor (100% = minimal bytes at the DRAM ceiling)")
+        ax.set_xlabel("% of the roofline floor (100% = at the memory or compute roof)")
         ax.legend(loc="lower right", fontsize=8, frameon=False)
         return _save(fig, out_dir, "roofline")

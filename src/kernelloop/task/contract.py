@@ -19,6 +19,7 @@ import ast
 from dataclasses import dataclass, field
 
 from kernelloop.task.load import ELEM_SIZES, Task
+from kernelloop.task.roofline import Ceiling, Floor
 from kernelloop.task.spec import Shape
 from kernelloop.task.textbudget import approx_tokens, fit
 
@@ -42,9 +43,10 @@ SHORT_DTYPE = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32", "float6
 class Judging:
     """Where and how the candidate is judged, and the numbers that need a device or a run.
 
-    `floors_ms` maps (shape label, dtype) to the roofline floor time on `floor_device`
-    (the judged device when its ceiling is known, else the device the task's floors are
-    quoted for). `best_rows` is the best's per-shape table (objective.shape_rows)."""
+    `floors` maps (shape label, dtype) to the roofline floor on `floor_device` (the
+    judged device when its ceilings are known, else the device the task's floors are
+    quoted for), from `ceiling`. `best_rows` is the best's per-shape table
+    (objective.shape_rows)."""
 
     device: str = "cpu"  # "cuda" | "cpu"
     device_name: str = ""
@@ -55,9 +57,8 @@ class Judging:
     shapes: tuple[str, ...] = ()  # labels judged on this device
     dtypes: tuple[str, ...] = ()
     floor_device: str = ""
-    ceiling_bytes_per_s: float | None = None
-    ceiling_source: str = ""
-    floors_ms: dict[tuple[str, str], float] = field(default_factory=dict)
+    ceiling: Ceiling | None = None
+    floors: dict[tuple[str, str], Floor] = field(default_factory=dict)
     best_label: str = ""
     best_objective: float | None = None
     best_rows: tuple[dict, ...] = ()
@@ -176,7 +177,7 @@ def _shapes(task: Task, j: Judging) -> str:
     groups = [("GPU shapes (what the objective is measured on)", task.spec.shapes)]
     groups.append(("CPU shapes (small, for machines without a GPU)", task.spec.cpu_shapes))
     lines = ["### Shapes (weights are the objective's: a weighted geometric mean of speedups)"]
-    if j.floors_ms:
+    if j.floors:
         lines.append(f"Floor times on the {j.floor_device} (see Roofline).")
     for title, shapes in groups:
         if not shapes:
@@ -200,22 +201,27 @@ def _shapes(task: Task, j: Judging) -> str:
 def _shape_line(task: Task, s: Shape, dtypes: list[str], j: Judging, row: dict | None) -> str:
     dims = ", ".join(f"{k}={v}" for k, v in s.dims.items())
     parts = [f"{s.label} ({dims}): weight {s.weight:g}, {s.tag}"]
-    floors: dict[float, list[str]] = {}
+    counts_flops = _counts_flops(task)
+    floors: dict[tuple[float, str], list[str]] = {}
     for d in dtypes:
-        ms = j.floors_ms.get((s.label, d))
-        if ms is not None:
-            floors.setdefault(round(ms, 6), []).append(SHORT_DTYPE.get(d, d))
+        f = j.floors.get((s.label, d))
+        if f is not None:
+            bound = f" {f.bound}-bound" if counts_flops else ""
+            floors.setdefault((round(f.ms, 6), bound), []).append(SHORT_DTYPE.get(d, d))
     if floors:
         parts.append(
             "floor "
-            + " / ".join(f"{_ms(ms)} ({', '.join(ds)})" for ms, ds in sorted(floors.items()))
+            + " / ".join(
+                f"{_ms(ms)}{bound} ({', '.join(ds)})" for (ms, bound), ds in sorted(floors.items())
+            )
         )
     if row and row.get("median_ms"):
         best = f"best {j.best_label}: {_ms(row['median_ms'])}"
         if row.get("dtype"):
             best += f" {SHORT_DTYPE.get(row['dtype'], row['dtype'])}"
         if row.get("pct_of_floor"):
-            best += f" = {row['pct_of_floor']:.1f}% of floor"
+            roof = f"the {row['bound']} floor" if counts_flops and row.get("bound") else "floor"
+            best += f" = {row['pct_of_floor']:.1f}% of {roof}"
         if row.get("speedup_vs_baseline"):
             best += f", {row['speedup_vs_baseline']:.2f}x the baseline"
         parts.append(best)
@@ -276,23 +282,39 @@ def _roofline(task: Task, j: Judging) -> str:
         "### Roofline",
         f"Minimal DRAM traffic per call: `{rl.bytes}` bytes (elem_size: {sizes}).",
     ]
-    if rl.flops.strip() != "0":
-        lines.append(
-            f"Minimal flops: `{rl.flops}` (no flop ceiling is measured, so the floor is the "
-            "memory floor)."
-        )
-    if j.ceiling_bytes_per_s:
-        src = f" ({j.ceiling_source})" if j.ceiling_source else ""
-        lines.append(
-            f"Floor time = bytes / {j.ceiling_bytes_per_s / 1e12:.2f} TB/s on the "
-            f"{j.floor_device}{src}; % of floor = floor time / median time x 100 "
-            "(100 = at the roofline)."
-        )
-    else:
+    c = j.ceiling
+    if _counts_flops(task):
+        at = f"the {rl.flops_dtype} peak" if rl.flops_dtype else "the judged dtype's dense peak"
+        lines.append(f"Minimal flops per call: `{rl.flops}` (a multiply-add is 2), at {at}.")
+    if c is None:
         lines.append(
             "No DRAM ceiling is known for this device, so no floor time or % of floor is given."
         )
+        return "\n".join(lines)
+    mem = f"bytes / {c.dram_bytes_per_s / 1e12:.2f} TB/s"
+    mem += f" ({c.dram_source})" if c.dram_source else ""
+    pct = "% of floor = floor time / median time x 100 (100 = at the roofline)."
+    if not _counts_flops(task):
+        lines.append(f"Floor time = {mem} on the {j.floor_device}; {pct}")
+        return "\n".join(lines)
+    dtypes = list(j.dtypes) or list(task.spec.dtypes)
+    kinds = [rl.flops_dtype] if rl.flops_dtype else dtypes
+    rates = ", ".join(
+        f"{SHORT_DTYPE.get(k, k)} {c.flops_per_s[k] / 1e12:g}" if k in c.flops_per_s
+        else f"{SHORT_DTYPE.get(k, k)} unknown (memory floor only)"
+        for k in dict.fromkeys(kinds)
+    )  # fmt: skip
+    src = f"; {c.flops_source}" if c.flops_source else ""
+    lines.append(
+        f"Floor time = max({mem}, flops / peak) on the {j.floor_device}; peak TFLOP/s: "
+        f"{rates}{src}. Each shape's floor says which bound it is (memory or compute); {pct}"
+    )
     return "\n".join(lines)
+
+
+def _counts_flops(task: Task) -> bool:
+    expr = task.spec.roofline.flops.strip()
+    return expr not in ("0", "0.0", "")
 
 
 # ---- helpers ------------------------------------------------------------------------------

@@ -11,6 +11,9 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 DTYPE_NAMES = ("float32", "float16", "bfloat16", "float64")
+# The dtypes a peak compute rate is given for (task/peaks.toml); float8 only through
+# `[roofline] flops_dtype`, since no task dtype is float8.
+PEAK_DTYPES = (*DTYPE_NAMES, "float8")
 
 
 class _Strict(BaseModel):
@@ -135,11 +138,59 @@ class Rules(_Strict):
     )
 
 
+class PeakOverride(_Strict):
+    """Rates that replace (or, for a GPU the built-in table lacks, supply) the peak table's
+    for GPUs whose name contains the entry's key."""
+
+    dram_tb_s: float | None = Field(default=None, gt=0, description="DRAM bandwidth, TB/s")
+    tflops: dict[str, float] = Field(
+        default_factory=dict, description="dense peak TFLOP/s by dtype name"
+    )
+
+    @field_validator("tflops")
+    @classmethod
+    def _known_rates(cls, v: dict[str, float]) -> dict[str, float]:
+        bad = [d for d in v if d not in PEAK_DTYPES]
+        if bad:
+            raise ValueError(f"unknown dtype(s) {bad}; use names from {list(PEAK_DTYPES)}")
+        low = [d for d, r in v.items() if not r > 0]
+        if low:
+            raise ValueError(f"rates must be positive TFLOP/s; {low} are not")
+        return v
+
+
 class Roofline(_Strict):
     bytes: str = Field(
         description="minimal DRAM bytes as an expression of the shape's dims and elem_size"
     )
-    flops: str = "0"
+    flops: str = Field(
+        default="0",
+        description="minimal floating-point operations per call as an expression of the "
+        "shape's dims (a multiply-add counts 2); 0: the floor is the memory floor",
+    )
+    flops_dtype: str | None = Field(
+        default=None,
+        description="the peak rate the flops run at (default: the dtype being judged), e.g. "
+        "float8 for a kernel that computes in fp8",
+    )
+    peaks: dict[str, PeakOverride] = Field(
+        default_factory=dict,
+        description="per GPU (a substring of its name), rates that override the peak table",
+    )
+
+    @field_validator("flops_dtype")
+    @classmethod
+    def _known_flops_dtype(cls, v: str | None) -> str | None:
+        if v is not None and v not in PEAK_DTYPES:
+            raise ValueError(f"unknown dtype {v!r}; use one of {list(PEAK_DTYPES)}")
+        return v
+
+    @field_validator("peaks")
+    @classmethod
+    def _named_gpus(cls, v: dict[str, PeakOverride]) -> dict[str, PeakOverride]:
+        if any(not k.strip() for k in v):
+            raise ValueError('name the GPU, e.g. [roofline.peaks."H100 PCIe"]')
+        return v
 
 
 class TaskSpec(_Strict):
