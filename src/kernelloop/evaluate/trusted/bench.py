@@ -10,7 +10,7 @@ inputs drawn from a fresh secret seed. Nothing a worker says is taken on trust:
   candidate's claimed saving over the others must be one this process's clock saw;
 - every implementation's timed output is judged against the float64 reference;
 - a non-candidate worker's idle probes catch GPU work left running by another process;
-- a median below the task's minimal-traffic floor is impossible and rejected;
+- a median below the task's roofline floor (memory or compute) is impossible and rejected;
 - clocks and throttle reasons are read with nvidia-smi around the run.
 The gate (kernelloop.gate) refuses a candidate without this record, or with `problems`.
 """
@@ -43,13 +43,13 @@ from kernelloop.evaluate.trusted.bench_record import (  # noqa: F401  (re-export
 )
 from kernelloop.evaluate.trusted.interleave import Outcome, Settings, SlotResult, run_timing
 from kernelloop.evaluate.trusted.run import (
-    dram_ceiling,
     resolve_device,
     select_shapes,
     timings_count,
 )
 from kernelloop.evaluate.trusted.static import screen_source
 from kernelloop.task import Shape, Task
+from kernelloop.task.roofline import floor_on
 
 FLOOR_MARGIN = 0.97  # a median below 97% of the floor is physically impossible, not fast
 HIDDEN_WARN_FRACTION = 0.10  # warn when more calls than this left work outside the calling stream
@@ -194,20 +194,21 @@ def fill_shapes(
     impls: list[str],
     outcome: Outcome,
 ) -> None:
-    ceiling = dram_ceiling(rec.device_name) if rec.device == "cuda" else None
     slots = impls + ([aa_slot(rec.aa_impl)] if rec.aa_impl else [])
     methods = set()
     for shape in shapes:
         got = outcome.shapes.get(shape.label)
         if got is None:
             continue  # a problem stopped the run before this shape
-        floor_ms = task.min_bytes(shape, dtype) / ceiling * 1e3 if ceiling else None
+        floor = floor_on(task, shape, dtype, rec.device_name) if rec.device == "cuda" else None
+        floor_ms = floor.ms if floor else None
         sb = ShapeBench(
             shape=shape.label,
             dtype=dtype,
             weight=shape.weight,
             tag=shape.tag,
             floor_ms=floor_ms,
+            floor_bound=floor.bound if floor else None,
             reported_s=outcome.reported_s.get(shape.label, 0.0),
             observed_s=outcome.observed_s.get(shape.label),
         )
@@ -257,7 +258,7 @@ def _impl_timing(
     )
     if floor_ms and med < FLOOR_MARGIN * floor_ms:
         problems.append(
-            f"{label}: {slot} median {med:.4f} ms is below the minimal-traffic floor "
+            f"{label}: {slot} median {med:.4f} ms is below the roofline floor "
             f"{floor_ms:.4f} ms: impossible, so the timing is not real"
         )
     return it

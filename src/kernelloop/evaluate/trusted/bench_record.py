@@ -53,7 +53,14 @@ class ShapeBench(BaseModel):
     dtype: str
     weight: float
     tag: str
-    floor_ms: float | None = Field(default=None, description="minimal bytes / device DRAM ceiling")
+    floor_ms: float | None = Field(
+        default=None,
+        description="the roofline floor: max(minimal bytes / DRAM rate, minimal flops / peak "
+        "rate) on the device (task/roofline.py)",
+    )
+    floor_bound: Literal["memory", "compute"] | None = Field(
+        default=None, description="which roof floor_ms is"
+    )
     impls: dict[str, ImplTiming] = Field(default_factory=dict)
     aa_rel_diff: float | None = Field(
         default=None, description="|median(A) - median(A')| / median(A)"

@@ -99,6 +99,9 @@ class TimingStats(BaseModel):
     n: int
     method: str
     floor_ms: float | None = None
+    floor_bound: Literal["memory", "compute"] | None = Field(
+        default=None, description="which roof the floor is (task/roofline.py)"
+    )
     pct_of_floor: float | None = Field(default=None, description="floor time / median time × 100")
 
 

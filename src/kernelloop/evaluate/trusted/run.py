@@ -44,6 +44,7 @@ from kernelloop.evaluate.trusted.static import screen_source
 from kernelloop.evaluate.trusted.text import LOG_CHARS, candidate_text, last_line
 from kernelloop.sandbox import SandboxConfig, SandboxProcess, detect_mode
 from kernelloop.task import Shape, Task, files
+from kernelloop.task.roofline import floor_on
 
 Progress = Callable[[str], None]
 
@@ -457,18 +458,9 @@ def _screened_out(
 EVAL_TIMING = Settings(reps=50, min_reps=10, cpu_reps=3, cpu_min_reps=3, max_s_per_shape=2.0)
 
 
-# Minimal-traffic ceilings measured on this project's devices (shared/GPU.md: a
-# `torch.add(x, r, out=o)` moving 6 bytes/element ran at 4.27 TB/s on the H200).
-DRAM_BYTES_PER_S = {"H200": 4.27e12}
-
-
-def dram_ceiling(device_name: str) -> float | None:
-    return next((v for k, v in DRAM_BYTES_PER_S.items() if k in device_name), None)
-
-
 def _timing(task: Task, shape: Shape, slot: str, r, dtype: str, device_name: str) -> TimingStats:
-    ceiling = dram_ceiling(device_name)
-    floor_ms = task.min_bytes(shape, dtype) / ceiling * 1e3 if ceiling else None
+    floor = floor_on(task, shape, dtype, device_name)  # the roofline floor (task/roofline.py)
+    floor_ms = floor.ms if floor else None
     med, p20, p80 = quantiles(r.samples_ms)
     pct = 100.0 * floor_ms / med if floor_ms and med > 0 else None
     return TimingStats(
@@ -481,6 +473,7 @@ def _timing(task: Task, shape: Shape, slot: str, r, dtype: str, device_name: str
         n=len(r.samples_ms),
         method=r.method,
         floor_ms=floor_ms,
+        floor_bound=floor.bound if floor else None,
         pct_of_floor=pct,
     )
 
