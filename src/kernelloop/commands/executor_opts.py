@@ -15,7 +15,7 @@ ExecutorOpt = Annotated[
     typer.Option(
         "--executor",
         help="local (this host: one job per GPU, or --jobs on the CPU) | ray (a Ray cluster, "
-        "one actor per GPU; needs kernelloop[cluster])",
+        "one actor per GPU; needs the cluster extra)",
     ),
 ]
 GpusOpt = Annotated[
