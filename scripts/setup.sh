@@ -20,5 +20,6 @@ python3 -m venv ${KERNELLOOP_VENV_ARGS:-} .venv
 if ! .venv/bin/python -c "import torch" 2>/dev/null; then
   .venv/bin/pip install -q -c requirements/ci-constraints.txt "torch==2.13.0"
 fi
-.venv/bin/pip install -q -c requirements/ci-constraints.txt -e ".[dev]"
+# cluster: Ray, for --executor ray and its CI test (tests/executor/test_ray.py).
+.venv/bin/pip install -q -c requirements/ci-constraints.txt -e ".[dev,cluster]"
 echo "kernelloop installed in .venv"

@@ -70,3 +70,65 @@ def test_visible_gpus_and_the_gpus_option(tmp_path):
             parse_gpus(bad, [0, 1])
     with pytest.raises(KernelloopError, match="no GPU is visible"):
         parse_gpus(None, [])
+
+
+def test_the_local_executor_the_options_name(monkeypatch):
+    from kernelloop.commands.executor_opts import make_executor
+    from kernelloop.executor import local
+    from kernelloop.executor.local import LocalJobs, local_executor
+
+    assert isinstance(local_executor("cpu"), InTurn)  # the CPU default: one at a time
+    jobs = local_executor("cpu", jobs=3)
+    assert isinstance(jobs, LocalJobs) and jobs.slots == 3
+    jobs.close()
+    monkeypatch.setattr(local, "visible_gpus", lambda: [0, 1, 2])
+    gpus = local_executor("cuda", "2,0")
+    assert isinstance(gpus, LocalGPUs) and gpus.gpus == [2, 0] and gpus.slots == 2
+    gpus.close()
+    assert local_executor("cuda").gpus == [0, 1, 2]  # default: every visible GPU
+    for args, said in (
+        (("cuda", None, 2), "--jobs is for CPU runs"),
+        (("cpu", "0", None), "--gpus needs a GPU run"),
+    ):
+        with pytest.raises(KernelloopError, match=said):
+            local_executor(*args)
+    with pytest.raises(KernelloopError, match="--ray-address needs --executor ray"):
+        make_executor("local", "cpu", ray_address="auto")
+    with pytest.raises(KernelloopError, match="unknown executor"):
+        make_executor("slurm", "cpu")
+
+
+def test_a_device_shared_by_jobs_gives_timings_it_alone():
+    """Turns: checks share the device; a timing waits for the checks under way, and checks
+    asked for while it waits or runs wait for it (writers first)."""
+    from kernelloop.executor.turns import Turns
+
+    turns, log, lock = Turns(), [], threading.Lock()
+
+    def hold(kind: str, name: str, seconds: float) -> None:
+        with getattr(turns, kind)():
+            with lock:
+                log.append(("in", name, time.monotonic()))
+            time.sleep(seconds)
+            with lock:
+                log.append(("out", name, time.monotonic()))
+
+    threads = [threading.Thread(target=hold, args=("shared", "check1", 0.4))]
+    threads[0].start()
+    time.sleep(0.1)
+    threads.append(threading.Thread(target=hold, args=("exclusive", "timing", 0.3)))
+    threads[1].start()
+    time.sleep(0.1)
+    threads.append(threading.Thread(target=hold, args=("shared", "check2", 0.1)))
+    threads[2].start()
+    for t in threads:
+        t.join(timeout=10)
+    order = [(what, name) for what, name, _ in sorted(log, key=lambda e: e[2])]
+    assert order == [
+        ("in", "check1"),
+        ("out", "check1"),
+        ("in", "timing"),
+        ("out", "timing"),
+        ("in", "check2"),
+        ("out", "check2"),
+    ], order

@@ -21,14 +21,15 @@ def _accepted(factory: Any, options: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in options.items() if k in params and v is not None}
 
 
-def default_candidates(spec: str, task_default: int | None = None) -> int:
+def default_candidates(spec: str, task_default: int | None = None, free_slots: int = 1) -> int:
     """How many proposals a round asks `spec`'s agent for when `--candidates` is not given:
-    the task's `rules.candidates`, else 2 for a model agent (several ideas per round) and
-    for the tuner (a sweep), 1 for a scripted agent (its folder sets the pace)."""
+    the task's `rules.candidates`, else for a model agent (several ideas per round) and for
+    the tuner (a sweep) 2 or one per free GPU/slot of the executor if there are more, 1
+    for a scripted agent (its folder sets the pace)."""
     if task_default is not None:
         return task_default
     kind = spec.partition(":")[0]
-    return 2 if kind in ("openai", "anthropic", "tuner") else 1
+    return max(2, free_slots) if kind in ("openai", "anthropic", "tuner") else 1
 
 
 def make_agent(spec: str, **options: Any) -> Agent:

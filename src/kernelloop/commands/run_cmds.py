@@ -10,6 +10,13 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from kernelloop.commands.executor_opts import (
+    ExecutorOpt,
+    GpusOpt,
+    JobsOpt,
+    RayAddressOpt,
+    make_executor,
+)
 from kernelloop.task import load_task
 
 
@@ -69,33 +76,43 @@ def run_cmd(
     summary_json: Annotated[
         Path | None, typer.Option(help="also write the run summary here")
     ] = None,
+    executor: ExecutorOpt = "local",
+    gpus: GpusOpt = None,
+    jobs: JobsOpt = None,
+    ray_address: RayAddressOpt = None,
 ) -> None:
     """Run the optimization loop: propose, check, evaluate, gate, record, repeat."""
     from kernelloop.agents.registry import default_candidates, make_agent
+    from kernelloop.evaluate.trusted.run import resolve_device
     from kernelloop.loop import Options, run_loop
     from kernelloop.loop.view import RunView
 
     t = load_task(task)
-    per_round = candidates or default_candidates(agent, t.spec.rules.candidates)
-    the_agent = make_agent(
-        agent,
-        task=t,
-        screen_model=screen_model,
-        final_model=final_model,
-        base_url=base_url,
-        per_round=per_round,
-    )
-    opts = Options(
-        device=device,
-        shapes=shapes,
-        rounds=rounds,
-        resume=resume,
-        workspace=workspace,
-        sandbox=sandbox,
-        allow_unsandboxed=allow_unsandboxed,
-        dtypes=[d.strip() for d in dtypes.split(",")] if dtypes else None,
-    )
-    summary = run_loop(t, the_agent, opts, RunView(Console()))
+    pool = make_executor(executor, resolve_device(device), gpus, jobs, ray_address)
+    try:
+        per_round = candidates or default_candidates(agent, t.spec.rules.candidates, pool.slots)
+        the_agent = make_agent(
+            agent,
+            task=t,
+            screen_model=screen_model,
+            final_model=final_model,
+            base_url=base_url,
+            per_round=per_round,
+        )
+        opts = Options(
+            device=device,
+            shapes=shapes,
+            rounds=rounds,
+            resume=resume,
+            workspace=workspace,
+            sandbox=sandbox,
+            allow_unsandboxed=allow_unsandboxed,
+            dtypes=[d.strip() for d in dtypes.split(",")] if dtypes else None,
+            executor=pool,
+        )
+        summary = run_loop(t, the_agent, opts, RunView(Console()))
+    finally:
+        pool.close()
     cost = getattr(the_agent, "cost_summary", None)
     if callable(cost):
         summary["model_cost"] = cost()

@@ -32,6 +32,11 @@ class Slot:
     def label(self) -> str:
         return f"gpu{self.gpu}" if self.gpu is not None else f"slot{self.index}"
 
+    @property
+    def device_key(self) -> str:
+        """The device this slot shares with others of this process (`executor.turns`)."""
+        return f"gpu{self.gpu}" if self.gpu is not None else "cpu"
+
 
 class Job(Protocol[R_co]):
     name: str

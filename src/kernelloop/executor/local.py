@@ -1,5 +1,5 @@
 """One worker per GPU of this host (issue #17): a round's jobs run at once, each on a GPU
-of its own, never two on the same GPU.
+of its own, never two on the same GPU; on a CPU-only host, `--jobs N` at once.
 
 The executor only schedules: it hands each job a `Slot` naming its GPU, and the job binds
 its sandboxed workers to that GPU's device nodes and CUDA_VISIBLE_DEVICES (the sandbox
@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from kernelloop.errors import KernelloopError
-from kernelloop.executor.base import Job, Slot
+from kernelloop.executor.base import Executor, InTurn, Job, Slot
 
 R = TypeVar("R")
 DRIVER_GPUS = Path("/proc/driver/nvidia/gpus")
@@ -58,18 +58,15 @@ def parse_gpus(text: str | None, visible: list[int]) -> list[int]:
     return wanted
 
 
-class LocalGPUs:
-    """A thread per GPU; each job waits for a free GPU, runs with it, and gives it back."""
+class LocalSlots:
+    """A thread per slot; each job waits for a free slot, runs on it, and gives it back."""
 
-    def __init__(self, gpus: list[int]) -> None:
-        if not gpus:
-            raise KernelloopError("the local executor needs at least one GPU; pass --gpus 0.")
-        self.gpus = list(gpus)
-        self.slots = len(self.gpus)
+    def __init__(self, slots: list[Slot], name: str) -> None:
+        self.slots = len(slots)
         self._free: queue.Queue[Slot] = queue.Queue()
-        for i, g in enumerate(self.gpus):
-            self._free.put(Slot(i, g))
-        self._pool = ThreadPoolExecutor(max_workers=self.slots, thread_name_prefix="gpu")
+        for slot in slots:
+            self._free.put(slot)
+        self._pool = ThreadPoolExecutor(max_workers=self.slots, thread_name_prefix=name)
 
     def submit(self, job: Job[R]) -> Future[R]:
         return self._pool.submit(self._run, job)
@@ -83,3 +80,40 @@ class LocalGPUs:
 
     def close(self) -> None:
         self._pool.shutdown(wait=True)
+
+
+class LocalGPUs(LocalSlots):
+    """One job per GPU at a time, every GPU in `gpus` (nvidia-smi's indices) used."""
+
+    def __init__(self, gpus: list[int]) -> None:
+        if not gpus:
+            raise KernelloopError("the local executor needs at least one GPU; pass --gpus 0.")
+        self.gpus = list(gpus)
+        super().__init__([Slot(i, g) for i, g in enumerate(self.gpus)], "gpu")
+
+
+class LocalJobs(LocalSlots):
+    """`jobs` evaluations at once on this machine's CPU (the interpreter, or plain-PyTorch
+    tasks); their timings take turns (`executor.turns`), never overlapping another job."""
+
+    def __init__(self, jobs: int) -> None:
+        if jobs < 1:
+            raise KernelloopError(f"--jobs {jobs} runs nothing; pass --jobs 1 or more.")
+        super().__init__([Slot(i, None) for i in range(jobs)], "job")
+
+
+def local_executor(device: str, gpus: str | None = None, jobs: int | None = None) -> Executor:
+    """The executor of `kernelloop run` on this host: on a GPU, one job per GPU of `--gpus`
+    (default: every visible GPU); on the CPU, `--jobs` at once (default 1: in turn)."""
+    if device == "cuda":
+        if jobs not in (None, 1):
+            raise KernelloopError(
+                "--jobs is for CPU runs; on a GPU each GPU judges one candidate at a time, "
+                "so choose the GPUs with --gpus instead."
+            )
+        return LocalGPUs(parse_gpus(gpus, visible_gpus()))
+    if gpus:
+        raise KernelloopError(
+            "--gpus needs a GPU run (--device cuda); on the CPU use --jobs N instead."
+        )
+    return InTurn() if (jobs or 1) == 1 else LocalJobs(jobs or 1)

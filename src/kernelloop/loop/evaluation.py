@@ -26,20 +26,23 @@ like an illegal memory access of its own.
 
 from __future__ import annotations
 
+import functools
 import re
+import tempfile
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kernelloop.errors import KernelloopError, SandboxError
+from kernelloop.errors import SandboxError
 from kernelloop.evaluate.trusted.bench import benchmark
 from kernelloop.evaluate.trusted.run import evaluate
 from kernelloop.executor import Slot
+from kernelloop.executor.turns import of_device
 from kernelloop.gate import decide
 from kernelloop.loop.state import Best, Evaluated, Run
 from kernelloop.objective import shape_table
-from kernelloop.task import Task
+from kernelloop.task import Task, files, load_task
 
 # "the worker died with exit code -9 (killed by SIGKILL)" (evaluate), "the benchmark
 # worker died with exit code 137" (bench, under bubblewrap).
@@ -80,18 +83,11 @@ class EvaluationJob:
     progress: Callable[[str], None] = field(default=lambda _m: None, compare=False)
 
     def __call__(self, slot: Slot) -> Evaluated:
-        if slot.gpu not in (None, 0):
-            # evaluate() and benchmark() bind their workers to GPU 0 (the sandbox's default)
-            # until they take the slot's GPU; never time on one GPU while claiming another.
-            raise KernelloopError(
-                f"{self.name}: the evaluation cannot be bound to GPU {slot.gpu} yet (evaluate "
-                "and benchmark take no GPU index); run it on one GPU (slot 0) for now."
-            )
-        first = self._once()
+        first = self._once(slot)
         if not first.infrastructure:
             return first
         self.progress(f"{self.name}: {first.infrastructure}; evaluating it once more")
-        second = self._once()
+        second = self._once(slot)
         if second.infrastructure:
             second.infrastructure = f"twice: {first.infrastructure}; then {second.infrastructure}"
         elif second.record is not None:
@@ -101,40 +97,112 @@ class EvaluationJob:
             )
         return second
 
-    def _once(self) -> Evaluated:
+    def _once(self, slot: Slot) -> Evaluated:
+        """Correctness, then (where timings count) the benchmark against the best and the
+        baseline, both on the slot's GPU. On a device that several slots share (the CPU
+        with --jobs), the check takes a shared turn and the timing the device alone."""
         task, say, name = self.task, self.progress, self.name
         dtypes = list(self.dtypes) if self.dtypes else None
+        turns = of_device(slot.device_key)
         try:
-            say(f"checking {name}")
-            record = evaluate(
-                task,
-                self.path,
-                device=self.device,
-                shapes=self.shapes,
-                dtypes=dtypes,
-                sandbox=self.sandbox,
-                progress=say,
-                timing=False,
-            )
-            ev = Evaluated(record)
-            if record.verdict.accepted and self.measured:
-                say(f"benchmarking {name}")
-                bench = benchmark(
+            say(f"checking {name}" + (f" on {slot.label}" if slot.gpu is not None else ""))
+            with turns.shared():
+                record = evaluate(
                     task,
                     self.path,
-                    best=self.best,
                     device=self.device,
                     shapes=self.shapes,
-                    dtype=(dtypes or task.spec.dtypes)[0],
+                    dtypes=dtypes,
                     sandbox=self.sandbox,
                     progress=say,
+                    timing=False,
+                    gpu=slot.gpu,
                 )
+            ev = Evaluated(record, slot=slot.label)
+            if record.verdict.accepted and self.measured:
+                say(f"benchmarking {name}")
+                with turns.exclusive():
+                    bench = benchmark(
+                        task,
+                        self.path,
+                        best=self.best,
+                        device=self.device,
+                        shapes=self.shapes,
+                        dtype=(dtypes or task.spec.dtypes)[0],
+                        sandbox=self.sandbox,
+                        progress=say,
+                        gpu=slot.gpu,
+                    )
                 gate = decide(record, bench, task.spec.rules)
-                ev = Evaluated(record, bench, gate, shape_table(bench, gate))
+                ev = Evaluated(record, bench, gate, shape_table(bench, gate), slot=slot.label)
         except SandboxError as e:
             return Evaluated(None, infrastructure=f"the sandbox could not start ({e})")
         ev.infrastructure = infrastructure_fault(ev)
         return ev
+
+    def shipped(self) -> ShippedJob:
+        """This job with its files as bytes, for an executor on another process or machine
+        (Ray): the task folder's entries (its workspace and .git left out), the candidate
+        and the best. Progress is not shipped: a remote job reports only its record."""
+        return ShippedJob(
+            name=self.name,
+            task_entries=_task_entries(self.task.folder, self.task.digest()),
+            candidate=self.path.read_bytes(),
+            best=self.best.read_bytes() if self.best else None,
+            device=self.device,
+            measured=self.measured,
+            sandbox=self.sandbox,
+            shapes=self.shapes,
+            dtypes=self.dtypes,
+        )
+
+
+@dataclass(frozen=True)
+class ShippedJob:
+    """An `EvaluationJob` that carries its files: run on a slot anywhere kernelloop is
+    installed, it lays the task folder out in a temporary folder (the same entries, so the
+    same task digest), writes the candidate and the best beside it, and runs the same
+    sandboxed evaluation there."""
+
+    name: str
+    task_entries: dict[str, files.Entry]
+    candidate: bytes
+    best: bytes | None
+    device: str
+    measured: bool
+    sandbox: str = "auto"
+    shapes: str | None = None
+    dtypes: tuple[str, ...] | None = None
+
+    def __call__(self, slot: Slot) -> Evaluated:
+        with tempfile.TemporaryDirectory(prefix="kernelloop-shipped-") as tmp:
+            folder = Path(tmp) / "task"
+            folder.mkdir()
+            files.restore(folder, self.task_entries)
+            path = Path(tmp) / f"{self.name}.py"
+            path.write_bytes(self.candidate)
+            best = None
+            if self.best is not None:
+                best = Path(tmp) / "best.py"
+                best.write_bytes(self.best)
+            job = EvaluationJob(
+                name=self.name,
+                task=load_task(folder),
+                path=path,
+                best=best,
+                device=self.device,
+                measured=self.measured,
+                sandbox=self.sandbox,
+                shapes=self.shapes,
+                dtypes=self.dtypes,
+            )
+            return job(slot)
+
+
+@functools.lru_cache(maxsize=8)
+def _task_entries(folder: Path, digest: str) -> dict[str, files.Entry]:
+    """The task folder's entries, read once per content (`digest` keys the cache)."""
+    return files.entries(folder)
 
 
 def evaluation_job(run: Run, source: str, name: str, best: Best | None) -> EvaluationJob:

@@ -8,8 +8,7 @@ this code, so the gate has one implementation."""
 from __future__ import annotations
 
 import json
-from collections import deque
-from concurrent.futures import Future
+from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass, field
 
 from kernelloop.agents.base import Proposal
@@ -176,26 +175,33 @@ def record_round(run: Run, r: int, proposals: list[Proposal], best: Best) -> lis
 
 def judge(run: Run, r: int, entries: list[Entry], best: Best) -> None:
     """Version each entry and hand its evaluation to the run's executor, at most
-    `executor.slots` at a time, recording each verdict in the order the candidates were
-    proposed as soon as it is in (in turn: one evaluated, recorded, then the next, so a
-    kill loses at most the one in flight). This process is the only writer of the
-    history and the versions: jobs only evaluate."""
-    pending: deque[tuple[Entry, Future[Evaluated]]] = deque()
+    `executor.slots` at a time, recording each verdict as soon as it is in (in turn: one
+    evaluated, recorded, then the next; in parallel: whichever finishes first), so a kill
+    loses only the evaluations in flight. The round waits for all of them before the
+    gate's round decision (`close_round`). This thread is the only writer of the history
+    and the versions: jobs only evaluate, wherever they run."""
+    pending: dict[Future[Evaluated], Entry] = {}
     for e in entries:
         while len(pending) >= max(1, run.executor.slots):
-            _record_outcome(run, r, *_result(pending.popleft()), f"#{best.pid}")
+            _record_finished(run, r, pending, f"#{best.pid}")
         variant = run.versions.commit_variant(
             run.id, r, e.k, e.prop.source, e.prop.hypothesis, proposal_id=e.pid
         )
         run.store.set_commit(e.pid, variant.commit, variant.branch)
         run.view.candidate(r, e.k, e.prop, "evaluating", "")
-        pending.append((e, submit(run, e.prop.source, f"r{r}_{e.k}", best)))
+        pending[submit(run, e.prop.source, f"r{r}_{e.k}", best)] = e
     while pending:
-        _record_outcome(run, r, *_result(pending.popleft()), f"#{best.pid}")
+        _record_finished(run, r, pending, f"#{best.pid}")
 
 
-def _result(item: tuple[Entry, Future[Evaluated]]) -> tuple[Entry, Evaluated]:
-    return item[0], item[1].result()
+def _record_finished(
+    run: Run, r: int, pending: dict[Future[Evaluated], Entry], best_label: str
+) -> None:
+    """Wait for at least one evaluation in flight; record every finished one (in the order
+    proposed) and drop it from `pending`."""
+    done, _ = wait(pending, return_when=FIRST_COMPLETED)
+    for future in sorted(done, key=lambda f: pending[f].k):
+        _record_outcome(run, r, pending.pop(future), future.result(), best_label)
 
 
 def _record_outcome(run: Run, r: int, e: Entry, ev: Evaluated, best_label: str) -> None:

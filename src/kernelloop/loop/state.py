@@ -42,6 +42,7 @@ class Evaluated:
     gate: GateResult | None = None
     shapes: list[dict] = field(default_factory=list)
     infrastructure: str = ""
+    slot: str = ""  # where it ran ("gpu1", "slot0"): every time in it was taken there
 
 
 @dataclass

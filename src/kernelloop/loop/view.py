@@ -4,6 +4,7 @@ shows comes computed (from `objective`, the gate, or the run summary)."""
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 
 from rich.console import Console, Group
@@ -37,6 +38,9 @@ class RunView:
     header: str = ""
     _status: str = ""
     _live: Live | None = None
+    # Evaluations report progress from the executor's threads while the round's thread
+    # adds rows: one lock around every change and redraw.
+    _lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
 
     def _render(self) -> Group:
         table = Table(*COLUMNS, expand=True)
@@ -45,8 +49,9 @@ class RunView:
         return Group(Text(self.header, style="bold"), table, Text(self._status, style="dim"))
 
     def _refresh(self) -> None:
-        if self._live is not None:
-            self._live.update(self._render())
+        with self._lock:
+            if self._live is not None:
+                self._live.update(self._render())
 
     def start(self, task, agent_name: str, device: str, best: Best) -> None:
         self.header = f"{task.name} · agent {agent_name} · {device}{_best_text(best)}"
@@ -57,17 +62,20 @@ class RunView:
             self.console.print(self.header)
 
     def status(self, message: str) -> None:
-        self._status = message
-        self._refresh()
+        with self._lock:
+            self._status = message
+            self._refresh()
 
     def candidate(self, r: int, k: int, prop, state: str, note: str) -> None:
         colour = COLOURS.get(state, "cyan")
         hyp, state_cell = prop.hypothesis[:70], f"[{colour}]{state}[/]"
         row = (str(r), str(k), prop.agent or "-", hyp, state_cell, note[:90])
-        if self.rows and self.rows[-1][:2] == row[:2]:
-            self.rows[-1] = row
-        else:
-            self.rows.append(row)
+        with self._lock:  # a candidate's row is replaced where it is (verdicts come in any order)
+            at = next((i for i, old in enumerate(self.rows) if old[:2] == row[:2]), None)
+            if at is None:
+                self.rows.append(row)
+            else:
+                self.rows[at] = row
         if self._live is None and state != "evaluating":
             self.console.print(f"round {r}.{k} {state}: {prop.hypothesis[:80]} — {note[:120]}")
         self._refresh()

@@ -41,6 +41,7 @@ from kernelloop.evaluate.trusted.bench_record import (  # noqa: F401  (re-export
     paired_log_ratio,
     speedup,
 )
+from kernelloop.evaluate.trusted.gpu_bind import bound_to_gpu
 from kernelloop.evaluate.trusted.interleave import Outcome, Settings, SlotResult, run_timing
 from kernelloop.evaluate.trusted.run import (
     resolve_device,
@@ -55,6 +56,7 @@ FLOOR_MARGIN = 0.97  # a median below 97% of the floor is physically impossible,
 HIDDEN_WARN_FRACTION = 0.10  # warn when more calls than this left work outside the calling stream
 
 
+@bound_to_gpu
 def benchmark(
     task: Task,
     candidate: Path,
@@ -72,8 +74,10 @@ def benchmark(
     timeout_s: float | None = None,
     progress: Callable[[str], None] | None = None,
     screen: bool = True,
+    gpu: int | None = None,
 ) -> BenchmarkRecord:
-    """Time `candidate` against the best (if given) and the baseline on the task's shapes.
+    """Time `candidate` against the best (if given) and the baseline on the task's shapes,
+    every implementation on the same GPU `gpu` (nvidia-smi's index; None: GPU 0).
 
     The candidate goes through the same static screen as in `evaluate` (`screen=False` is
     for tests of the runtime defences): a refused source is never run, and its record
@@ -108,7 +112,7 @@ def benchmark(
         else []
     )
     interp = device == "cpu" and task.spec.task.language == "triton"
-    gpu_before = read_gpu_state("before") if device == "cuda" else None
+    gpu_before = read_gpu_state("before", gpu) if device == "cuda" else None
     outcome = Outcome()
     if findings:
         say(f"static screen refused the candidate: {findings[0].render()}")
@@ -130,8 +134,9 @@ def benchmark(
             sandbox=sandbox,
             timeout_s=timeout_s or task.spec.rules.eval_timeout_s,
             say=say,
+            gpu=gpu,
         )
-    gpu_after = read_gpu_state("after") if device == "cuda" else None
+    gpu_after = read_gpu_state("after", gpu) if device == "cuda" else None
 
     env = outcome.env
     rec = BenchmarkRecord(
@@ -274,8 +279,9 @@ _SMI_FIELDS = [
 ]
 
 
-def read_gpu_state(when: Literal["before", "after"]) -> GpuState | None:
-    """Clocks and throttle reasons from nvidia-smi (None where it is missing)."""
+def read_gpu_state(when: Literal["before", "after"], gpu: int | None = None) -> GpuState | None:
+    """Clocks and throttle reasons of GPU `gpu` (None: the first) from nvidia-smi (None
+    where it is missing)."""
     if not shutil.which("nvidia-smi"):
         return None
     # Newer drivers call the throttle field clocks_event_reasons; try both names.
@@ -285,7 +291,8 @@ def read_gpu_state(when: Literal["before", "after"]) -> GpuState | None:
     ):
         try:
             r = subprocess.run(
-                ["nvidia-smi", f"--query-gpu={','.join(fields)}", "--format=csv,noheader,nounits"],
+                ["nvidia-smi", f"--query-gpu={','.join(fields)}", "--format=csv,noheader,nounits"]
+                + (["-i", str(gpu)] if gpu is not None else []),
                 capture_output=True,
                 text=True,
                 timeout=10,

@@ -137,7 +137,9 @@ class Session:
         say: Callable[[str], None],
         candidate: str,
         reference: str,
+        gpu: int | None = None,
     ) -> None:
+        self.gpu = gpu  # nvidia-smi's index of the GPU every worker is bound to (None: 0)
         self.task, self.slot_files, self.shapes, self.dtype, self.device = (
             task,
             slots,
@@ -243,6 +245,7 @@ class Session:
             mode=mode,
             timeout_s=self.timeout_s,
             gpu=self.cuda,
+            gpu_index=self.gpu,
             ro_paths=[task.folder, Path(__file__).resolve().parents[3]],
             hidden_paths=[task.workspace()],
             extra_env={"TRITON_INTERPRET": "1"} if self.interp else {},
@@ -693,8 +696,10 @@ def run_timing(
     say: Callable[[str], None] | None = None,
     candidate: str = "candidate",
     reference: str = "baseline",
+    gpu: int | None = None,
 ) -> Outcome:
-    """Time `slots` ({slot name: implementation file}) interleaved, one worker each."""
+    """Time `slots` ({slot name: implementation file}) interleaved, one worker each, all
+    on GPU `gpu` (nvidia-smi's index; None: GPU 0), so no speed is compared across GPUs."""
     session = Session(
         task,
         slots,
@@ -707,5 +712,6 @@ def run_timing(
         say or (lambda _m: None),
         candidate,
         reference,
+        gpu,
     )
     return session.run()

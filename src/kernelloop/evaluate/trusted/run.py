@@ -28,6 +28,7 @@ import torch
 from kernelloop.errors import KernelloopError
 from kernelloop.evaluate.protocol import quantiles
 from kernelloop.evaluate.trusted import channel, compile_cache
+from kernelloop.evaluate.trusted.gpu_bind import bound_to_gpu
 from kernelloop.evaluate.trusted.interleave import Settings, run_timing
 from kernelloop.evaluate.trusted.judge import Judge
 from kernelloop.evaluate.trusted.outputs import OutputDir, OutputError
@@ -83,6 +84,7 @@ def _scratch_root() -> Path:
     )
 
 
+@bound_to_gpu
 def evaluate(
     task: Task,
     candidate: Path,
@@ -97,11 +99,14 @@ def evaluate(
     progress: Progress | None = None,
     screen: bool = True,
     seeds: Seeds | None = None,
+    gpu: int | None = None,
 ) -> EvaluationRecord:
     """`timing`: None times a passing candidate only where timings count (never under the
     Triton interpreter, `timings_count`); True always, False never. `seeds`: the round's
     secret seeds (default: fresh for this evaluation). `screen=False` skips the static
-    screen (tests use it to prove the runtime defences)."""
+    screen (tests use it to prove the runtime defences). `gpu`: the GPU (nvidia-smi's
+    index) the workers and the trusted side's torch work use (None: GPU 0 for the
+    workers, torch's current device here)."""
     say = progress or (lambda _m: None)
     device = resolve_device(device)
     candidate = Path(candidate).resolve()
@@ -171,6 +176,7 @@ def evaluate(
             mode=mode,
             timeout_s=timeout_s or task.spec.rules.eval_timeout_s,
             gpu=device == "cuda",
+            gpu_index=gpu,
             rw_paths=[work],
             # The task folder (and the package itself) may live under /tmp, which the
             # sandbox replaces with an empty tmpfs: bind them back read-only.
@@ -229,7 +235,7 @@ def evaluate(
     for f in judge.failures[judged:]:
         verdict.reject(f.category, f.reason)
 
-    env = _environment(state["hello"], device, result.mode)
+    env = _environment(state["hello"], device, result.mode, gpu)
     counts = timings_count(device, env.interpreter, task.spec.task.language)
     timed = timing if timing is not None else counts
     timings: list[TimingStats] = []
@@ -258,6 +264,7 @@ def evaluate(
             sandbox=sandbox,
             timeout_s=timeout_s or task.spec.rules.eval_timeout_s,
             say=say,
+            gpu=gpu,
         )
         for p in outcome.problems:
             if p.slot == "candidate":
@@ -478,7 +485,7 @@ def _timing(task: Task, shape: Shape, slot: str, r, dtype: str, device_name: str
     )
 
 
-def _environment(hello: dict, device: str, mode: str) -> Environment:
+def _environment(hello: dict, device: str, mode: str, gpu: int | None = None) -> Environment:
     clocks: dict[str, str] = {}
     driver = None
     if device == "cuda" and shutil.which("nvidia-smi"):
@@ -488,7 +495,8 @@ def _environment(hello: dict, device: str, mode: str) -> Environment:
         )
         try:
             line = subprocess.run(
-                ["nvidia-smi", f"--query-gpu={q}", "--format=csv,noheader"],
+                ["nvidia-smi", f"--query-gpu={q}", "--format=csv,noheader"]
+                + (["-i", str(gpu)] if gpu is not None else []),
                 capture_output=True,
                 text=True,
                 timeout=10,

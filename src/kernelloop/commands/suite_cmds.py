@@ -1,0 +1,163 @@
+"""`kernelloop suite TASK…`: many tasks, each its own loop, over one executor, and a
+leaderboard (issue #17).
+
+The tasks run one after another; each task's rounds use every slot of the executor (one
+candidate per GPU at once). Not several task loops at once: each loop profiles its new
+best on the driver's GPU outside the executor, which would land on a GPU another task is
+timing on. State lives in OUT/suite.json, written after every task: run the same command
+again and finished tasks are skipped, an interrupted one continues (`run --resume`).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from kernelloop.commands.executor_opts import (
+    ExecutorOpt,
+    GpusOpt,
+    JobsOpt,
+    RayAddressOpt,
+    make_executor,
+)
+from kernelloop.errors import KernelloopError
+from kernelloop.task import Task, load_task
+
+STATE = "suite.json"
+
+
+def register(app: typer.Typer) -> None:
+    app.command("suite")(suite_cmd)
+
+
+def kernelbench_tasks(folder: Path, level: int | None) -> list[Path]:
+    """Task folders under a KernelBench tree (OUT of the import, issue #14: only folders
+    that already hold a task.toml are taken; raw problem files are refused, said so)."""
+    root = folder / f"level{level}" if level is not None else folder
+    if not root.is_dir():
+        raise KernelloopError(f"{root} is not a folder; pass the KernelBench folder (and --level).")
+    tasks = sorted(p.parent for p in root.rglob("task.toml"))
+    if not tasks:
+        raw = sorted(root.rglob("*.py"))
+        raise KernelloopError(
+            f"{root} holds no task folders ({len(raw)} KernelBench problem file(s)); importing "
+            "KernelBench problems is not built yet (issue #14): convert them to task folders "
+            "(kernelloop init) and pass those."
+        )
+    return tasks
+
+
+def suite_cmd(
+    tasks: Annotated[list[Path] | None, typer.Argument(help="task folders")] = None,
+    kernelbench: Annotated[
+        Path | None,
+        typer.Option(help="a folder of KernelBench task folders (task.toml in each; see #14)"),
+    ] = None,
+    level: Annotated[int | None, typer.Option(help="with --kernelbench: levelN only")] = None,
+    out: Annotated[Path, typer.Option(help="leaderboard and suite state")] = Path("suite-out"),
+    agent: Annotated[str, typer.Option(help="tuner | scripted:DIR | openai:M | anthropic:M")] = (
+        "tuner"
+    ),
+    rounds: Annotated[int | None, typer.Option(help="rounds per task")] = None,
+    candidates: Annotated[int | None, typer.Option(min=1, max=64)] = None,
+    device: Annotated[str, typer.Option(help="auto | cuda | cpu")] = "auto",
+    shapes: Annotated[str | None, typer.Option(help="cpu | gpu | all | labels")] = None,
+    dtypes: Annotated[str | None, typer.Option(help="comma-separated dtypes")] = None,
+    sandbox: Annotated[str, typer.Option(help="auto | bwrap | none")] = "auto",
+    executor: ExecutorOpt = "local",
+    gpus: GpusOpt = None,
+    jobs: JobsOpt = None,
+    ray_address: RayAddressOpt = None,
+) -> None:
+    """Optimize many tasks, each its own loop, and write OUT/leaderboard.md and .json."""
+    from kernelloop.evaluate.trusted.run import resolve_device
+    from kernelloop.report.leaderboard import leaderboard, markdown, task_row
+
+    folders = list(tasks or []) + (kernelbench_tasks(kernelbench, level) if kernelbench else [])
+    if not folders:
+        raise KernelloopError("no tasks given; pass task folders or --kernelbench DIR.")
+    loaded = [load_task(f) for f in folders]
+    if len({t.name for t in loaded}) != len(loaded):
+        raise KernelloopError("two tasks share a name; give each task folder a distinct name.")
+    out.mkdir(parents=True, exist_ok=True)
+    state_path = out / STATE
+    state: dict = json.loads(state_path.read_text()) if state_path.exists() else {}
+    console = Console()
+    pool = make_executor(executor, resolve_device(device), gpus, jobs, ray_address)
+    settings = dict(agent=agent, rounds=rounds, candidates=candidates, device=device,
+                    shapes=shapes, dtypes=dtypes, sandbox=sandbox)  # fmt: skip
+    try:
+        with Progress(
+            TextColumn("[bold]suite"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.description}"),
+            TimeElapsedColumn(),
+            console=console,
+        ) as bar:
+            todo = bar.add_task("", total=len(loaded))
+            for task in loaded:
+                entry = state.get(task.name, {})
+                if entry.get("status") == "done":
+                    bar.advance(todo)
+                    continue
+                bar.update(todo, description=task.name)
+                resume = entry.get("status") == "started"
+                state[task.name] = {"status": "started", "folder": str(task.folder)}
+                state_path.write_text(json.dumps(state, indent=2))
+                try:
+                    summary = _one(task, settings, pool, console, resume)
+                    state[task.name] = {"status": "done", "folder": str(task.folder),
+                                        "summary": summary}  # fmt: skip
+                except KernelloopError as e:  # this task's failure; the others still run
+                    state[task.name] = {"status": "done", "folder": str(task.folder),
+                                        "summary": None, "error": str(e)}  # fmt: skip
+                state_path.write_text(json.dumps(state, indent=2, default=str))
+                bar.advance(todo)
+    finally:
+        pool.close()
+    rows = [
+        task_row(t.name, state[t.name].get("summary"), state[t.name].get("error", ""))
+        for t in loaded
+    ]
+    board = leaderboard(rows)
+    (out / "leaderboard.json").write_text(json.dumps(board, indent=2))
+    (out / "leaderboard.md").write_text(markdown(board))
+    console.print(markdown(board), markup=False)
+    Console(stderr=True, soft_wrap=True).print(
+        f"leaderboard: {out / 'leaderboard.md'}", markup=False
+    )
+
+
+def _one(task: Task, s: dict, pool, console: Console, resume: bool) -> dict:
+    """One task's loop (as `kernelloop run` runs it) on the suite's executor."""
+    from kernelloop.agents.registry import default_candidates, make_agent
+    from kernelloop.loop import Options, run_loop
+    from kernelloop.loop.view import RunView
+
+    per_round = s["candidates"] or default_candidates(
+        s["agent"], task.spec.rules.candidates, pool.slots
+    )
+    the_agent = make_agent(s["agent"], task=task, per_round=per_round)
+    opts = Options(
+        device=s["device"],
+        shapes=s["shapes"],
+        rounds=s["rounds"],
+        resume=resume,
+        sandbox=s["sandbox"],
+        dtypes=[d.strip() for d in s["dtypes"].split(",")] if s["dtypes"] else None,
+        executor=pool,
+    )
+    summary = run_loop(task, the_agent, opts, RunView(console, live_enabled=False))
+    cost = getattr(the_agent, "cost_summary", None)
+    if callable(cost):
+        summary["model_cost"] = cost()
+    path = task.workspace() / f"run-{summary['run_id']}-summary.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(summary, indent=2, default=str))
+    return summary

@@ -1,0 +1,85 @@
+"""The suite's leaderboard (`kernelloop suite`, issue #17): one row per task from its run
+summary, and KernelBench's fast_p over the tasks.
+
+Per task: `correct` — some candidate of the run other than the baseline passed every
+correctness check (its evaluation ended `accepted`, or `slower`: correct but not faster
+than the best it was timed against); `speedup` — the best's weighted speedup over the
+task's baseline (eager PyTorch for a KernelBench problem; 1.0 when nothing was promoted);
+`pct_of_floor`, `rounds`, `cost_usd`, `status`. fast_p: the fraction of tasks that are
+correct and whose speedup is more than p (p = 0 is the fraction correct), counted only
+where timings count (a run under the Triton interpreter is never faster than anything).
+"""
+
+from __future__ import annotations
+
+FAST_P = (0.0, 1.0, 1.5, 2.0)
+CORRECT = frozenset({"accepted", "slower"})
+
+
+def task_row(name: str, summary: dict | None, error: str = "") -> dict:
+    """The leaderboard row of one task from its run summary (None: it never finished)."""
+    if summary is None:
+        return {"task": name, "status": "not run" if not error else "error", "error": error,
+                "correct": False, "speedup": None, "pct_of_floor": None, "rounds": 0,
+                "cost_usd": 0.0, "timings_count": False}  # fmt: skip
+    attempts = summary.get("attempts", [])
+    correct = any(a.get("category") in CORRECT and a.get("status") == "evaluated" for a in attempts)
+    costs = summary.get("model_costs") or {}  # model -> {calls, tokens, cost_usd, …}
+    cost = sum(float(c.get("cost_usd") or 0.0) for c in costs.values())
+    return {
+        "task": name,
+        "status": summary.get("status", "?"),
+        "error": error,
+        "correct": correct,
+        "speedup": summary.get("best_objective_vs_baseline"),
+        "pct_of_floor": summary.get("best_pct_of_floor"),
+        "rounds": max((int(a.get("round") or 0) for a in attempts), default=0),
+        "cost_usd": round(cost, 4),
+        "timings_count": bool(summary.get("timings_count", False)),
+        "run_id": summary.get("run_id"),
+    }
+
+
+def fast_p(rows: list[dict], ps: tuple[float, ...] = FAST_P) -> dict[str, float]:
+    """{"fast_0": …, "fast_1": …, …}: fraction of all tasks correct and faster than p."""
+    n = len(rows)
+
+    def ok(r: dict, p: float) -> bool:
+        if not r["correct"]:
+            return False
+        if p == 0:
+            return True
+        return bool(r["timings_count"]) and (r["speedup"] or 0.0) > p
+
+    return {f"fast_{p:g}": (sum(ok(r, p) for r in rows) / n if n else 0.0) for p in ps}
+
+
+def leaderboard(rows: list[dict]) -> dict:
+    return {"tasks": rows, "fast_p": fast_p(rows), "n_tasks": len(rows)}
+
+
+def markdown(board: dict) -> str:
+    lines = [
+        "# Leaderboard",
+        "",
+        "| task | status | correct | speedup over eager | % of floor | rounds | cost (USD) |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in board["tasks"]:
+        speed = f"{r['speedup']:.3f}x" if r["speedup"] is not None else "-"
+        if r["speedup"] is not None and not r["timings_count"]:
+            speed += " (unmeasured)"
+        pct = f"{r['pct_of_floor']:.1f}%" if r["pct_of_floor"] else "-"
+        status = r["status"] + (f": {r['error'][:80]}" if r["error"] else "")
+        lines.append(
+            f"| {r['task']} | {status} | {'yes' if r['correct'] else 'no'} | {speed} | {pct} "
+            f"| {r['rounds']} | {r['cost_usd']:.4f} |"
+        )
+    fp = board["fast_p"]
+    lines += [
+        "",
+        "fast_p (fraction of tasks correct and more than p× faster than eager): "
+        + ", ".join(f"p={k.split('_')[1]}: {v:.2f}" for k, v in fp.items()),
+        "",
+    ]
+    return "\n".join(lines)

@@ -1,0 +1,82 @@
+"""`kernelloop suite` (issue #17): two CPU-native tasks (plain PyTorch, so their CPU
+timings count), each its own loop over one `--jobs 2` executor, a leaderboard in Markdown
+and JSON with fast_p, and a second invocation that runs only what is not done yet.
+
+Real parts: the CLI in-process (Typer's runner), sandboxed evaluations with real CPU
+timings, SQLite histories and git repositories in temp dirs."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+from typer.testing import CliRunner
+
+from kernelloop.cli import app
+from kernelloop.report.leaderboard import fast_p
+from tests.loop.test_kill_resume import _rows
+from tests.loop.test_rounds import FAST_, ONE, _cpu_task
+
+
+def _two_tasks(tmp_path):
+    first, script = _cpu_task(tmp_path, [FAST_], approvals=False)
+    second = tmp_path / "task_b"
+    shutil.copytree(first, second, ignore=shutil.ignore_patterns(".kernelloop", "__pycache__"))
+    toml = second / "task.toml"
+    toml.write_text(toml.read_text().replace('name = "cpu_rmsnorm_residual"', 'name = "cpu_b"'))
+    return first, second, script
+
+
+def _suite(*args: str):
+    result = CliRunner().invoke(app, ["suite", *args], terminal_width=200)
+    assert result.exit_code == 0, result.output + repr(result.exception)
+    return result
+
+
+def test_a_suite_of_two_tasks_writes_a_leaderboard_and_resumes(tmp_path):
+    a, b, script = _two_tasks(tmp_path)
+    out = tmp_path / "out"
+    common = ["--agent", f"scripted:{script}", "--rounds", "1", "--device", "cpu",
+              "--shapes", ONE, "--jobs", "2", "--out", str(out)]  # fmt: skip
+    # First only task a; then a and b: a is skipped (done), b runs.
+    _suite(str(a), *common)
+    state = json.loads((out / "suite.json").read_text())
+    assert (
+        list(state) == ["cpu_rmsnorm_residual"]
+        and state["cpu_rmsnorm_residual"]["status"] == "done"
+    )
+    _suite(str(a), str(b), *common)
+    assert len(_rows(a, "SELECT * FROM runs")) == 1  # not run again
+    assert len(_rows(b, "SELECT * FROM runs")) == 1
+    board = json.loads((out / "leaderboard.json").read_text())
+    rows = {r["task"]: r for r in board["tasks"]}
+    assert set(rows) == {"cpu_rmsnorm_residual", "cpu_b"}
+    for r in rows.values():
+        # fast.py (2.2-2.4x on this machine) accepted and promoted in round 1, timed.
+        assert r["status"] == "finished" and r["correct"] and r["timings_count"], r
+        assert r["speedup"] > 1.0 and r["rounds"] == 1, r
+    assert board["fast_p"] == fast_p(board["tasks"])
+    assert board["fast_p"]["fast_0"] == 1.0 and board["fast_p"]["fast_1"] == 1.0
+    md = (out / "leaderboard.md").read_text()
+    assert "| cpu_b | finished | yes |" in md and "fast_p" in md
+    # A third call has nothing left to do.
+    _suite(str(a), str(b), *common)
+    assert len(_rows(a, "SELECT * FROM runs")) == len(_rows(b, "SELECT * FROM runs")) == 1
+
+
+def test_fast_p_counts_correct_tasks_faster_than_p_where_timings_count():
+    rows = [
+        {"correct": True, "speedup": 2.5, "timings_count": True},
+        {"correct": True, "speedup": 1.2, "timings_count": True},
+        {"correct": True, "speedup": 3.0, "timings_count": False},  # the interpreter
+        {"correct": False, "speedup": 1.0, "timings_count": True},
+    ]
+    assert fast_p(rows) == {"fast_0": 0.75, "fast_1": 0.5, "fast_1.5": 0.25, "fast_2": 0.25}
+
+
+def test_kernelbench_problem_files_are_refused_until_their_import_exists(tmp_path):
+    (tmp_path / "level1").mkdir()
+    (tmp_path / "level1" / "19_ReLU.py").write_text("import torch\n")
+    result = CliRunner().invoke(app, ["suite", "--kernelbench", str(tmp_path), "--level", "1"])
+    assert result.exit_code != 0
+    assert "issue #14" in str(result.exception)
