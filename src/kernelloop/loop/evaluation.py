@@ -32,6 +32,7 @@ from pathlib import Path
 
 from kernelloop.errors import KernelloopError, SandboxError
 from kernelloop.evaluate.trusted.bench import benchmark
+from kernelloop.evaluate.trusted.refcache import References
 from kernelloop.evaluate.trusted.run import evaluate
 from kernelloop.executor import Slot
 from kernelloop.gate import decide
@@ -73,6 +74,8 @@ class EvaluationJob:
     shapes: str | None = None
     dtypes: tuple[str, ...] | None = None
     progress: Callable[[str], None] = field(default=lambda _m: None, compare=False)
+    # The round's seeds and reference cache, shared by its candidates (refcache.py).
+    references: References | None = field(default=None, compare=False)
 
     def __call__(self, slot: Slot) -> Evaluated:
         if slot.gpu not in (None, 0):
@@ -82,11 +85,11 @@ class EvaluationJob:
                 f"{self.name}: the evaluation cannot be bound to GPU {slot.gpu} yet (evaluate "
                 "and benchmark take no GPU index); run it on one GPU (slot 0) for now."
             )
-        first = self._once()
+        first = self._once(self.references)
         if not first.infrastructure:
             return first
         self.progress(f"{self.name}: {first.infrastructure}; evaluating it once more")
-        second = self._once()
+        second = self._once(None)  # a whole fresh evaluation: new seeds, new inputs
         if second.infrastructure:
             second.infrastructure = f"twice: {first.infrastructure}; then {second.infrastructure}"
         elif second.record is not None:
@@ -96,7 +99,7 @@ class EvaluationJob:
             )
         return second
 
-    def _once(self) -> Evaluated:
+    def _once(self, references: References | None) -> Evaluated:
         task, say, name = self.task, self.progress, self.name
         dtypes = list(self.dtypes) if self.dtypes else None
         try:
@@ -110,6 +113,7 @@ class EvaluationJob:
                 sandbox=self.sandbox,
                 progress=say,
                 timing=False,
+                references=references,
             )
             ev = Evaluated(record)
             if record.verdict.accepted and self.measured:
@@ -132,9 +136,11 @@ class EvaluationJob:
         return ev
 
 
-def evaluation_job(run: Run, source: str, name: str, best: Best | None) -> EvaluationJob:
+def evaluation_job(
+    run: Run, source: str, name: str, best: Best | None, references: References | None = None
+) -> EvaluationJob:
     """The job that evaluates `source` (written to the run's scratch folder as NAME.py)
-    against `best` with the run's settings."""
+    against `best` with the run's settings; `references`: its round's (see `submit`)."""
     path = run.scratch / f"{name}.py"
     path.write_text(source)
     return EvaluationJob(
@@ -148,12 +154,17 @@ def evaluation_job(run: Run, source: str, name: str, best: Best | None) -> Evalu
         shapes=run.shapes,
         dtypes=tuple(run.dtypes) if run.dtypes else None,
         progress=run.view.status,
+        references=references,
     )
 
 
-def submit(run: Run, source: str, name: str, best: Best | None) -> Future[Evaluated]:
-    """Hand the candidate's evaluation to the run's executor; a future of its record."""
-    return run.executor.submit(evaluation_job(run, source, name, best))
+def submit(
+    run: Run, source: str, name: str, best: Best | None, references: References | None = None
+) -> Future[Evaluated]:
+    """Hand the candidate's evaluation to the run's executor; a future of its record.
+    `references`: one per round, shared by its candidates (the same secret inputs, each
+    float64 reference computed once); None: fresh seeds for this evaluation alone."""
+    return run.executor.submit(evaluation_job(run, source, name, best, references))
 
 
 def evaluate_source(run: Run, source: str, name: str, best: Best | None) -> Evaluated:
