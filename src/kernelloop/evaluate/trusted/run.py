@@ -270,9 +270,8 @@ def _evaluate(
         try:
             states = shards.consume(lanes, judge, say, clock, stop_at_failure=True, plan=plan)
         finally:
-            for proc in procs:
-                results.append(proc.finish())  # always: a worker is never left running
-            procs.clear()
+            while procs:  # always: a worker is never left running
+                results.append(procs.pop(0).finish())
             if cfg is not None and cfg.gpu:
                 compile_cache.trim(source)
     finally:
