@@ -7,13 +7,18 @@ Three candidates of the flagship, each judged `--repeats` times (median reported
   right on random data and wrong on the `large_offset` extreme case.
 Each evaluation is what the loop runs (`loop/evaluation.py`): `evaluate(timing=False)`,
 then, for a candidate that passed and where timings count (a GPU), the gate's benchmark
-against the baseline. Per stage (static, start, compile, smoke, full, timing) and in all,
-seconds of wall-clock time, with the verdict; a rejected candidate is never benchmarked.
-On the CPU the Triton interpreter runs the kernels and timings never count, so nothing is
-timed or benchmarked there (the record says `skipped`).
+against the baseline. Each repeat is one round: its candidates share the round's seeds
+and reference cache (`refcache.References`) as the loop's candidates do (`--fresh`: each
+evaluation its own); `--workers N` sets the correctness workers (default: evaluate's,
+`run.default_workers`: 2 on a 2-core CPU, 1 on a GPU). Per stage (static, start,
+compile, smoke, full, timing) and in all, seconds of wall-clock time, with the verdict; a
+rejected candidate is never benchmarked. On the CPU the Triton interpreter runs the
+kernels and timings never count, so nothing is timed or benchmarked there (the record
+says `skipped`).
 
     python benchmarks/eval_speed.py OUT_DIR [--device auto|cuda|cpu] [--repeats 3]
         [--shapes gpu|cpu|LABELS] [--dtypes bfloat16,float16,float32] [--only fused,wrong]
+        [--workers N] [--fresh]
 
 Writes OUT_DIR/eval-speed-<device>-<UTC time>.json and .md (device, versions, commit,
 load average, every run and the medians).
@@ -36,7 +41,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 from kernelloop.evaluate.trusted.bench import benchmark  # noqa: E402
-from kernelloop.evaluate.trusted.run import evaluate, resolve_device  # noqa: E402
+from kernelloop.evaluate.trusted.refcache import References  # noqa: E402
+from kernelloop.evaluate.trusted.run import (  # noqa: E402
+    default_workers,
+    evaluate,
+    resolve_device,
+)
 from kernelloop.gate import decide  # noqa: E402
 from kernelloop.task import load_task  # noqa: E402
 
@@ -50,8 +60,9 @@ EXPECTED = {"fused": "accepted", "baseline": "accepted", "wrong": "wrong"}
 STAGES = ("static", "start", "compile", "smoke", "full", "timing")
 
 
-def one(task, name: str, path: Path, args) -> dict:
+def one(task, name: str, path: Path, args, references: References | None) -> dict:
     t0 = time.monotonic()
+    before = references.stats() if references is not None else None
     rec = evaluate(
         task,
         path,
@@ -60,6 +71,8 @@ def one(task, name: str, path: Path, args) -> dict:
         dtypes=args.dtypes,
         timing=False,
         sandbox=args.sandbox,
+        references=references,
+        workers=args.workers,
     )
     row = {
         "candidate": name,
@@ -78,6 +91,7 @@ def one(task, name: str, path: Path, args) -> dict:
         },
         "bench_s": None,
         "gate": None,
+        "references": _delta(before, references.stats()) if references is not None else None,
     }
     if rec.verdict.accepted and args.device == "cuda":  # where timings count, as the loop does
         t1 = time.monotonic()
@@ -95,6 +109,15 @@ def one(task, name: str, path: Path, args) -> dict:
         }
     row["total_s"] = round(row["evaluate_s"] + (row["bench_s"] or 0.0), 3)
     return row
+
+
+def _delta(before: dict, after: dict) -> dict:
+    """What one evaluation did to the round's reference cache."""
+    return {
+        "hits": after["hits"] - before["hits"],
+        "computed": after["misses"] - before["misses"],
+        "kept_mib": round(after["bytes"] / 2**20, 1),
+    }
 
 
 def median_of(rows: list[dict]) -> dict:
@@ -154,7 +177,13 @@ def markdown(result: dict) -> str:
         f"{env.get('gpu') or env['machine']} · torch {env['torch']} · triton {env['triton']} · "
         f"commit {str(env['commit'])[:10]} · load before {env['loadavg_before'][0]:.2f} · "
         f"median of {result['repeats']} · shapes {result['shapes'] or 'default'} · "
-        f"dtypes {result['dtypes'] or 'all'}",
+        f"dtypes {result['dtypes'] or 'all'} · {result['workers']} correctness worker(s) · "
+        + (
+            "fresh seeds per evaluation"
+            if result["fresh"]
+            else "one round (shared seeds and "
+            "references) per repeat, candidates in the order listed"
+        ),
         "",
         "| candidate | verdict | " + " | ".join(STAGES) + " | evaluate s | bench s | total s |",
         "|---" * (len(STAGES) + 5) + "|",
@@ -194,6 +223,8 @@ def main() -> int:
     ap.add_argument("--dtypes", default=None, help="comma-separated (default: all)")
     ap.add_argument("--sandbox", default="auto")
     ap.add_argument("--only", default=",".join(CANDIDATES))
+    ap.add_argument("--workers", type=int, default=None, help="correctness workers")
+    ap.add_argument("--fresh", action="store_true", help="no round: fresh seeds each time")
     args = ap.parse_args()
     args.device = resolve_device(args.device)
     args.dtypes = [d.strip() for d in args.dtypes.split(",")] if args.dtypes else None
@@ -205,16 +236,26 @@ def main() -> int:
         "repeats": args.repeats,
         "shapes": args.shapes,
         "dtypes": args.dtypes,
+        "workers": args.workers or default_workers(args.device),
+        "fresh": args.fresh,
         "runs": [],
         "median": {},
     }
     for k in range(args.repeats):  # interleaved: a drift in load hits every candidate alike
+        references = None if args.fresh else References()  # one round per repeat
         for name in names:
-            row = one(task, name, CANDIDATES[name], args)
+            row = one(task, name, CANDIDATES[name], args, references)
             row["repeat"] = k
             result["runs"].append(row)
             parts = ", ".join(f"{s} {v['s']:.1f}" for s, v in row["stages"].items())
-            print(f"{name} #{k}: {row['verdict']} in {row['total_s']:.1f} s ({parts})", flush=True)
+            refs = row["references"]
+            cache = (
+                f"; references {refs['computed']} computed, {refs['hits']} reused" if refs else ""
+            )
+            print(
+                f"{name} #{k}: {row['verdict']} in {row['total_s']:.1f} s ({parts}{cache})",
+                flush=True,
+            )
             if row["verdict"] != EXPECTED[name]:
                 print(f"  UNEXPECTED verdict for {name}: {row['first_reason']}", flush=True)
     for name in names:

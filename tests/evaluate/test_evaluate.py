@@ -158,20 +158,23 @@ def test_extreme_suite_covers_every_task_dtype_even_when_fewer_are_selected(flag
 
 
 def test_a_failing_candidate_is_stopped_at_its_first_failed_check_and_never_timed(flagship):
-    # One-pass variance passes random inputs (compile, smoke) and fails an extreme case:
-    # the worker is stopped there, the rest of the plan never runs, and even with timing
-    # asked for, a rejected candidate is never timed.
+    # One-pass variance passes random inputs (compile) and fails an extreme case, which
+    # the smoke stage runs first on the smallest shape: the workers are stopped there,
+    # the rest of the plan never runs, and even with timing asked for, a rejected
+    # candidate is never timed.
     fragile = FLAGSHIP / "scripted" / "03_one_pass_variance.py"
     rec = evaluate(
         flagship, fragile, device="cpu", shapes="5x1000,7x129", dtypes=["float32"], timing=True
     )
     assert rec.verdict.category == "wrong", rec.verdict.reasons
-    assert len(rec.failed_checks()) == 1 and "extreme/" in rec.verdict.reasons[0]
+    # each worker stops at its own first failure (the other may have been past the first)
+    assert len(rec.failed_checks()) <= 2
+    assert rec.verdict.reasons[0].startswith("extreme/large_offset 5x129 float32")
     assert not any("produced no result" in r or "exit code" in r for r in rec.verdict.reasons)
     stages = {s.name: s for s in rec.stages}
     assert [s.name for s in rec.stages] == ["static", "start", "compile", "smoke", "full", "timing"]
-    assert stages["compile"].status == stages["smoke"].status == "passed"
-    assert stages["full"].status == "failed" and stages["timing"].status == "not run"
+    assert stages["compile"].status == "passed" and stages["smoke"].status == "failed"
+    assert stages["full"].status == stages["timing"].status == "not run"
     assert rec.timings == []
     planned = sum(s.calls for s in rec.stages)
     assert planned < 40  # of the 40+ planned calls, it stopped after the first failure

@@ -33,6 +33,16 @@ def test_the_plan_runs_cheapest_stages_first(flagship, which):
     assert {c.shape.label for c in compile_calls} == {smallest}
     assert {c.suite for c in compile_calls} == {"random"}
     smoke = [c for c in plan.calls if c.stage == "smoke"]
+    # smoke: every extreme case on the smallest extreme shape in every dtype first (a
+    # numerics failure costs a few small calls), then the mid-size shape's random calls
+    tiny = min((c.shape for c in plan.calls if c.suite == "extreme"), key=_numel).label
+    ext = [c for c in smoke if c.suite == "extreme"]
+    assert {c.shape.label for c in ext} == {tiny}
+    assert {(c.case, c.dtype) for c in ext} == {
+        (case, d) for case in flagship.spec.suites.extreme for d in dtypes
+    }
+    assert smoke[: len(ext)] == ext
+    smoke = smoke[len(ext) :]
     assert {c.shape.label for c in smoke} == {mid}
     assert {c.suite for c in smoke} == {"random", "determinism", "stochastic"}
     # random inputs before dropout: a nondeterministic kernel is named as such first

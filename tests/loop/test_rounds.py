@@ -100,10 +100,22 @@ def _check_round_one_once(task, summary: dict, approved: bool = False) -> None:
     assert _git_best(task) == (fast if approved else base)["commit_sha"]
 
 
+class _Recording(InTurn):
+    """InTurn that keeps each job's round references (refcache.References)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.references: list = []
+
+    def submit(self, job):
+        self.references.append(job.references)
+        return super().submit(job)
+
+
 def test_two_candidates_are_judged_in_one_round_and_the_better_one_promoted(tmp_path):
     folder, script = _cpu_task(tmp_path, [SLOW, FAST_])
     task = load_task(folder)
-    agent, executor = ScriptedAgent(script, per_round=2), InTurn()
+    agent, executor = ScriptedAgent(script, per_round=2), _Recording()
     summary = run_loop(
         task,
         agent,
@@ -112,6 +124,12 @@ def test_two_candidates_are_judged_in_one_round_and_the_better_one_promoted(tmp_
     )
     _check_round_one_once(task, summary)
     assert executor.ran == ["baseline", "r1_1", "r1_2"]  # every evaluation through the executor
+    # The round's candidates shared its seeds and references: the second candidate found
+    # every reference the first one computed (more hits than references computed).
+    base_refs, r1, r2 = executor.references
+    assert base_refs is None and r1 is r2 is not None
+    st = r1.stats()
+    assert st["misses"] == st["kept"] > 0 and st["hits"] > st["misses"], st
     # The agent heard both verdicts of the round.
     told = {p.hypothesis: o for p, o in agent.outcomes}
     assert told[SLOW[2]].startswith("rejected") and told[FAST_[2]].startswith("accepted")

@@ -78,6 +78,14 @@ def evaluate_cmd(
             "never under the Triton interpreter)",
         ),
     ] = None,
+    workers: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            help="correctness workers the calls are split between (default: 2 on a CPU "
+            "with 2+ cores, 1 on a GPU)",
+        ),
+    ] = None,
 ) -> None:
     """Check a candidate for correctness (and time it on a GPU) in a sandboxed worker.
     Exit 0 accepted, 1 rejected."""
@@ -96,6 +104,7 @@ def evaluate_cmd(
             sandbox=sandbox,
             timeout_s=timeout,
             progress=lambda m: status.update(m),
+            workers=workers,
         )
     if json_out:
         sys.stdout.write(record.model_dump_json(indent=2) + "\n")

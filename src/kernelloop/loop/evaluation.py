@@ -36,6 +36,7 @@ from pathlib import Path
 
 from kernelloop.errors import SandboxError
 from kernelloop.evaluate.trusted.bench import benchmark
+from kernelloop.evaluate.trusted.refcache import References
 from kernelloop.evaluate.trusted.run import evaluate
 from kernelloop.executor import Slot
 from kernelloop.executor.turns import of_device
@@ -81,13 +82,15 @@ class EvaluationJob:
     shapes: str | None = None
     dtypes: tuple[str, ...] | None = None
     progress: Callable[[str], None] = field(default=lambda _m: None, compare=False)
+    # The round's seeds and reference cache, shared by its candidates (refcache.py).
+    references: References | None = field(default=None, compare=False)
 
     def __call__(self, slot: Slot) -> Evaluated:
-        first = self._once(slot)
+        first = self._once(slot, self.references)
         if not first.infrastructure:
             return first
         self.progress(f"{self.name}: {first.infrastructure}; evaluating it once more")
-        second = self._once(slot)
+        second = self._once(slot, None)  # a whole fresh evaluation: new seeds, new inputs
         if second.infrastructure:
             second.infrastructure = f"twice: {first.infrastructure}; then {second.infrastructure}"
         elif second.record is not None:
@@ -97,7 +100,7 @@ class EvaluationJob:
             )
         return second
 
-    def _once(self, slot: Slot) -> Evaluated:
+    def _once(self, slot: Slot, references: References | None) -> Evaluated:
         """Correctness, then (where timings count) the benchmark against the best and the
         baseline, both on the slot's GPU. On a device that several slots share (the CPU
         with --jobs), the check takes a shared turn and the timing the device alone."""
@@ -117,6 +120,7 @@ class EvaluationJob:
                     progress=say,
                     timing=False,
                     gpu=slot.gpu,
+                    references=references,
                 )
             ev = Evaluated(record, slot=slot.label)
             if record.verdict.accepted and self.measured:
@@ -205,9 +209,11 @@ def _task_entries(folder: Path, digest: str) -> dict[str, files.Entry]:
     return files.entries(folder)
 
 
-def evaluation_job(run: Run, source: str, name: str, best: Best | None) -> EvaluationJob:
+def evaluation_job(
+    run: Run, source: str, name: str, best: Best | None, references: References | None = None
+) -> EvaluationJob:
     """The job that evaluates `source` (written to the run's scratch folder as NAME.py)
-    against `best` with the run's settings."""
+    against `best` with the run's settings; `references`: its round's (see `submit`)."""
     path = run.scratch / f"{name}.py"
     path.write_text(source)
     return EvaluationJob(
@@ -221,12 +227,18 @@ def evaluation_job(run: Run, source: str, name: str, best: Best | None) -> Evalu
         shapes=run.shapes,
         dtypes=tuple(run.dtypes) if run.dtypes else None,
         progress=run.view.status,
+        references=references,
     )
 
 
-def submit(run: Run, source: str, name: str, best: Best | None) -> Future[Evaluated]:
-    """Hand the candidate's evaluation to the run's executor; a future of its record."""
-    return run.executor.submit(evaluation_job(run, source, name, best))
+def submit(
+    run: Run, source: str, name: str, best: Best | None, references: References | None = None
+) -> Future[Evaluated]:
+    """Hand the candidate's evaluation to the run's executor; a future of its record.
+    `references`: one per round, shared by its candidates (the same secret inputs, each
+    float64 reference computed once); None: fresh seeds for this evaluation alone. A job
+    shipped to another process (Ray) leaves them behind and draws its own."""
+    return run.executor.submit(evaluation_job(run, source, name, best, references))
 
 
 def evaluate_source(run: Run, source: str, name: str, best: Best | None) -> Evaluated:

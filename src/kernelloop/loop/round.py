@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from kernelloop.agents.base import Proposal
 from kernelloop.errors import KernelloopError
 from kernelloop.evaluate.trusted.record import Verdict
+from kernelloop.evaluate.trusted.refcache import References
 from kernelloop.loop.context import context_profile
 from kernelloop.loop.evaluation import evaluate_source, submit
 from kernelloop.loop.feedback import outcome_text
@@ -181,6 +182,7 @@ def judge(run: Run, r: int, entries: list[Entry], best: Best) -> None:
     gate's round decision (`close_round`). This thread is the only writer of the history
     and the versions: jobs only evaluate, wherever they run."""
     pending: dict[Future[Evaluated], Entry] = {}
+    references = References()  # this round's secret seeds, fresh; its candidates share them
     for e in entries:
         while len(pending) >= max(1, run.executor.slots):
             _record_finished(run, r, pending, f"#{best.pid}")
@@ -189,7 +191,7 @@ def judge(run: Run, r: int, entries: list[Entry], best: Best) -> None:
         )
         run.store.set_commit(e.pid, variant.commit, variant.branch)
         run.view.candidate(r, e.k, e.prop, "evaluating", "")
-        pending[submit(run, e.prop.source, f"r{r}_{e.k}", best)] = e
+        pending[submit(run, e.prop.source, f"r{r}_{e.k}", best, references)] = e
     while pending:
         _record_finished(run, r, pending, f"#{best.pid}")
 

@@ -229,22 +229,31 @@ class Reader:
         on_violation: Callable[[], None] | None = None,
     ) -> dict:
         for raw in lines:
-            msg = parse(raw, self.key, self.state)
-            if msg is not None and not self.violated:
-                try:
-                    handle(msg)
-                except Exception as e:  # noqa: BLE001 - see the class docstring
-                    violation(
-                        self.state,
-                        f"the trusted side could not use a {msg['type']!r} message "
-                        f"({type(e).__name__}: {candidate_text(str(e), 200)})",
-                    )
-            if self.violated and on_violation is not None:
-                try:
-                    on_violation()
-                except Exception:  # noqa: BLE001, S110 - clearing up is best effort
-                    pass
+            self.feed(raw, handle, on_violation)
         return self.state
+
+    def feed(
+        self,
+        raw: bytes,
+        handle: Callable[[dict], None],
+        on_violation: Callable[[], None] | None = None,
+    ) -> None:
+        """One line, as `read` takes each (for a caller that reads several channels)."""
+        msg = parse(raw, self.key, self.state)
+        if msg is not None and not self.violated:
+            try:
+                handle(msg)
+            except Exception as e:  # noqa: BLE001 - see the class docstring
+                violation(
+                    self.state,
+                    f"the trusted side could not use a {msg['type']!r} message "
+                    f"({type(e).__name__}: {candidate_text(str(e), 200)})",
+                )
+        if self.violated and on_violation is not None:
+            try:
+                on_violation()
+            except Exception:  # noqa: BLE001, S110 - clearing up is best effort
+                pass
 
 
 def worker_facts(state: dict) -> list[tuple[str, str]]:

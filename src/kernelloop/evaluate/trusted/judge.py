@@ -16,6 +16,7 @@ from kernelloop.evaluate.trusted.compare import binomial_ok, infer_mask, within_
 from kernelloop.evaluate.trusted.outputs import OutputDir
 from kernelloop.evaluate.trusted.plan import Call
 from kernelloop.evaluate.trusted.record import CheckResult
+from kernelloop.evaluate.trusted.refcache import References
 from kernelloop.evaluate.trusted.sensitivity import Sensitivity, matching_trivial, trivial_outputs
 from kernelloop.evaluate.trusted.text import (  # noqa: F401  (last_line: re-exported)
     candidate_text,
@@ -56,6 +57,8 @@ class Failure:
 class Judge:
     task: Task
     device: str
+    # The round's (or this evaluation's) reference cache; None computes every reference.
+    references: References | None = None
     checks: list[CheckResult] = field(default_factory=list)
     failures: list[Failure] = field(default_factory=list)
     launches: list[int] = field(default_factory=list)
@@ -67,6 +70,7 @@ class Judge:
         self.make_inputs = self.task.load_function("inputs")
         self.reference = self.task.load_function("reference")
         self.st = self.task.spec.stochastic
+        self._digest = self.task.digest() if self.references is not None else ""
 
     # ---- helpers -------------------------------------------------------------
     def _inputs(self, call: Call) -> dict:
@@ -145,14 +149,7 @@ class Judge:
         out = read_output(outputs, call.id, like).to(self.device)
         tol = self.task.spec.tolerances[call.dtype]
         stochastic = call.suite == "stochastic" and call.rate > 0
-        if stochastic:
-            ones = torch.ones_like(out, dtype=torch.bool)
-            refs = {
-                "keep": self._ref(inputs, call, keep_mask=ones),
-                "drop": self._ref(inputs, call, keep_mask=~ones),
-            }
-        else:
-            refs = {"ref": self._ref(inputs, call)}
+        refs = self.value_refs(call, inputs)
         trivial = trivial_outputs(inputs, like, refs.get("ref", refs.get("keep")))
         self._prove(call, trivial, refs, tol)
         if stochastic:
@@ -186,17 +183,41 @@ class Judge:
         ok, text = binomial_ok(dropped, n, call.rate, self.st.confidence_sigmas)
         return None if ok else f"p={call.rate:g}: {text}"
 
-    def value_refs(self, call: Call) -> dict:
-        """The float64 reference(s) `value_problem` compares with (computed once, reused)."""
-        inputs = self._inputs(call)
-        like = inputs[self.task.spec.task.output_like]
-        if call.suite == "stochastic" and call.rate > 0:
-            ones = torch.ones_like(like, dtype=torch.bool)
-            return {
-                "keep": self._ref(inputs, call, keep_mask=ones),
-                "drop": self._ref(inputs, call, keep_mask=~ones),
-            }
-        return {"ref": self._ref(inputs, call)}
+    def value_refs(self, call: Call, inputs: dict | None = None) -> dict:
+        """The float64 reference(s) of `call`: {"ref"}, or {"keep", "drop"} for a stochastic
+        call (every element kept, every element dropped). From the reference cache when
+        the judge has one (refcache.py: keyed by everything the reference depends on)."""
+
+        def compute() -> dict:
+            given = self._inputs(call) if inputs is None else inputs
+            like = given[self.task.spec.task.output_like]
+            if call.suite == "stochastic" and call.rate > 0:
+                ones = torch.ones_like(like, dtype=torch.bool)
+                return {
+                    "keep": self._ref(given, call, keep_mask=ones),
+                    "drop": self._ref(given, call, keep_mask=~ones),
+                }
+            return {"ref": self._ref(given, call)}
+
+        if self.references is None:
+            return compute()
+        return self.references.get(self._ref_key(call), self.device, compute)
+
+    def _ref_key(self, call: Call) -> tuple:
+        """Everything a call's reference depends on: the task's exact files, the device,
+        the inputs (seed, case, shape, dtype), the reference's keyword arguments, and
+        whether it is the kept/dropped pair of a stochastic call."""
+        params = {**self.task.spec.params, **call.params}
+        return (
+            self._digest,
+            self.device,
+            call.input_seed,
+            call.case,
+            tuple(sorted(call.shape.dims.items())),
+            call.dtype,
+            tuple(sorted((k, repr(v)) for k, v in params.items())),
+            call.suite == "stochastic" and call.rate > 0,
+        )
 
     def value_problem(self, call: Call, out: torch.Tensor, refs: dict | None = None) -> str | None:
         """The value check of one output on `call`'s inputs — the same comparison as every

@@ -219,14 +219,18 @@ def _stage(plan: Plan, shapes: list[Shape]) -> None:
     """Label every call with its stage and put the plan in stage order, cheapest first:
     - compile: one random call per dtype on the smallest selected shape (the candidate's
       kernels compile for every dtype before anything expensive runs);
-    - smoke: the random-input calls (random, determinism) and the stochastic ones on one
-      mid-size shape, every dtype;
+    - smoke: every extreme case on the smallest extreme shape, every dtype (numerics
+      failures cost a few small calls: the one-pass variance kernel fails here), then the
+      random-input calls (random, determinism) and the stochastic ones on one mid-size
+      shape, every dtype;
     - full: everything else (extreme cases first: their shapes are small), by size.
     Calls of one group (determinism, a stochastic rate) keep their order."""
     if not plan.calls or not shapes:
         return
     by_size = sorted(shapes, key=_numel)
     small, mid = by_size[0].label, by_size[len(by_size) // 2].label
+    extreme = [c.shape for c in plan.calls if c.suite == "extreme"]
+    tiny = min(extreme, key=_numel).label if extreme else None
     first: set[str] = set()
     for c in plan.calls:
         key = (c.dtype, c.suite)
@@ -234,6 +238,8 @@ def _stage(plan: Plan, shapes: list[Shape]) -> None:
             first.add(key)
             c.stage = "compile"
         elif c.shape.label == mid and c.suite in ("random", "determinism", "stochastic"):
+            c.stage = "smoke"
+        elif c.suite == "extreme" and c.shape.label == tiny:
             c.stage = "smoke"
     order = {name: i for i, name in enumerate(STAGES)}
 

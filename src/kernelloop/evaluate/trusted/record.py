@@ -114,7 +114,11 @@ class StageTime(BaseModel):
     name: Literal["static", "start", "compile", "smoke", "full", "timing"]
     seconds: float = 0.0
     calls: int = 0
-    status: Literal["passed", "failed", "not run", "skipped"] = "passed"
+    status: Literal["passed", "failed", "stopped", "not run", "skipped"] = Field(
+        default="passed",
+        description="`stopped`: cut short by a failed check in a later stage that another "
+        "worker reached first (several correctness workers); `not run`: never started",
+    )
     judge_seconds: float = Field(
         default=0.0,
         description="of `seconds`, the trusted side's own work on this stage's calls: reading "

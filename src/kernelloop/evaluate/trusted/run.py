@@ -14,6 +14,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
+import os
 import platform
 import shutil
 import subprocess
@@ -27,11 +28,11 @@ import torch
 
 from kernelloop.errors import KernelloopError
 from kernelloop.evaluate.protocol import quantiles
-from kernelloop.evaluate.trusted import channel, compile_cache
+from kernelloop.evaluate.trusted import channel, compile_cache, shards
 from kernelloop.evaluate.trusted.gpu_bind import bound_to_gpu
 from kernelloop.evaluate.trusted.interleave import Settings, run_timing
 from kernelloop.evaluate.trusted.judge import Judge
-from kernelloop.evaluate.trusted.outputs import OutputDir, OutputError
+from kernelloop.evaluate.trusted.outputs import OutputDir
 from kernelloop.evaluate.trusted.plan import Plan, Seeds, plan_calls
 from kernelloop.evaluate.trusted.record import (
     Environment,
@@ -40,6 +41,7 @@ from kernelloop.evaluate.trusted.record import (
     TimingStats,
     Verdict,
 )
+from kernelloop.evaluate.trusted.refcache import References
 from kernelloop.evaluate.trusted.stages import StageClock
 from kernelloop.evaluate.trusted.static import screen_source
 from kernelloop.evaluate.trusted.text import LOG_CHARS, candidate_text, last_line
@@ -99,16 +101,66 @@ def evaluate(
     progress: Progress | None = None,
     screen: bool = True,
     seeds: Seeds | None = None,
+    references: References | None = None,
+    workers: int | None = None,
     gpu: int | None = None,
 ) -> EvaluationRecord:
     """`timing`: None times a passing candidate only where timings count (never under the
     Triton interpreter, `timings_count`); True always, False never. `seeds`: the round's
-    secret seeds (default: fresh for this evaluation). `screen=False` skips the static
-    screen (tests use it to prove the runtime defences). `gpu`: the GPU (nvidia-smi's
-    index) the workers and the trusted side's torch work use (None: GPU 0 for the
-    workers, torch's current device here)."""
-    say = progress or (lambda _m: None)
+    secret seeds (default: fresh for this evaluation). `references`: the round's
+    reference cache (refcache.py; its seeds are the plan's, and `seeds` must then be None).
+    `workers`: correctness workers the calls are split between (shards.py; default
+    `default_workers`). `screen=False` skips the static screen (tests use it to prove the
+    runtime defences). `gpu`: the GPU (nvidia-smi's index) the workers and the trusted
+    side's torch work use (None: GPU 0 for the workers, torch's current device here)."""
     device = resolve_device(device)
+    threads = torch.get_num_threads()
+    if device == "cpu":
+        # The judge's float64 references are small on the CPU, and the workers keep every
+        # core busy: torch's intra-op threads only wait on each other there (a 2x8200
+        # softmax took 16 ms with 2 threads beside two workers, 0.2 ms with one).
+        torch.set_num_threads(1)
+    try:
+        return _evaluate(
+            task,
+            candidate,
+            device=device,
+            shapes=shapes,
+            dtypes=dtypes,
+            against=against,
+            timing=timing,
+            sandbox=sandbox,
+            timeout_s=timeout_s,
+            progress=progress,
+            screen=screen,
+            seeds=seeds,
+            references=references,
+            workers=workers,
+            gpu=gpu,
+        )
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _evaluate(
+    task: Task,
+    candidate: Path,
+    *,
+    device: str,
+    shapes: str | None,
+    dtypes: list[str] | None,
+    against: dict[str, Path] | None,
+    timing: bool | None,
+    sandbox: str,
+    timeout_s: float | None,
+    progress: Progress | None,
+    screen: bool,
+    seeds: Seeds | None,
+    references: References | None,
+    workers: int | None,
+    gpu: int | None,
+) -> EvaluationRecord:
+    say = progress or (lambda _m: None)
     candidate = Path(candidate).resolve()
     if not candidate.is_file():
         raise KernelloopError(f"candidate {candidate} does not exist; pass the path of a .py file.")
@@ -120,7 +172,12 @@ def evaluate(
         raise KernelloopError(
             f"dtype(s) {bad} are not in the task; use some of {task.spec.dtypes}."
         )
-    plan = plan_calls(task, shape_list, dtype_list, seeds=seeds)
+    if references is not None and seeds is not None and seeds is not references.seeds:
+        raise KernelloopError("evaluate: pass a round's seeds or its references, not both.")
+    # Without a round's cache, one for this evaluation: the calls that share inputs (a
+    # determinism pair, a stochastic rate's calls) share their references.
+    references = references if references is not None else References(seeds)
+    plan = plan_calls(task, shape_list, dtype_list, seeds=references.seeds)
     started = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     t0 = time.monotonic()
     clock = StageClock(plan, say)
@@ -132,37 +189,18 @@ def evaluate(
         return _screened_out(task, candidate, source, started, t0, device, findings, clock)
     clock.advance("start")
     task_files = files.entries(task.folder)
-    key = channel.new_key()
     mode = detect_mode(sandbox)
 
+    n_workers = workers if workers is not None else default_workers(device)
+    if n_workers < 1:
+        raise KernelloopError(f"workers={n_workers}: an evaluation needs at least 1 worker.")
+    parts = shards.split(plan, n_workers)
     work = Path(tempfile.mkdtemp(prefix="kernelloop-eval-", dir=_scratch_root()))
+    procs: list[SandboxProcess] = []
+    results = []
+    lanes: list[shards.Lane] = []
     try:
-        impl_dir = work / "impls"
-        out_dir = work / "out"
-        impl_dir.mkdir()
-        out_dir.mkdir()
-        impls = {"candidate": candidate}
-        impl_files = {}
-        for name, path in impls.items():
-            dst = impl_dir / f"{name}.py"
-            shutil.copyfile(path, dst)  # the worker runs private copies of exactly these bytes
-            impl_files[name] = str(dst)
         inputs_file, inputs_func = task.file_and_function("inputs")
-        job = {
-            "device": device,
-            "entry": task.spec.task.entry,
-            "output_like": task.spec.task.output_like,
-            "inputs_file": str(inputs_file),
-            "inputs_func": inputs_func,
-            "impls": impl_files,
-            "params": dict(task.spec.params),
-            "out_dir": str(out_dir),
-            "max_outstanding": 3,
-            "calls": [c.to_job() for c in plan.calls],
-            "channel_key": key,
-            "language": task.spec.task.language,
-            "private_pid_namespace": mode in ("bwrap", "unshare"),
-        }
         env = (
             {"TRITON_INTERPRET": "1"}
             if device == "cpu" and task.spec.task.language == "triton"
@@ -172,48 +210,88 @@ def evaluate(
             # glibc fills fresh allocations with 0x7F: an output the candidate never wrote
             # reads as ~3e38 (NaN in fp16), never as a lucky earlier result.
             env["MALLOC_PERTURB_"] = "128"
-        cfg = SandboxConfig(
-            mode=mode,
-            timeout_s=timeout_s or task.spec.rules.eval_timeout_s,
-            gpu=device == "cuda",
-            gpu_index=gpu,
-            rw_paths=[work],
-            # The task folder (and the package itself) may live under /tmp, which the
-            # sandbox replaces with an empty tmpfs: bind them back read-only.
-            ro_paths=[task.folder, Path(__file__).resolve().parents[2]],
-            hidden_paths=[task.workspace()],
-            extra_env=env,
+        if "TRITON_INTERPRET" in env:
+            # The interpreter runs the kernels in numpy on one thread; torch in the worker
+            # only makes inputs and copies, where intra-op threads wait on the other
+            # worker's core. (Not for `torch` tasks: their code's own threading, races
+            # included, is what their determinism check must see.)
+            env["OMP_NUM_THREADS"] = "1"
+        cfg = None
+        say(
+            f"{len(parts)} worker(s) starting ({len(plan.calls)} correctness calls, sandbox={mode})"
         )
-        # Only the candidate's code runs in this worker: its own compile cache, shared
-        # with its timing worker (compile_cache.py says why that is safe).
-        cfg = compile_cache.bind(cfg, source)
-        say(f"worker starting ({len(plan.calls)} correctness calls, sandbox={cfg.mode})")
-        judge = Judge(task, device)  # loads the task's reference before any worker runs
-        # Opened before the worker starts: every output is read relative to this descriptor.
-        outputs = OutputDir(out_dir)
-        try:
-            proc = SandboxProcess(
-                [sys.executable, "-m", "kernelloop.evaluate.worker"],
-                work,
-                cfg,
-                json.dumps(job).encode(),
+        judge = Judge(task, device, references)  # loads the reference before any worker runs
+        for k, part in enumerate(parts):
+            # Each worker its own folder (its private copy of exactly these bytes, its out
+            # dir) and its own key: no worker can reach another's outputs.
+            lane_dir = work / f"w{k}"
+            impl_dir, out_dir = lane_dir / "impls", lane_dir / "out"
+            impl_dir.mkdir(parents=True)
+            out_dir.mkdir()
+            shutil.copyfile(candidate, impl_dir / "candidate.py")
+            key = channel.new_key()
+            job = {
+                "device": device,
+                "entry": task.spec.task.entry,
+                "output_like": task.spec.task.output_like,
+                "inputs_file": str(inputs_file),
+                "inputs_func": inputs_func,
+                "impls": {"candidate": str(impl_dir / "candidate.py")},
+                "params": dict(task.spec.params),
+                "out_dir": str(out_dir),
+                "max_outstanding": 3,
+                "calls": [c.to_job() for c in part.calls],
+                "channel_key": key,
+                "language": task.spec.task.language,
+                "private_pid_namespace": mode in ("bwrap", "unshare"),
+            }
+            cfg = SandboxConfig(
+                mode=mode,
+                timeout_s=timeout_s or task.spec.rules.eval_timeout_s,
+                gpu=device == "cuda",
+                gpu_index=gpu,
+                rw_paths=[lane_dir],
+                # The task folder (and the package itself) may live under /tmp, which the
+                # sandbox replaces with an empty tmpfs: bind them back read-only.
+                ro_paths=[task.folder, Path(__file__).resolve().parents[2]],
+                hidden_paths=[task.workspace()],
+                extra_env=env,
             )
+            # Only the candidate's code runs in this worker: its own compile cache, shared
+            # with its timing worker (compile_cache.py says why that is safe).
+            cfg = compile_cache.bind(cfg, source)
+            # Opened before the worker starts: every output is read relative to this descriptor.
+            outputs = OutputDir(out_dir)
             try:
-                limit = len(plan.calls) + len(shape_list) * (len(impls) + 1) + 16
-                state = _consume(
-                    proc, plan, judge, outputs, say, key, limit, clock, stop_at_failure=True
+                proc = SandboxProcess(
+                    [sys.executable, "-m", "kernelloop.evaluate.worker"],
+                    lane_dir,
+                    cfg,
+                    json.dumps(job).encode(),
                 )
-            finally:
-                result = proc.finish()  # always: a worker is never left running
-                if cfg.gpu:
-                    compile_cache.trim(source)
+            except BaseException:
+                outputs.close()
+                raise
+            procs.append(proc)
+            limit = len(part.calls) + len(shape_list) * 2 + 16
+            lanes.append(shards.Lane(proc, part, outputs, key, limit))
+        try:
+            states = shards.consume(lanes, judge, say, clock, stop_at_failure=True, plan=plan)
         finally:
-            outputs.close()
+            while procs:  # always: a worker is never left running
+                results.append(procs.pop(0).finish())
+            if cfg is not None and cfg.gpu:
+                compile_cache.trim(source)
     finally:
+        for proc in procs:  # a worker started before another failed to start
+            proc.stop()
+            proc.finish()
+        for lane in lanes:
+            lane.outputs.close()
         shutil.rmtree(work, ignore_errors=True)
 
     verdict = _Verdict()
-    if result.mode == "none":
+    if results[0].mode == "none":
         verdict.warnings.append(
             "NO SANDBOX (--sandbox none): the candidate ran as a plain process with the "
             "launcher's privileges."
@@ -223,19 +301,26 @@ def evaluate(
         verdict.reject("tamper", "the candidate modified the task folder (restored)")
     # A violated channel makes everything else the worker said worthless: it decides the
     # category (unless the worker was killed mid-line on its deadline).
-    if state["protocol"] and not result.timed_out:
-        verdict.reject("protocol", state["protocol"])
+    for state, result in zip(states, results, strict=True):
+        if state["protocol"] and not result.timed_out:
+            verdict.reject("protocol", state["protocol"])
     for f in judge.failures:
         verdict.reject(f.category, f.reason)
-    _process_verdict(verdict, state, result, plan, cfg.timeout_s)
+    timeout = timeout_s or task.spec.rules.eval_timeout_s
+    for state, result, lane in zip(states, results, lanes, strict=True):
+        _process_verdict(verdict, state, result, lane.plan, timeout)
     judged = len(judge.failures)
-    ran = {(c.shape.label, c.dtype) for c in plan.calls if c.id in state["seen"]}
+    seen = set().union(*(st["seen"] for st in states))
+    ran = {(c.shape.label, c.dtype) for c in plan.calls if c.id in seen}
     judge.finish_interface(sorted(ran))
     judge.finish_sensitivity(prove=verdict.category == "accepted")
     for f in judge.failures[judged:]:
         verdict.reject(f.category, f.reason)
 
-    env = _environment(state["hello"], device, result.mode, gpu)
+    hello = next((st["hello"] for st in states if st["hello"]), {})
+    kernels = next((st["kernels"] for st in states if st["kernels"]), [])
+    result = results[0]
+    env = _environment(hello, device, result.mode, gpu)
     counts = timings_count(device, env.interpreter, task.spec.task.language)
     timed = timing if timing is not None else counts
     timings: list[TimingStats] = []
@@ -290,20 +375,43 @@ def evaluate(
         environment=env,
         kernels=[
             KernelInfo(**{k: v for k, v in kf.items() if k != "impl"})
-            for kf in state["kernels"]
+            for kf in kernels
             if kf.get("impl") == "candidate"
         ],
         kernel_launches_per_call=launches[-1] if launches else None,
         checks=judge.checks,
         timings=timings,
         timings_count=counts,
-        worker_log_tail=candidate_text(
-            result.stderr.decode(errors="replace"), LOG_CHARS, multiline=True
-        ),
+        worker_log_tail=_log_tail(results),
         warnings=warnings,
         stages=clock.stages(timing="skipped" if timing is None else "not run"),
         verdict=Verdict(accepted=category == "accepted", category=category, reasons=reasons[:20]),
     )
+
+
+def _log_tail(results: list) -> str:
+    """The end of each worker's stderr (cleaned; with several workers, each under its own
+    line and an equal share of the record's characters)."""
+    if len(results) == 1:
+        return candidate_text(results[0].stderr.decode(errors="replace"), LOG_CHARS, multiline=True)
+    share = LOG_CHARS // len(results)
+    parts = []
+    for k, r in enumerate(results):
+        head = f"[worker {k + 1} of {len(results)}]"
+        room = share - len(head) - 2  # its line's newline, the newline between parts
+        text = candidate_text(r.stderr.decode(errors="replace"), room, multiline=True)
+        if text:
+            parts.append(f"{head}\n{text}")
+    return "\n".join(parts)
+
+
+def default_workers(device: str) -> int:
+    """Correctness workers per evaluation: two on the CPU when it has two cores (the
+    interpreter runs one thread per worker), one on a GPU until the H200 shows two pay
+    (`benchmarks/eval_speed.py --workers`)."""
+    if device == "cpu":
+        return max(1, min(2, os.cpu_count() or 1))
+    return 1
 
 
 def timings_count(device: str, interpreter: bool, language: str) -> bool:
@@ -325,7 +433,8 @@ class _Verdict:
     def reject(self, category: str, why: str) -> None:
         if self.category == "accepted":
             self.category = category
-        self.reasons.append(why)
+        if why not in self.reasons:  # several workers can say the same (an import error)
+            self.reasons.append(why)
 
 
 def _process_verdict(verdict: _Verdict, state: dict, result, plan: Plan, timeout_s: float) -> None:
@@ -380,7 +489,7 @@ def _process_verdict(verdict: _Verdict, state: dict, result, plan: Plan, timeout
 
 
 def _consume(
-    proc: SandboxProcess,
+    proc,
     plan: Plan,
     judge: Judge,
     outputs: OutputDir,
@@ -390,48 +499,9 @@ def _consume(
     clock: StageClock | None = None,
     stop_at_failure: bool = False,
 ) -> dict:
-    """Read the worker's channel (channel.Reader: every line validated, nothing raises)
-    and judge each call's output as it arrives, until the worker ends; with
-    `stop_at_failure`, until the first failed check: then the worker is stopped (the
-    candidate is rejected, nothing it sends afterwards can change that)."""
-    clock = clock or StageClock(plan)
-    calls = plan.by_id()
-    reader = channel.Reader(key, calls=calls, max_messages=max_messages)
-    state = reader.state
-
-    def handle(msg: dict) -> None:
-        kind = msg["type"]
-        if kind == "hello":
-            state["hello"] = msg["env"]
-            clock.advance("compile")
-        elif kind == "call":
-            call = calls[msg["id"]]  # parse() checked: planned, and not seen before
-            failed, t = len(judge.failures), time.monotonic()
-            try:
-                judge.judge(call, msg, outputs)
-            except OutputError as e:
-                judge._fail(call, call.suite, "protocol", f"its output could not be read: {e}")
-                channel.violation(state, f"{call.id}: {e}")
-            clock.judged(call.stage, len(judge.failures) > failed, time.monotonic() - t)
-            if len(state["seen"]) % 10 == 0:
-                say(f"{call.stage}: checked {len(state['seen'])}/{len(calls)} calls")
-        elif kind == "compile":
-            state["kernels"] = msg["kernels"]
-        elif kind == "import_error":
-            state["import_error"], state["import_impl"] = msg["error"], msg["impl"]
-        elif kind == "fatal":
-            state["fatal"] = msg["error"]
-
-    def lines():
-        for raw in proc.lines():
-            yield raw
-            if stop_at_failure and judge.failures:  # the line just handled failed a check
-                proc.stop()
-                return
-
-    # Once the channel is violated, the out dir is cleared after every line: the worker
-    # must not wait for room (up to its deadline) when nothing it sends counts any more.
-    return reader.read(lines(), handle, on_violation=outputs.purge)
+    """One worker's channel read and judged (`shards.consume` with one lane): its state."""
+    lane = shards.Lane(proc, plan, outputs, key, max_messages)
+    return shards.consume([lane], judge, say, clock or StageClock(plan), stop_at_failure)[0]
 
 
 def _screened_out(

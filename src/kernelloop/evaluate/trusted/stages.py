@@ -33,6 +33,7 @@ class StageClock:
         self.judge_s: Counter[str] = Counter()  # trusted-side seconds per stage
         self.t = time.monotonic()
         self.current: str | None = "static"
+        self.failed_in: str | None = None  # the stage of the first failed check
 
     def _close(self, name: str, status: str) -> None:
         now = time.monotonic()
@@ -55,21 +56,37 @@ class StageClock:
         self.current = to
 
     def judged(self, stage: str, failed: bool, seconds: float = 0.0) -> None:
-        """One call of `stage` was judged in `seconds`; `failed`: it rejected the candidate."""
+        """One call of `stage` was judged in `seconds`; `failed`: it rejected the candidate.
+
+        Several workers (shards.py) send their calls concurrently, so a call of a later
+        stage may be judged while an earlier stage still has calls left: a stage ends when
+        its last call is judged and every stage before it has ended (`full`, the last, at
+        the workers' end), and none ends after a failure (`close` says how each did)."""
         if stage not in STAGES or self.current is None:
             return
         self.judge_s[stage] += seconds
-        self.advance(stage)
         self.left[stage] -= 1
-        if not failed and self.current == stage and self.left[stage] <= 0 and stage != STAGES[-1]:
-            self.say(f"{stage} passed in {time.monotonic() - self.t:.1f} s")
-            self.advance(ORDER[ORDER.index(stage) + 1])
+        if failed and (self.failed_in is None or ORDER.index(stage) < ORDER.index(self.failed_in)):
+            self.failed_in = stage  # the earliest stage with a failure (plan order decides)
+        if self.current not in STAGES:
+            self.advance(STAGES[0])
+        while (
+            self.failed_in is None and self.current in STAGES[:-1] and self.left[self.current] <= 0
+        ):
+            self.say(f"{self.current} passed in {time.monotonic() - self.t:.1f} s")
+            self.advance(ORDER[ORDER.index(self.current) + 1])
 
     def close(self, status: str, through: str | None = None) -> None:
         """End the stage in progress with `status`; when it passed, the stages after it
-        up to `through` passed too (they had nothing left to do)."""
+        up to `through` passed too (they had nothing left to do). When a check failed in a
+        later stage than the one in progress (another worker ran ahead), the stages before
+        the failed one end `stopped` if calls of theirs never ran (`passed` if all did)."""
         if self.current is None:
             return
+        if status == "failed" and self.failed_in is not None:
+            while ORDER.index(self.current) < ORDER.index(self.failed_in):
+                self._close(self.current, "stopped" if self.left[self.current] > 0 else "passed")
+                self.current = ORDER[ORDER.index(self.current) + 1]
         last = ORDER.index(through) if through and status == "passed" else 0
         self._close(self.current, status)
         for name in ORDER[ORDER.index(self.current) + 1 : last + 1]:
@@ -95,6 +112,6 @@ def summary(stages: list[StageTime]) -> str:
         if s.status == "skipped":
             parts.append(f"{s.name} {s.status}")
         else:
-            mark = " (failed)" if s.status == "failed" else ""
+            mark = f" ({s.status})" if s.status in ("failed", "stopped") else ""
             parts.append(f"{s.name} {s.seconds:.1f} s{mark}")
     return " · ".join(parts)

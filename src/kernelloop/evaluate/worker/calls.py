@@ -34,6 +34,13 @@ class AtenRecorder(TorchDispatchMode):
     interpreter copies arguments through torch), not to the candidate.
     """
 
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        # torch wraps a mode's __torch_dispatch__ in dynamo.disable, which imports
+        # torch._dynamo (and sympy) on the first dispatch: ~1.3 s of every worker's start
+        # on the CPU, for a guard against dynamo tracing that no worker does.
+        return False
+
     def __init__(self, counter: LaunchCounter | None = None) -> None:
         super().__init__()
         self.ops: dict[str, int] = {}
