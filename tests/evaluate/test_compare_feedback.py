@@ -11,7 +11,7 @@ import torch
 from triton.compiler.errors import CompilationError
 
 from kernelloop.evaluate.trusted.compare import infer_mask, within_tolerance
-from kernelloop.evaluate.trusted.text import error_excerpt
+from kernelloop.evaluate.trusted.text import COMPILER_CHARS, compiler_lines, last_line
 from kernelloop.task.spec import Tolerance
 
 TOL = Tolerance(atol=1e-5, rtol=1e-3)
@@ -60,17 +60,15 @@ def _compile_error_text() -> str:
 
 def test_a_compile_error_keeps_where_the_source_line_and_the_message():
     text = _compile_error_text()
-    got = error_excerpt(text)
-    assert got.startswith("«CompilationError at line 3, column 4 of the @triton.jit function")
-    assert "`y = tl.foo(x)`" in got and "has no attribute 'foo'" in got
+    got = compiler_lines(text)
+    assert got is not None and got.startswith("«CompilationError: at 3:4:")
+    assert "y = tl.foo(x)" in got and "has no attribute 'foo'" in got
 
 
 def test_any_other_error_is_its_last_line_and_candidate_text_stays_quoted():
-    assert (
-        error_excerpt("Traceback (most recent call last):\nValueError: boom")
-        == "«ValueError: boom»"
-    )
-    # A forged header with escape sequences is still cleaned and capped.
+    text = "Traceback (most recent call last):\nValueError: boom"
+    assert compiler_lines(text) is None and last_line(text) == "«ValueError: boom»"
+    # A forged compiler header with escape sequences is still cleaned and capped.
     forged = "x.CompilationError: at 1:0:\n\x1b[31mevil\n^\n" + "A" * 5000
-    out = error_excerpt(forged)
-    assert "\x1b" not in out and len(out) <= 302 and out.startswith("«")  # as last_line
+    out = compiler_lines(forged)
+    assert "\x1b" not in out and len(out) <= COMPILER_CHARS + 2 and out.startswith("«")

@@ -1,8 +1,8 @@
 """What the agent is told about each of its evaluated candidates (`Agent.observe`), in a
 form it can act on next round: for a rejection, the first failing check with its input
 case, shape, dtype and worst element (index, expected, got — compare.py puts them in the
-reason); for a compile error, the compiler's first lines (the judge's `compile` reason:
-text.compiler_lines, else text.error_excerpt); for a
+reason); for a compile error, the compiler's first lines (the judge's `compile` reason,
+text.compiler_lines; anything else it raised is the exception's last line); for a
 measured candidate, the per-shape ratios against the best it was timed beside.
 
 The text is built from the trusted records only (the verdict, its checks, the gate).

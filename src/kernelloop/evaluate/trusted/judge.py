@@ -21,7 +21,6 @@ from kernelloop.evaluate.trusted.sensitivity import Sensitivity, matching_trivia
 from kernelloop.evaluate.trusted.text import (  # noqa: F401  (last_line: re-exported)
     candidate_text,
     compiler_lines,
-    error_excerpt,
     last_line,
 )
 from kernelloop.task import Task
@@ -138,8 +137,7 @@ class Judge:
             if (lines := compiler_lines(error)) is not None:
                 self._fail(call, call.suite, "compile", f"its kernel failed to compile: {lines}")
             else:
-                raised = error_excerpt(error)  # a compile error it missed: its first lines
-                self._fail(call, call.suite, "crash", f"the candidate raised {raised}")
+                self._fail(call, call.suite, "crash", f"the candidate raised {last_line(error)}")
             return
         inputs = self._inputs(call)
         like = inputs[self.task.spec.task.output_like]

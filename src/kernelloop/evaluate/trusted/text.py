@@ -84,37 +84,6 @@ def last_line(text: object, limit: int = REASON_CHARS) -> str:
     return candidate_text(lines[-1], limit)
 
 
-# A Triton compile error's header line inside a traceback: "…CompilationError: at 12:8:".
-_COMPILE_AT = re.compile(r"^(?:[\w.]+\.)?(\w*(?:Error|Exception|Failure)\w*): at (\d+):(\d+):\s*$")
-
-
-def error_excerpt(text: object, limit: int = REASON_CHARS) -> str:
-    """What the candidate raised, as an agent can act on it: for a Triton compile error,
-    the compiler's first lines (where in the @triton.jit function, the offending source
-    line and the compiler's message); for anything else the last line (`last_line`).
-    Quoted and cleaned like all candidate text: it is the candidate's."""
-    if not isinstance(text, str):
-        return last_line(text)
-    lines = text[-(limit * 8) :].splitlines()
-    heads = [i for i, ln in enumerate(lines) if _COMPILE_AT.match(ln.strip())]
-    if not heads:
-        return last_line(text)
-    i = heads[-1]
-    name, row, col = _COMPILE_AT.match(lines[i].strip()).groups()  # type: ignore[union-attr]
-    rest = lines[i + 1 :]
-    caret = next((k for k, ln in enumerate(rest) if ln.strip() == "^"), None)
-    if caret is None:
-        source, message = [], [ln for ln in rest if ln.strip()]
-    else:
-        source = [ln.strip() for ln in rest[:caret] if ln.strip()][-1:]
-        message = [ln.strip() for ln in rest[caret + 1 :] if ln.strip()]
-    parts = [f"{name} at line {row}, column {col} of the @triton.jit function"]
-    if source:
-        parts.append(f"`{source[0]}`")
-    parts += message[:4]
-    return candidate_text(" | ".join(parts), limit)
-
-
 # The exception line that ends a traceback: `pkg.mod.SomeError: message` at column 0.
 _EXC_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Failure|Assertion)\b[^\n]*$")
 # Exceptions a kernel compiler raises: Triton's front end and back end (CompilationError,
