@@ -195,6 +195,16 @@ def test_contended_batches_are_left_out_and_too_few_quiet_ones_refuse_the_measur
     accs["best"] = acc(1.0, 1.0, 1.0, 1, 7)
     busy = checks.busy_problem("s", accs, "candidate")
     assert busy and "too busy" in busy and "best 7 of 8" in busy
+    # Only the candidate short while the others, in the same shuffled rounds, had their
+    # quiet batches: it crowded its own worker — its doing, not the machine's.
+    accs["best"] = acc(1.0, 1.0, 1.0, 2, 8)
+    accs["candidate"] = acc(3.0, 0.03, 1.0, 1, 9)
+    crowded = checks.busy_problem("s", accs, "candidate")
+    assert crowded and "too busy" not in crowded and "9 of 10" in crowded
+    assert "crowd" in crowded
+    # The candidate and one other short: the machine, refused as such.
+    accs["best#aa"] = acc(1.0, 1.0, 1.0, 0, 10)
+    assert "too busy" in checks.busy_problem("s", accs, "candidate")
 
 
 def test_run_queue_wait_is_read_from_the_kernel_for_a_crowded_process():

@@ -68,6 +68,23 @@ def test_the_rule_for_a_benchmark_worker():
         Evaluated(make_record(), killed, gate)
     )
     assert loop_evaluation.infrastructure_fault(Evaluated(make_record(), ended, gate)) == ""
+    busy = "256x1024: the machine was too busy to time on: batches in which ..."
+    wrong = "256x1024: the timed output differs from the reference (candidate: ...)"
+    assert "busy machine" in loop_evaluation.infrastructure_fault(
+        Evaluated(make_record(), bench_record(uniform(0.5), problems=[busy]), gate)
+    )
+    # Anything else found against the candidate stands: it is not retried as bad luck.
+    assert (
+        loop_evaluation.infrastructure_fault(
+            Evaluated(make_record(), bench_record(uniform(0.5), problems=[wrong, busy]), gate)
+        )
+        == ""
+    )
+    crowded = bench_record(
+        uniform(0.5),
+        problems=["256x1024: the candidate's worker waited for a CPU in 5 of 5 batches while"],
+    )
+    assert loop_evaluation.infrastructure_fault(Evaluated(make_record(), crowded, gate)) == ""
     fine = bench_record(uniform(0.5))
     slower = GateResult(accepted=False, category="slower")
     assert loop_evaluation.infrastructure_fault(Evaluated(make_record(), fine, slower)) == ""

@@ -149,13 +149,19 @@ def test_c_a_worker_lying_about_its_samples_is_caught_by_the_trusted_clock(
     rec = _bench(task, cheat, best)
     if any("too busy to time on" in p for p in rec.problems):
         pytest.skip(f"the machine was too busy for the trusted clock: {rec.problems[0]}")
-    assert any("claims a saving the trusted clock did not see" in p for p in rec.problems), (
-        rec.problems
-    )
-    # The code-object swap slips past the worker's own tripwire: the trusted clock alone caught it.
+    # The code-object swap slips past the worker's own tripwire: the trusted clock alone
+    # catches it — rejected as a liar, or (where the excess was within the slack) its
+    # samples raised to what the trusted clock saw, which makes it slower than the best.
     assert not any("replaced harness functions" in p for p in rec.problems), rec.problems
     gate = performance_gate(rec, task.spec.rules)
-    assert not gate.accepted and gate.category == "timing"
+    assert not gate.accepted
+    if any("claims a saving the trusted clock did not see" in p for p in rec.problems):
+        assert gate.category == "timing"
+    else:
+        assert rec.problems == [] and gate.category == "slower", (rec.problems, gate)
+        assert any("its samples were raised by" in w for w in rec.warnings), rec.warnings
+        # It reports calls at a hundredth of their time (~2 ms, slower than the best).
+        assert _median(rec, "candidate") > _median(rec, "best"), rec.warnings
     assert canary.intact()
 
 
@@ -184,15 +190,21 @@ def test_f_skipping_calls_and_computing_audited_ones_later_is_caught_by_the_comm
 
 
 def _watch_states(token: str, stop: threading.Event, seen: dict) -> None:
-    """Sample the state of every process carrying `token` every few ms (R/S running, T stopped)."""
+    """Sample the state of every process carrying `token` every few ms (R/S running, T
+    stopped). The full /proc scan that finds them runs only every 0.25 s: run every few ms
+    it kept a CPU of a 2-core runner busy, and the best's turns waited for one."""
+    pids: list[int] = []
+    scanned = 0.0
     while not stop.is_set():
-        for pid in processes_with(token):
+        if time.monotonic() - scanned > 0.25:
+            pids, scanned = processes_with(token), time.monotonic()
+        for pid in pids:
             try:
                 state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
             except (OSError, IndexError):
                 continue
             seen[state] = seen.get(state, 0) + 1
-        time.sleep(0.003)
+        time.sleep(0.004)
 
 
 def test_d_busy_work_while_idle_is_stopped_with_the_candidate(task, best, honest, tmp_path, canary):
@@ -209,14 +221,19 @@ def test_d_busy_work_while_idle_is_stopped_with_the_candidate(task, best, honest
     finally:
         stop.set()
         watcher.join()
-    # Refused for what it did in its own turns: its busy thread holds its own GIL, so its
-    # batches take far longer than its reported calls (the trusted clock check), or, where
-    # that passes, its children are still alive at the end (a tamper problem).
+    # Refused for what it did in its own turns: its threads and children crowd its own
+    # worker off the CPUs while the others ran uncontended (the kernel's run-queue wait,
+    # read by the trusted side), or its busy thread holds its own GIL, so its batches take
+    # far longer than its reported calls (the trusted clock check), or its children are
+    # still alive at the end (a tamper problem). Never "the machine was too busy": that
+    # would be retried as bad luck.
     assert any(
-        "claims a saving the trusted clock did not see" in p
+        "its own threads or processes crowd it" in p
+        or "claims a saving the trusted clock did not see" in p
         or "process(es) running at the end" in p
         for p in rec.problems
     ), rec.problems
+    assert not any("too busy" in p for p in rec.problems), rec.problems
     assert not any("best" in p or "baseline" in p for p in rec.problems), rec.problems
     assert not performance_gate(rec, task.spec.rules).accepted
     # Its busy children were stopped whenever another worker had its turn: unstopped they would

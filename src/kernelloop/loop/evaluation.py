@@ -14,7 +14,9 @@ Infrastructure, not the candidate (retried once, then recorded as `infrastructur
   operator or a dying GPU context in another process does;
 - the benchmark produced no usable record because its worker was killed the same way;
 - the benchmark was refused because the machine was too busy to time on (the workers
-  waited for a CPU in most batches: timing_checks.busy_problem).
+  waited for a CPU in most batches: timing_checks.busy_problem), and nothing else was
+  found against the candidate. A candidate that crowds only its own worker is told so,
+  in other words, and rejected.
 A candidate can kill itself with SIGKILL (or exit with 137) and so look like the second
 case. The rule is safe against that: the retry is a whole fresh evaluation (new inputs,
 new sandbox) that must pass on its own, and a second infrastructure failure records a row
@@ -38,6 +40,7 @@ from kernelloop.errors import SandboxError
 from kernelloop.evaluate.trusted.bench import benchmark
 from kernelloop.evaluate.trusted.refcache import References
 from kernelloop.evaluate.trusted.run import evaluate
+from kernelloop.evaluate.trusted.timing_checks import BUSY
 from kernelloop.executor import Slot
 from kernelloop.executor.turns import of_device
 from kernelloop.gate import decide
@@ -48,7 +51,6 @@ from kernelloop.task import Task, files, load_task
 # "the worker died with exit code -9 (killed by SIGKILL)" (evaluate), "the benchmark
 # worker died with exit code 137" (bench, under bubblewrap).
 _KILLED = re.compile(r"worker died with exit code (-9|137)\b")
-_BUSY = "the machine was too busy to time on"
 
 
 def infrastructure_fault(ev: Evaluated) -> str:
@@ -60,8 +62,9 @@ def infrastructure_fault(ev: Evaluated) -> str:
     if ev.bench is not None and ev.gate is not None and ev.gate.category == "timing":
         if killed := next((p for p in ev.bench.problems if _KILLED.search(p)), None):
             return f"the benchmark's worker was killed from outside ({killed})"
-        if busy := next((p for p in ev.bench.problems if _BUSY in p), None):
-            return f"the benchmark could not be trusted on a busy machine ({busy})"
+        busy = [p for p in ev.bench.problems if BUSY in p]
+        if busy and len(busy) == len(ev.bench.problems):  # nothing else found against it
+            return f"the benchmark could not be trusted on a busy machine ({busy[0]})"
     return ""
 
 

@@ -612,6 +612,8 @@ class Session:
                     f"{a.no_launch} of {len(a.calls)} timed calls launched none of the "
                     f"candidate's kernels (a replayed or skipped result while timed)",
                 )
+        if self.out.problems:  # already refused (a failed audit ends the rounds early)
+            return
         if not self.interp and (busy := checks.busy_problem(label, accs, self.candidate)):
             self.problem("timing", self.candidate, busy)
             return

@@ -464,11 +464,14 @@ class Judge:
             self._pass(call, "stochastic", None, f"p={call.rate:g}: {text}")
         elif call.role == "same_seed":
             if "out" in grp and not _same_bytes(grp["out"], out):
+                # the same inputs and seed, different bytes: a race or hidden state, whichever
+                # suite happened to see it first
                 self._fail(
                     call,
                     "stochastic",
-                    "stochastic",
-                    f"p={call.rate:g}: the same seed gave a different output",
+                    "nondeterministic",
+                    f"p={call.rate:g}: two calls with the same inputs and seed gave different "
+                    "bytes (a race or hidden state)",
                 )
             else:
                 self._pass(call, "stochastic", None, f"p={call.rate:g}: same seed, same output")
