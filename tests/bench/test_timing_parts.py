@@ -202,9 +202,16 @@ def test_contended_batches_are_left_out_and_too_few_quiet_ones_refuse_the_measur
     crowded = checks.busy_problem("s", accs, "candidate")
     assert crowded and "too busy" not in crowded and "9 of 10" in crowded
     assert "crowd" in crowded
-    # The candidate and one other short: the machine, refused as such.
+    # The candidate and one other short, waiting alike: the machine, refused as such.
     accs["best#aa"] = acc(1.0, 1.0, 1.0, 0, 10)
     assert "too busy" in checks.busy_problem("s", accs, "candidate")
+    # ... but where the candidate's waits are ten times everyone else's, it is the cause
+    # (CI: the busy candidate waited 100-1500 ms per batch, the best a few ms).
+    for a in accs.values():
+        a.waits_ms = [3.0] * len(a.waits_ms)
+    accs["candidate"].waits_ms = [150.0] * 10
+    crowded = checks.busy_problem("s", accs, "candidate")
+    assert "crowd" in crowded and "150.0 ms" in crowded and "3.0 ms" in crowded
 
 
 def test_run_queue_wait_is_read_from_the_kernel_for_a_crowded_process():

@@ -89,6 +89,28 @@ def _state(pid: int) -> str | None:
         return None  # gone
 
 
+_HALTED = (None, "T", "t", "Z", "X")
+
+
+def _halted(pid: int) -> bool:
+    """Every thread of `pid` stopped (or gone): /proc/<pid>/stat shows the thread-group
+    leader only, and a busy thread on another CPU takes its stop a moment later."""
+    if _state(pid) not in _HALTED:
+        return False
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return True  # gone
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat") as f:  # noqa: PTH123
+                if f.read().rsplit(")", 1)[1].split()[0] not in _HALTED:
+                    return False
+        except (OSError, IndexError):
+            continue
+    return True
+
+
 def run_queue_wait_ns(pids: list[int]) -> int:
     """Nanoseconds the threads of `pids` spent runnable but waiting for a CPU (the kernel's
     schedstat, second field, summed over every thread); 0 where the kernel keeps none."""
@@ -134,9 +156,7 @@ class Freezer:
                     os.kill(pid, signal.SIGSTOP)
                 except (ProcessLookupError, PermissionError):
                     continue
-            while time.monotonic() < deadline and any(
-                _state(p) not in (None, "T", "t", "Z", "X") for p in new
-            ):
+            while time.monotonic() < deadline and not all(_halted(p) for p in new):
                 time.sleep(0.0002)
             if time.monotonic() >= deadline:
                 self.stopped = sorted(seen)

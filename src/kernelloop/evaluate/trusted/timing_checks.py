@@ -65,6 +65,10 @@ CAL_CREDIT = (1.1, 0.01)  # a calibration call counts for at most 1.1 × the cal
 CONTENDED = (0.05, 1.0)
 BUSY = "the machine was too busy to time on"  # an infrastructure fault, not a verdict
 QUIET_MIN = 2
+# A candidate whose median run-queue wait per batch is this many times the others' crowds
+# its own worker (CI's 2-core runner: the red team's busy candidate waited 100-1500 ms per
+# batch, while the best, on that runner, had waits of a few ms in 4 of 5 batches).
+CROWDED_RATIO = 10.0
 
 
 @dataclass
@@ -79,6 +83,7 @@ class Acc:
         default_factory=list
     )  # (wall - probes ms, calls, cals), uncontended batches only
     contended: int = 0  # batches left out: the worker waited for a CPU (CONTENDED)
+    waits_ms: list[float] = field(default_factory=list)  # every batch's run-queue wait
     no_launch: int = 0
 
     def add(self, ans) -> None:
@@ -89,6 +94,7 @@ class Acc:
         probe_ms = sum(h for tries in (*b.pre, *b.post) for h, _ in tries)
         self.probe_ms += probe_ms
         wall_ms, waited_ms = ans.wall_s * 1e3, getattr(ans, "waited_s", 0.0) * 1e3
+        self.waits_ms.append(waited_ms)
         if waited_ms > max(CONTENDED[0] * wall_ms, CONTENDED[1]):
             self.contended += 1
         else:
@@ -150,24 +156,34 @@ def calibration(probes: list[tuple[float, float]]) -> dict[str, float]:
 
 def busy_problem(label: str, accs: dict[str, Acc], candidate: str) -> str | None:
     """Too few uncontended batches to check the candidate's claims against the trusted
-    clock: the measurement is refused, not guessed. Where only the candidate is short while
-    every other implementation had its quiet batches in the same shuffled rounds, the
-    candidate crowded its own worker (threads or processes of its own): that is its doing,
-    said as such; otherwise the machine was busy (an infrastructure fault: BUSY)."""
+    clock: the measurement is refused, not guessed. Where the candidate is short and
+    either every other implementation had its quiet batches in the same shuffled rounds,
+    or the candidate's typical wait per batch is CROWDED_RATIO times theirs (a machine's
+    load delays every worker alike), the candidate crowded its own worker (threads or
+    processes of its own): that is its doing, said as such; otherwise the machine was busy
+    (an infrastructure fault: BUSY)."""
     short = {s: a for s, a in accs.items() if a.calls and len(a.batches) < QUIET_MIN}
     if not short or candidate not in accs:
         return None
     which = ", ".join(
         f"{s} {a.contended} of {a.contended + len(a.batches)}" for s, a in short.items()
     )
-    if set(short) == {candidate} and len(accs) > 1:
-        a = short[candidate]
+    cand = accs[candidate]
+    others = [
+        statistics.median(a.waits_ms) for s, a in accs.items() if s != candidate and a.waits_ms
+    ]
+    own_w = statistics.median(cand.waits_ms) if cand.waits_ms else 0.0
+    other_w = statistics.median(others) if others else 0.0
+    dominant = (
+        candidate in short and bool(others) and own_w > max(CROWDED_RATIO * other_w, CONTENDED[1])
+    )
+    if (set(short) == {candidate} and len(accs) > 1) or dominant:
         return (
-            f"{label}: the candidate's worker waited for a CPU in {a.contended} of "
-            f"{a.contended + len(a.batches)} "
-            "batches while the other implementations, timed in the same shuffled rounds, ran "
-            "uncontended: its own threads or processes crowd it, so its timings cannot be "
-            "checked against the trusted clock"
+            f"{label}: the candidate's worker waited for a CPU in {cand.contended} of "
+            f"{cand.contended + len(cand.batches)} batches (median {own_w:.1f} ms per batch, "
+            f"against {other_w:.1f} ms for the other implementations timed in the "
+            "same shuffled rounds): its own threads or processes crowd it, so its timings "
+            "cannot be checked against the trusted clock"
         )
     return (
         f"{label}: {BUSY}: batches in which the worker waited "
