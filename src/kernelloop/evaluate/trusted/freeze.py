@@ -81,9 +81,11 @@ def marked(marker: str) -> list[int]:
     return found
 
 
-def _state(pid: int) -> str | None:
+def _state(pid: int, tid: str | None = None) -> str | None:
+    """The state letter of process `pid` (its leader), or of its thread `tid`."""
+    stat = f"/proc/{pid}/task/{tid}/stat" if tid else f"/proc/{pid}/stat"
     try:
-        with open(f"/proc/{pid}/stat") as f:  # noqa: PTH123
+        with open(stat) as f:  # noqa: PTH123
             return f.read().rsplit(")", 1)[1].split()[0]
     except (OSError, IndexError):
         return None  # gone
@@ -101,14 +103,7 @@ def _halted(pid: int) -> bool:
         tids = os.listdir(f"/proc/{pid}/task")
     except OSError:
         return True  # gone
-    for tid in tids:
-        try:
-            with open(f"/proc/{pid}/task/{tid}/stat") as f:  # noqa: PTH123
-                if f.read().rsplit(")", 1)[1].split()[0] not in _HALTED:
-                    return False
-        except (OSError, IndexError):
-            continue
-    return True
+    return all(_state(pid, tid) in _HALTED for tid in tids)
 
 
 def run_queue_wait_ns(pids: list[int]) -> int:
