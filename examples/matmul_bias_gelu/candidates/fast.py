@@ -16,7 +16,7 @@ import triton
 import triton.language as tl
 
 GROUP_M = 8
-_SQRT_HALF = 0.7071067811865476
+_SQRT_HALF = tl.constexpr(0.7071067811865476)  # a Triton kernel reads only constexpr globals
 
 
 def _config(m: int) -> tuple[int, int, int, int, int]:

@@ -1,0 +1,129 @@
+"""How much a lying GPU worker can hide under the saving check's slack (issue 12). A benchmark
+script, not a test: it prints what the trusted clock saw, it asserts nothing.
+
+The red team's lying worker (tests/redteam/candidates/timing_gpu_lying_timer.py: the honest
+fused kernel, its timing loop swapped to scale every reported interval) is written with
+scale factors from 1.0 (honest numbers through the swapped loop) down to 0.01, and timed
+against the fused best like the GPU red-team tests do, several times each, next to plain
+honest copies of the best. Every call of `timing_checks.saving_check` is logged: per shape
+the candidate's unaccounted ms per call (`got`), the others' (`ref`), the slack, what the
+candidate claims per call, and the verdict (passed / corrected by X ms / rejected).
+
+    python benchmarks/saving_probe.py OUT.json [--device cuda] [--shapes 4096x8000,...]
+        [--scales 1,0.9,0.7,0.5,0.01] [--repeats 2] [--honest 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import re
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT / "src"), str(ROOT)]
+
+from kernelloop.evaluate.trusted import timing_checks  # noqa: E402
+from kernelloop.evaluate.trusted.bench import benchmark  # noqa: E402
+from kernelloop.task import load_task  # noqa: E402
+
+TASK = ROOT / "examples" / "ln_softmax_dropout"
+FUSED = TASK / "candidates" / "fused_naive.py"
+LIAR = ROOT / "tests" / "redteam" / "candidates" / "timing_gpu_lying_timer.py"
+LOG: list[dict] = []
+
+
+def _logged(orig):
+    def check(label, accs, candidate, device):
+        added, bad = orig(label, accs, candidate, device)
+        cand = accs.get(candidate)
+        others = {s: a for s, a in accs.items() if s != candidate and a.calls and a.batches}
+        row = {"shape": label, "device": device, "added_ms": added, "rejected": bad is not None}
+        if cand is not None and cand.calls and cand.batches and others:
+            row |= {
+                "got_ms": cand.unaccounted_ms_per_call(),
+                "others_ms": {s: a.unaccounted_ms_per_call() for s, a in others.items()},
+                "claimed_ms": cand.reported_ms() / len(cand.calls),
+                "others_claimed_ms": {
+                    s: a.reported_ms() / len(a.calls) for s, a in others.items()
+                },
+                "batches": len(cand.batches),
+                "calls_per_batch": len(cand.calls) / max(len(cand.batches), 1),
+            }
+        if bad:
+            row["reason"] = bad
+            m = re.search(r"\(slack ([0-9.]+) ms\)", bad)
+            row["slack_ms"] = float(m.group(1)) if m else None
+        LOG.append(row)
+        return added, bad
+
+    return check
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("out")
+    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--shapes", default="4096x8000,16384x8192")
+    ap.add_argument("--dtype", default="bfloat16")
+    ap.add_argument("--scales", default="1,0.9,0.7,0.5,0.01")
+    ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--honest", type=int, default=3)
+    a = ap.parse_args()
+    timing_checks.saving_check = _logged(timing_checks.saving_check)
+    task = load_task(TASK)
+    tmp = Path(tempfile.mkdtemp(prefix="saving_probe_"))
+    best = tmp / "fused_best.py"
+    shutil.copyfile(FUSED, best)
+    runs = [("honest", None)] * a.honest
+    runs += [(f"scale={s}", float(s)) for s in a.scales.split(",") for _ in range(a.repeats)]
+    results = []
+    for i, (name, scale) in enumerate(runs):
+        cand = tmp / f"cand_{i}.py"
+        if scale is None:
+            shutil.copyfile(FUSED, cand)
+        else:
+            src = LIAR.read_text().replace("(t / 100, s / 100)", f"(t * {scale}, s * {scale})")
+            assert f"t * {scale}" in src, "the lying timer's report line changed"
+            cand.write_text(src)
+        start = len(LOG)
+        rec = benchmark(
+            task,
+            cand,
+            best=best,
+            device=a.device,
+            shapes=a.shapes,
+            dtype=a.dtype,
+            aa=False,
+            screen=False,
+        )
+        med = {
+            s.shape: {slot: round(i.median_ms, 5) for slot, i in s.impls.items()}
+            for s in rec.shapes
+        }
+        results.append(
+            {"run": name, "scale": scale, "problems": rec.problems, "medians_ms": med,
+             "checks": LOG[start:]}
+        )
+        print(name, med, rec.problems[:1], LOG[start:], flush=True)
+    Path(a.out).write_text(
+        json.dumps(
+            {
+                "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+                "device": a.device,
+                "shapes": a.shapes,
+                "dtype": a.dtype,
+                "runs": results,
+            },
+            indent=1,
+            default=str,
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()
