@@ -2,7 +2,7 @@
 # Issue 7 on the H200: one `kernelloop run` of the flagship (bf16 shapes; the other dtypes'
 # extreme cases still run on the smallest shape), then approve + export of its best, so
 # the exported BENCHMARK.md shows the stored benchmark record.
-#   bash benchmarks/gpu_loop.sh AGENT [ROUNDS] [LIMIT_S]    e.g. scripted  |  tuner 3 500
+#   [START=FILE] bash benchmarks/gpu_loop.sh AGENT [ROUNDS] [LIMIT_S]    e.g. scripted  |  tuner 3 500
 # Writes under $OUT: run.log, run_summary.json, history.txt, BENCHMARK.md, report/ (the
 # reviewer's report of the run: report.md, report.html, charts), summary.txt.
 set -u
@@ -10,6 +10,9 @@ source benchmarks/device_env.sh
 AGENT=$1; ROUNDS=${2:-}; LIMIT=${3:-520}
 T=examples/ln_softmax_dropout; W=/tmp/kl_run_task
 rm -rf $W && cp -r $T $W && rm -rf $W/.kernelloop
+# START=FILE: begin from another kernel as the baseline (and so the first best), e.g. the
+# fused candidate for issue 16's acceptance: the tuner must improve on a good kernel.
+[ -n "${START:-}" ] && cp "$START" $W/baseline.py
 [ "$AGENT" = scripted ] && AGENT="scripted:$W/scripted"
 KL="python3 -m kernelloop.cli"; S=$OUT/summary.txt; cat "$OUT/env.txt" > "$S"
 s=$(date +%s)

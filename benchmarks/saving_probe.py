@@ -42,15 +42,19 @@ def _logged(orig):
         added, bad = orig(label, accs, candidate, device)
         cand = accs.get(candidate)
         others = {s: a for s, a in accs.items() if s != candidate and a.calls and a.batches}
-        row = {"shape": label, "device": device, "added_ms": added, "rejected": bad is not None}
+        row = {
+            "check": "saving",
+            "shape": label,
+            "device": device,
+            "added_ms": added,
+            "rejected": bad is not None,
+        }
         if cand is not None and cand.calls and cand.batches and others:
             row |= {
                 "got_ms": cand.unaccounted_ms_per_call(),
                 "others_ms": {s: a.unaccounted_ms_per_call() for s, a in others.items()},
                 "claimed_ms": cand.reported_ms() / len(cand.calls),
-                "others_claimed_ms": {
-                    s: a.reported_ms() / len(a.calls) for s, a in others.items()
-                },
+                "others_claimed_ms": {s: a.reported_ms() / len(a.calls) for s, a in others.items()},
                 "batches": len(cand.batches),
                 "calls_per_batch": len(cand.calls) / max(len(cand.batches), 1),
             }
@@ -59,6 +63,28 @@ def _logged(orig):
             m = re.search(r"\(slack ([0-9.]+) ms\)", bad)
             row["slack_ms"] = float(m.group(1)) if m else None
         LOG.append(row)
+        return added, bad
+
+    return check
+
+
+def _logged_through(orig):
+    def check(label, accs, claimed, candidate):
+        added, bad = orig(label, accs, claimed, candidate)
+        LOG.append(
+            {
+                "check": "through",
+                "shape": label,
+                "added_ms": added,
+                "rejected": bad is not None,
+                "reason": bad,
+                "claimed_ms": claimed,
+                "through_ms": {
+                    s: a.through_ms_per_unit(every=s == candidate) for s, a in accs.items()
+                },
+                "through_rows": {s: a.through_all for s, a in accs.items()},
+            }
+        )
         return added, bad
 
     return check
@@ -75,6 +101,7 @@ def main() -> None:
     ap.add_argument("--honest", type=int, default=3)
     a = ap.parse_args()
     timing_checks.saving_check = _logged(timing_checks.saving_check)
+    timing_checks.through_check = _logged_through(timing_checks.through_check)
     task = load_task(TASK)
     tmp = Path(tempfile.mkdtemp(prefix="saving_probe_"))
     best = tmp / "fused_best.py"
@@ -106,8 +133,13 @@ def main() -> None:
             for s in rec.shapes
         }
         results.append(
-            {"run": name, "scale": scale, "problems": rec.problems, "medians_ms": med,
-             "checks": LOG[start:]}
+            {
+                "run": name,
+                "scale": scale,
+                "problems": rec.problems,
+                "medians_ms": med,
+                "checks": LOG[start:],
+            }
         )
         print(name, med, rec.problems[:1], LOG[start:], flush=True)
     Path(a.out).write_text(

@@ -155,6 +155,69 @@ def test_time_spilling_outside_the_calls_is_added_back_not_rejected():
     assert bad is None and added == pytest.approx(12.0, abs=0.1)
 
 
+def _through(acc: checks.Acc, unit_ms: list[float], n: int = 8, waited_s: float = 0.0):
+    for u in unit_ms:
+        body = SimpleNamespace(commits=["c"] * n, pre=[], post=[], no_launch=0)
+        acc.add_through(SimpleNamespace(body=body, wall_s=n * u / 1e3, waited_s=waited_s))
+    return acc
+
+
+def _through_accs(cand_units: list[float]) -> dict[str, checks.Acc]:
+    # The H200's flagship at 16384x8192 (2026-12-01): ~1.53 ms of harness work per unit
+    # beside a 0.92 ms kernel (the best), 1.21 ms (the baseline).
+    return {
+        "candidate": _through(_acc(1, 1, 0), cand_units),
+        "best": _through(_acc(1, 1, 0), [2.45, 2.47, 2.44, 2.46]),
+        "baseline": _through(_acc(1, 1, 0), [2.74, 2.75, 2.77, 2.73]),
+    }
+
+
+CLAIMED = {"best": 0.92, "baseline": 1.21}
+
+
+def test_run_through_batches_hold_the_events_to_the_trusted_clock():
+    # An honest copy of the best: its events and its run-through time agree as the best's do.
+    honest = _through_accs([2.46, 2.44, 2.45, 2.48])
+    assert checks.through_check("s", honest, {**CLAIMED, "candidate": 0.92}, "candidate") == (
+        0.0,
+        None,
+    )
+    # The same kernel reporting 80% of its time (the red team's lying worker at 0.8): the
+    # whole excess goes back on its samples, so it gains nothing.
+    added, bad = checks.through_check("s", honest, {**CLAIMED, "candidate": 0.736}, "candidate")
+    assert bad is None and added == pytest.approx(0.184, abs=0.02)
+    # Reporting half: its numbers are not real.
+    added, bad = checks.through_check("s", honest, {**CLAIMED, "candidate": 0.46}, "candidate")
+    assert bad and "did not see" in bad and "run back to back" in bad
+    # Really faster (0.7 ms, run-through 0.22 ms shorter too): no excess, nothing added.
+    faster = _through_accs([2.24, 2.23, 2.25, 2.26])
+    assert checks.through_check("s", faster, {**CLAIMED, "candidate": 0.70}, "candidate") == (
+        0.0,
+        None,
+    )
+
+
+def test_run_through_counts_the_candidates_contended_batches_but_not_the_others():
+    accs = _through_accs([2.46, 2.44, 2.45, 2.48])
+    # The best's batches all waited for a CPU: they do not count as its quiet ones.
+    accs["best"] = _through(_acc(1, 1, 0), [3.5, 3.6, 3.4, 3.5], waited_s=0.5)
+    assert accs["best"].through == [] and accs["best"].through_ms_per_unit() is None
+    # Only the baseline is left to compare with; the candidate is still judged.
+    added, bad = checks.through_check("s", accs, {**CLAIMED, "candidate": 0.46}, "candidate")
+    assert bad and "did not see" in bad
+    # The candidate crowding its own worker only ever adds to its own time.
+    slow = _through(_acc(1, 1, 0), [2.9, 2.9, 2.9, 2.9], waited_s=0.5)
+    assert slow.through == [] and slow.through_ms_per_unit(every=True) == pytest.approx(2.9)
+
+
+def test_run_through_check_needs_data_on_both_sides():
+    accs = {"candidate": _acc(1, 1, 0), "best": _acc(1, 1, 0)}  # CPU: no run-through batches
+    assert checks.through_check("s", accs, {"candidate": 0.1, "best": 1.0}, "candidate") == (
+        0.0,
+        None,
+    )
+
+
 def test_harness_overhead_noise_does_not_accuse_but_a_lie_under_it_is_still_caught():
     # CI's 2-core runner, 1 MB outputs: ~3 ms of input loading and output commitment per
     # call for everyone, the honest fast candidate's 1 ms above the others' (its memory

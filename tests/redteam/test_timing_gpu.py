@@ -12,7 +12,7 @@ import torch
 from kernelloop.evaluate.trusted.bench import benchmark
 from kernelloop.gate import performance_gate
 from tests.conftest import FUSED
-from tests.redteam.harness import processes_with, write_candidate
+from tests.redteam.harness import candidate_source, processes_with, write_candidate
 
 pytestmark = [
     pytest.mark.gpu,
@@ -51,14 +51,18 @@ def test_gpu_a_patching_triton_in_its_own_process_does_not_slow_the_best(
 ):
     cheat = write_candidate(tmp_path, "timing_gpu_slow_the_best.py")
     rec = benchmark(flagship, cheat, best=best, aa=False, **GPU)
-    assert rec.problems == [], rec.problems
+    # In its own worker its patch slows only itself: the harness's own Triton kernel (the
+    # output commitment) gets the ~1 ms spin, which the trusted clock sees beside its calls
+    # (H200, 2026-12-01: 1.77 ms unaccounted per call against 0.81 ms for the others).
+    # Either it is rejected for that, or timed as slower; never the best slowed down.
+    assert all("the trusted clock" in p for p in rec.problems), rec.problems
     # In one process its launcher patch put ~1 ms in front of every call of the best (~0.2 ms).
     assert _median(rec, "best") < 1.05 * _median(honest, "best"), (
         _median(rec, "best"),
         _median(honest, "best"),
     )
     gate = performance_gate(rec, flagship.spec.rules)
-    assert not gate.accepted and gate.category == "slower", gate.reasons
+    assert not gate.accepted and gate.category in ("slower", "timing"), gate.reasons
     _no_worker_left()
     assert canary.intact()
 
@@ -95,6 +99,42 @@ def test_gpu_c_a_worker_lying_about_its_events_is_caught_by_the_trusted_clock(
     )
     assert not any("replaced harness functions" in p for p in rec.problems), rec.problems
     assert performance_gate(rec, flagship.spec.rules).category == "timing"
+    _no_worker_left()
+    assert canary.intact()
+
+
+@pytest.mark.parametrize("scale", [0.8, 0.5])
+def test_gpu_f_a_worker_under_reporting_its_events_is_held_to_the_trusted_clock(
+    flagship, best, tmp_path, canary, scale
+):
+    # The best's own kernel, reporting `scale` of its real time. Before run-through
+    # batches, half (at 4096x8000) or 80% (both shapes) passed the trusted clock's check
+    # unnoticed: the harness's own work per timed call (0.8 ms beside a 0.3 ms kernel on
+    # the H200) drowned the difference. Now it is rejected, or its samples are raised to
+    # what the trusted clock saw, within that check's resolution (~1% of a run-through
+    # unit: at 4096x8000 on the H200, 2026-12-01, a 20% lie kept 4.4% once).
+    src = candidate_source("timing_gpu_lying_timer.py")
+    assert "(t / 100, s / 100)" in src
+    cheat = tmp_path / "timing_gpu_lying_timer.py"
+    cheat.write_text(src.replace("(t / 100, s / 100)", f"(t * {scale}, s * {scale})"))
+    rec = benchmark(
+        flagship,
+        cheat,
+        best=best,
+        aa=False,
+        device="cuda",
+        shapes="4096x8000,16384x8192",
+        dtype="bfloat16",
+        screen=False,
+    )
+    if rec.problems:
+        assert any("claims a saving the trusted clock did not see" in p for p in rec.problems)
+        assert not performance_gate(rec, flagship.spec.rules).accepted
+    else:
+        assert any("its samples were raised" in w for w in rec.warnings), rec.warnings
+        for sb in rec.shapes:
+            cand, top = sb.impls["candidate"].median_ms, sb.impls["best"].median_ms
+            assert cand >= 0.92 * top, (sb.shape, cand, top)  # it claimed `scale` × top
     _no_worker_left()
     assert canary.intact()
 

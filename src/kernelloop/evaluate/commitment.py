@@ -82,8 +82,10 @@ def digest_torch(t: torch.Tensor, key: int) -> str:
     return _text(n_bytes, lanes)
 
 
-def digest_triton(t: torch.Tensor, key: int) -> str:
-    """The same digest in one Triton kernel (the worker's path on a GPU)."""
+def digest_launch(t: torch.Tensor, key: int) -> tuple[int, torch.Tensor]:
+    """The digest's Triton kernel, launched on the current stream and not waited for:
+    (bytes, lane sums on the device). `digest_text` reads it once the stream is synced —
+    a run of calls committed this way never stops the GPU between them."""
     n_bytes = t.numel() * t.element_size()
     w = _words(t)
     out = torch.zeros(LANES, dtype=torch.int64, device=w.device)
@@ -93,7 +95,17 @@ def digest_triton(t: torch.Tensor, key: int) -> str:
     from kernelloop.evaluate.commitment_kernel import digest_kernel
 
     digest_kernel[grid](w, n, out, *flat, BLOCK=_BLOCK)
-    return _text(n_bytes, [int(x) for x in out.tolist()])
+    return n_bytes, out
+
+
+def digest_text(pending: tuple[int, torch.Tensor]) -> str:
+    n_bytes, lanes = pending
+    return _text(n_bytes, [int(x) for x in lanes.tolist()])
+
+
+def digest_triton(t: torch.Tensor, key: int) -> str:
+    """The same digest in one Triton kernel (the worker's path on a GPU)."""
+    return digest_text(digest_launch(t, key))
 
 
 def digest_cpu(t: torch.Tensor, key: int) -> str:

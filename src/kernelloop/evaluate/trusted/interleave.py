@@ -16,7 +16,9 @@ Layout (docs/benchmarking.md has the why):
    its own from a secret seed sent with the batch, committing to each output inside the
    batch; after some of the candidate's batches (chosen at random once the batch is
    back) the trusted side audits one of its calls: the output must match its commitment
-   and the float64 reference for that call's inputs; then calibration top-ups and the
+   and the float64 reference for that call's inputs; on a GPU, then run-through rounds
+   (trusted/through.py): units back to back with nothing reported but commitments, the
+   trusted clock's check on every worker's events; then calibration top-ups and the
    second timer;
 5. every worker reports its tripwires (patched harness, stray processes, calls that
    launched nothing) and exits; anything left is killed.
@@ -53,6 +55,7 @@ from kernelloop.evaluate.protocol import (
 from kernelloop.evaluate.trusted import timing_checks as checks
 from kernelloop.evaluate.trusted.judge import Judge
 from kernelloop.evaluate.trusted.plan import Call
+from kernelloop.evaluate.trusted.through import through_rounds
 from kernelloop.evaluate.trusted.workers import TimingWorker, WorkerFailed, file_name
 from kernelloop.sandbox import SandboxConfig, detect_mode
 from kernelloop.task import Shape, Task
@@ -478,6 +481,8 @@ class Session:
             while self._n_audits(label, slot) < checks.MIN_AUDITS and picks:
                 if not self._audit(call, slot, *last[slot], picks.pop()):
                     return accs
+        if cuda:  # what the trusted clock holds the events to (trusted/through.py)
+            through_rounds(self, call, m, per_call, audited, accs)
         return accs
 
     def _input_sets(self, call: Call, seed: int, n: int) -> bytes:
@@ -618,6 +623,14 @@ class Session:
             self.problem("timing", self.candidate, busy)
             return
         added, bad = checks.saving_check(label, accs, self.candidate, self.device)
+        if bad is None and self.cuda:
+            claimed = {
+                s: statistics.median(r.samples_ms) * r.per_unit
+                for s, r in res.items()
+                if r.samples_ms
+            }
+            through, bad = checks.through_check(label, accs, claimed, self.candidate)
+            added = max(added, through)  # one excess, seen two ways: added once
         if bad is not None:
             self.problem("timing", self.candidate, bad)
         elif added > 0:

@@ -71,6 +71,22 @@ QUIET_MIN = 2
 CROWDED_RATIO = 10.0
 
 
+# Run-through batches (GPU; worker/gpu_timer.GpuSlot.through): per implementation, the
+# trusted wall time per unit minus what its events claim per unit is the same harness
+# work for all (inputs made, L2 flushed, output committed, all queued with no host wait);
+# the candidate's may exceed the others' median by THROUGH_FLOOR_MS + THROUGH_REL × the
+# others' run-through time per unit + the others' spread. Beyond that its samples are
+# raised by the whole excess; beyond REJECT_REL of its claim it is rejected as a liar.
+# Measured on the H200 (flagship, bf16, 2026-12-01): harness 0.50 ms per unit beside a
+# 0.24 ms kernel at 4096x8000 and 1.53 ms beside 0.92 ms at 16384x8192; an honest copy
+# of the best within -0.015..+0.005 ms of the others in 8 shape-runs; batch-to-batch
+# noise ~1% of the unit.
+THROUGH_FLOOR_MS = 0.003
+THROUGH_REL = 0.01
+THROUGH_ROUNDS = 4  # run-through batches per implementation and shape (more if contended)
+THROUGH_MAX_ROUNDS = 10
+
+
 @dataclass
 class Acc:
     """Everything one worker answered on one shape."""
@@ -85,6 +101,30 @@ class Acc:
     contended: int = 0  # batches left out: the worker waited for a CPU (CONTENDED)
     waits_ms: list[float] = field(default_factory=list)  # every batch's run-queue wait
     no_launch: int = 0
+    # run-through batches: (trusted wall - probes ms, units) of the uncontended ones; and
+    # of every one (for the candidate, whose own crowding only ever adds to its time)
+    through: list[tuple[float, int]] = field(default_factory=list)
+    through_all: list[tuple[float, int]] = field(default_factory=list)
+
+    def add_through(self, ans) -> None:
+        b = ans.body
+        probe_ms = sum(h for tries in (*b.pre, *b.post) for h, _ in tries)
+        wall_ms, waited_ms = ans.wall_s * 1e3, getattr(ans, "waited_s", 0.0) * 1e3
+        self.wall_s += ans.wall_s
+        self.no_launch += b.no_launch
+        row = (wall_ms - probe_ms, len(b.commits))
+        self.through_all.append(row)
+        if waited_ms <= max(CONTENDED[0] * wall_ms, CONTENDED[1]):
+            self.through.append(row)
+
+    def through_ms_per_unit(self, every: bool = False) -> float | None:
+        """The lower quartile over run-through batches of trusted ms per unit (the
+        machine's load only ever adds time)."""
+        rows = self.through_all if every else self.through
+        if not rows:
+            return None
+        per = sorted(w / max(n, 1) for w, n in rows)
+        return per[(len(per) - 1) // 4]
 
     def add(self, ans) -> None:
         b = ans.body
@@ -236,6 +276,52 @@ def saving_check(
             f"{slack:.4f} ms) and {claimed:.4f} ms it claims per call: it claims a saving the "
             "trusted clock "
             f"did not see, so its numbers are not real"
+        )
+    return excess, None
+
+
+def through_check(
+    label: str, accs: dict[str, Acc], claimed: dict[str, float], candidate: str
+) -> tuple[float, str | None]:
+    """(ms per unit to add to the candidate's samples, reason to reject or None), from the
+    run-through batches (GPU). `claimed`: each implementation's median sample per unit.
+
+    The events a worker reports are the candidate's to fake (its Python can rewrite the
+    harness in its own process), and in the timed batches the harness's own work per call
+    (fresh inputs, flush, spin, commitment, three host waits: ~0.8 ms beside a 0.3 ms
+    kernel on the H200) drowned a lie of half the call (measured 2026-12-01,
+    benchmarks/results/2026-12-01-h200). In a run-through batch nothing waits: the
+    trusted clock sees the units back to back, and trusted time per unit minus the claim
+    per unit — the harness's work, the same for every implementation of the shape — must
+    match the others'."""
+    cand = accs.get(candidate)
+    if cand is None or candidate not in claimed:
+        return 0.0, None
+    own = cand.through_ms_per_unit(every=True)
+    gaps = {
+        s: t - claimed[s]
+        for s, a in accs.items()
+        if s != candidate and s in claimed and (t := a.through_ms_per_unit()) is not None
+    }
+    if own is None or not gaps:
+        return 0.0, None
+    ref = statistics.median(gaps.values())
+    unit = statistics.median(
+        t for s, a in accs.items() if s in gaps and (t := a.through_ms_per_unit())
+    )
+    spread = max(gaps.values()) - min(gaps.values())
+    slack = THROUGH_FLOOR_MS + THROUGH_REL * unit + spread
+    got = own - claimed[candidate]
+    excess = got - ref
+    if excess <= slack:
+        return 0.0, None
+    if excess > REJECT_REL * claimed[candidate] + slack:
+        return 0.0, (
+            f"{label}: run back to back, the candidate's calls took {own:.4f} ms each on the "
+            f"trusted clock, {got:.4f} ms more than the {claimed[candidate]:.4f} ms its own "
+            f"numbers claim, where the other implementations' took {ref:.4f} ms more than "
+            f"theirs (slack {slack:.4f} ms): it claims a saving the trusted clock did not see, "
+            "so its numbers are not real"
         )
     return excess, None
 

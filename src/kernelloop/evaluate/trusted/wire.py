@@ -85,6 +85,18 @@ class Batch(_Reply):
     tampered: Names = Field(default_factory=list)
 
 
+class Through(_Reply):
+    """A run-through batch (worker/gpu_timer.GpuSlot.through): commitments only."""
+
+    commits: Annotated[
+        list[Annotated[str, Field(max_length=120)]], Field(min_length=1, max_length=MAX_SAMPLES)
+    ]
+    no_launch: Annotated[int, Field(ge=0)] = 0
+    pre: Annotated[list[list[Pair]], Field(max_length=10)] = Field(default_factory=list)
+    post: Annotated[list[list[Pair]], Field(max_length=10)] = Field(default_factory=list)
+    tampered: Names = Field(default_factory=list)
+
+
 class Ended(_Reply):
     cals: Annotated[list[Pair], Field(max_length=100)] = Field(default_factory=list)
 
@@ -124,6 +136,7 @@ SCHEMAS: dict[str, type[_Reply]] = {
     "probed": Probed,
     "method": MethodSet,
     "batch": Batch,
+    "through": Through,
     "ended": Ended,
     "output": Output,
     "profiled": Profiled,

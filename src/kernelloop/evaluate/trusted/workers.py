@@ -196,6 +196,7 @@ _ANSWERS = {
     "probe": "probed",
     "method": "method",
     "batch": "batch",
+    "through": "through",
     "end": "ended",
     "output": "output",
     "profile": "profiled",

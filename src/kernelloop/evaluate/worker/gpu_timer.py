@@ -18,7 +18,7 @@ import time
 
 import torch
 
-from kernelloop.evaluate.commitment import digest
+from kernelloop.evaluate.commitment import digest, digest_launch, digest_text
 from kernelloop.evaluate.protocol import IDLE_TRIES, call_seed, idle_busy
 
 _monotonic = time.monotonic
@@ -279,6 +279,39 @@ class GpuSlot:
         cal_raw = [raw(c) for c in cals]
         self.cals += cal_raw
         return {"calls": [raw(e) for e in evs], "cals": cal_raw, "commits": commits}
+
+    def through(self, n: int, seed: int, key: int) -> dict:
+        """`n` timed units run through with no host wait between them, for the trusted
+        clock alone (nothing is reported but the commitments): per unit the inputs of its
+        own are made, the L2 is flushed, the unit runs and its output is committed to, all
+        queued on the stream. The GPU never idles between units, so the trusted wall time
+        per unit is the unit plus the same harness work for every implementation, the
+        check the events of `batch` must agree with (trusted/timing_checks.through_check).
+        Every unit's inputs and output stay alive until the end: a call still reading them
+        from another stream never sees their memory reused. With the device-wide method
+        (work escaping the calling stream) each unit is waited for, as in `batch`."""
+        units, pending = [], []
+        self.kept = []
+        _sync()
+        for j in range(n):
+            new = self.make(call_seed(seed, j))
+            self.dev.flush.zero_()
+            if self.graph:
+                for k, t in self.inputs.items():
+                    if isinstance(t, _Tensor):
+                        t.copy_(new[k])
+                self.unit()
+                out = self.graph_out.clone()
+            else:
+                out = self.fn(**new, **self.kwargs)
+            if not self.spin:
+                _sync()
+            units.append(new)
+            pending.append(digest_launch(out, key) if type(out) is _Tensor else None)
+            self.kept.append(out)
+        _sync()
+        self.last = self.kept[-1] if self.kept else None
+        return {"commits": [digest_text(p) if p is not None else "" for p in pending]}
 
     def top_up(self, at_least: int = 3) -> list[tuple[float, float]]:
         extra = [

@@ -155,6 +155,22 @@ class Server:
             "tampered": self.integrity.changed()[:10],
         }
 
+    def through(self, cmd: dict) -> dict:
+        """A run-through batch for the trusted clock (GpuSlot.through; GPU only), with the
+        same idle probes and launch audit as `batch`."""
+        n, seed, key = int(cmd["n"]), int(cmd["seed"]), int(cmd["key"])
+        before = self.audit.without_launch if self.audit else 0
+        pre = self.probe.check() if (self.probe is not None and cmd.get("probe")) else []
+        got = self.slot.through(n, seed, key)
+        post = self.probe.check() if (self.probe is not None and cmd.get("probe")) else []
+        return {
+            **got,
+            "no_launch": (self.audit.without_launch - before) if self.audit else 0,
+            "pre": pre,
+            "post": post,
+            "tampered": self.integrity.changed()[:10],
+        }
+
     def _sets(self, name: str | None) -> list[dict] | None:
         """The batch's inputs the trusted side handed over (a file in this worker's folder)."""
         if not name:
@@ -197,6 +213,7 @@ HANDLERS = {
     "probe": ("probed", Server.escape),
     "method": ("method", Server.method),
     "batch": ("batch", Server.batch),
+    "through": ("through", Server.through),
     "end": ("ended", Server.end),
     "output": ("output", Server.output),
     "profile": ("profiled", Server.profile),
