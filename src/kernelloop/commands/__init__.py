@@ -8,6 +8,7 @@ COMMAND_MODULES = [
     "kernelloop.commands.contract_cmds",
     "kernelloop.commands.run_cmds",
     "kernelloop.commands.suite_cmds",
+    "kernelloop.commands.import_cmds",
     "kernelloop.commands.history_cmds",
     "kernelloop.commands.bench_cmds",
     "kernelloop.commands.profile_cmds",

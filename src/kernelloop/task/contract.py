@@ -129,10 +129,17 @@ def _interface(task: Task) -> str:
         kv = ", ".join(f"{k}={v!r}" for k, v in task.spec.params.items())
         lines.append(f"Keyword arguments of every call (task defaults): {kv}.")
     lines += describe_inputs(task)
+    like = (
+        f"the shape, dtype and device of `{info.output_like}`"
+        if info.output_like
+        else "the shape of the reference's output (a 0-dim tensor for a scalar), the dtype "
+        "being judged for a floating-point output and the reference's own dtype otherwise "
+        "(compared exactly), on the inputs' device"
+    )
     lines.append(
-        f"Output: a new, contiguous torch.Tensor with the shape, dtype and device of "
-        f"`{info.output_like}`; it must not share memory with an input, inputs must not be "
-        "modified, and no work may continue after the call returns."
+        f"Output: a new, contiguous torch.Tensor with {like}; it must not share memory with "
+        "an input, inputs must not be modified, and no work may continue after the call "
+        "returns."
     )
     return "\n".join(lines)
 

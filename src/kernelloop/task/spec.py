@@ -29,7 +29,16 @@ class TaskInfo(_Strict):
     reference: str = "reference.py:reference"
     inputs: str = "inputs.py:make_inputs"
     output_like: str = Field(
-        default="x", description="the input tensor whose shape, dtype and device the output has"
+        default="x",
+        description="the input tensor whose shape, dtype and device the output has; empty: "
+        "the reference's output says (its shape; the dtype judged when floating point, its "
+        "own dtype otherwise — indices and masks are compared exactly)",
+    )
+    baseline_language: Literal["triton", "cuda", "torch"] | None = Field(
+        default=None,
+        description="the baseline's language when it differs from the candidates' (an "
+        "imported KernelBench task: a PyTorch baseline, Triton candidates); the baseline's "
+        "own bytes are screened and audited under it",
     )
     tunables: list[str] = Field(
         default_factory=list,
@@ -229,6 +238,11 @@ class TaskSpec(_Strict):
             raise ValueError(
                 "cpu_shapes: list at least one small [[cpu_shapes]] entry for machines without a "
                 "GPU"
+            )
+        if self.stochastic is not None and not self.task.output_like:
+            raise ValueError(
+                "a [stochastic] task must name its output_like input (the keep-mask is shaped "
+                "like it)"
             )
         dims = {d for s in [*self.shapes, *self.cpu_shapes] for d in s.dims}
         unknown = [d for d in self.suites.extreme_shrink if d not in dims]

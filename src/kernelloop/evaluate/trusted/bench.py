@@ -44,6 +44,7 @@ from kernelloop.evaluate.trusted.bench_record import (  # noqa: F401  (re-export
 from kernelloop.evaluate.trusted.gpu_bind import bound_to_gpu
 from kernelloop.evaluate.trusted.interleave import Outcome, Settings, SlotResult, run_timing
 from kernelloop.evaluate.trusted.run import (
+    as_judged,
     resolve_device,
     select_shapes,
     timings_count,
@@ -83,6 +84,7 @@ def benchmark(
     for tests of the runtime defences): a refused source is never run, and its record
     carries the findings as problems, so the gate refuses it."""
     say = progress or (lambda _m: None)
+    task = as_judged(task, candidate)
     device = resolve_device(device)
     dtype = dtype or task.spec.dtypes[0]
     if dtype not in task.spec.dtypes:

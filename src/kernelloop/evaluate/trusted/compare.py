@@ -46,6 +46,7 @@ def _pair(expected: float | None, got: float | None) -> str:
 def within_tolerance(out: torch.Tensor, ref: torch.Tensor, tol: Tolerance) -> Comparison:
     """|out - ref| <= atol + rtol·|ref| everywhere; a NaN/Inf where ref is finite fails."""
     out = out.to(torch.float64)
+    ref = ref.to(torch.float64)  # an integer reference (indices) too: exact below 2^53
     finite_ref = torch.isfinite(ref)
     bad = finite_ref & ~torch.isfinite(out)
     if bool(bad.any()):

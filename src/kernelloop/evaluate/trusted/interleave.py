@@ -322,7 +322,7 @@ class Session:
             params=params,
             rate=rate,
         )
-        like = self.judge._inputs(call)[self.task.spec.task.output_like]  # noqa: SLF001 - the judge's own inputs
+        like = self.judge.output_like(call)
         self.like = torch.empty(
             like.shape, dtype=like.dtype, device="meta"
         )  # what every output must look like

@@ -24,6 +24,9 @@ from kernelloop.evaluate.trusted.text import (  # noqa: F401  (last_line: re-exp
     last_line,
 )
 from kernelloop.task import Task
+from kernelloop.task.spec import Tolerance
+
+EXACT = Tolerance(atol=0.0, rtol=0.0)
 
 # What the RecordFunction trace may see outside launches besides ALLOC_VIEW_OPS: composite
 # ops that only wrap a view, a no-op conversion or a scalar read. When they do real work,
@@ -140,12 +143,12 @@ class Judge:
                 self._fail(call, call.suite, "crash", f"the candidate raised {last_line(error)}")
             return
         inputs = self._inputs(call)
-        like = inputs[self.task.spec.task.output_like]
+        like = self.output_like(call, inputs)
         if not self._interface(call, msg, like):
             return
         self._audit(call, msg)
         out = read_output(outputs, call.id, like).to(self.device)
-        tol = self.task.spec.tolerances[call.dtype]
+        tol = self.tolerance(call, like)
         stochastic = call.suite == "stochastic" and call.rate > 0
         refs = self.value_refs(call, inputs)
         trivial = trivial_outputs(inputs, like, refs.get("ref", refs.get("keep")))
@@ -160,6 +163,26 @@ class Judge:
             self._determinism(call, out, cmp)
         else:
             self._pass(call, call.suite, cmp)
+
+    def output_like(self, call: Call, inputs: dict | None = None) -> torch.Tensor:
+        """What the call's output must look like (shape, dtype, device): the input the task
+        names as `output_like`, or — a task that names none — the reference's output for
+        these inputs, in the call's dtype when it is floating point and in the reference's
+        own dtype otherwise (indices, counts, masks), on the judge's device."""
+        given = self._inputs(call) if inputs is None else inputs
+        name = self.task.spec.task.output_like
+        if name:
+            return given[name]
+        ref = self.value_refs(call, given)["ref"]
+        dtype = getattr(torch, call.dtype) if ref.is_floating_point() else ref.dtype
+        return torch.empty(ref.shape, dtype=dtype, device=self.device)
+
+    def tolerance(self, call: Call, like: torch.Tensor):
+        """The call's tolerance: the task's for its dtype; an integer or boolean output is
+        compared exactly (an index one off is a wrong index, whatever its size)."""
+        if like.is_floating_point() or like.is_complex():
+            return self.task.spec.tolerances[call.dtype]
+        return EXACT
 
     # ---- trivial outputs -------------------------------------------------------
     def _value_fails(self, call: Call, out: torch.Tensor, refs: dict, tol) -> bool:
@@ -188,8 +211,8 @@ class Judge:
 
         def compute() -> dict:
             given = self._inputs(call) if inputs is None else inputs
-            like = given[self.task.spec.task.output_like]
             if call.suite == "stochastic" and call.rate > 0:
+                like = given[self.task.spec.task.output_like]  # required with [stochastic]
                 ones = torch.ones_like(like, dtype=torch.bool)
                 return {
                     "keep": self._ref(given, call, keep_mask=ones),
@@ -221,9 +244,7 @@ class Judge:
         """The value check of one output on `call`'s inputs — the same comparison as every
         judged call — without interface facts or proofs (the benchmark's timed outputs)."""
         refs = self.value_refs(call) if refs is None else refs
-        return self._value_reason(
-            call, out.to(self.device), refs, self.task.spec.tolerances[call.dtype]
-        )
+        return self._value_reason(call, out.to(self.device), refs, self.tolerance(call, out))
 
     def _prove(self, call: Call, trivial: dict, refs: dict, tol) -> None:
         for name in self.sensitivity.pending(list(trivial)):
@@ -529,7 +550,12 @@ def _counts(value) -> dict[str, int] | None:
 def _same_bytes(a: torch.Tensor | None, b: torch.Tensor) -> bool:
     if a is None or a.shape != b.shape or a.dtype != b.dtype:
         return False
-    return bool(torch.equal(a.contiguous().view(torch.uint8), b.contiguous().view(torch.uint8)))
+    return bool(
+        torch.equal(
+            a.contiguous().reshape(-1).view(torch.uint8),
+            b.contiguous().reshape(-1).view(torch.uint8),
+        )
+    )
 
 
 def read_output(outputs: OutputDir, call_id: str, like: torch.Tensor) -> torch.Tensor:

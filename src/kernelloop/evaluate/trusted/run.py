@@ -22,6 +22,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -114,6 +115,7 @@ def evaluate(
     runtime defences). `gpu`: the GPU (nvidia-smi's index) the workers and the trusted
     side's torch work use (None: GPU 0 for the workers, torch's current device here)."""
     device = resolve_device(device)
+    task = as_judged(task, candidate)
     threads = torch.get_num_threads()
     if device == "cpu":
         # The judge's float64 references are small on the CPU, and the workers keep every
@@ -412,6 +414,26 @@ def default_workers(device: str) -> int:
     if device == "cpu":
         return max(1, min(2, os.cpu_count() or 1))
     return 1
+
+
+def as_judged(task: Task, candidate: Path) -> Task:
+    """The task as `candidate` is judged: a task may write its baseline in another language
+    than its candidates (`baseline_language`: an imported KernelBench task's baseline is the
+    problem's PyTorch model, its candidates Triton); the baseline's own bytes are judged
+    under that language's policy (static screen, op audit), anything else under the task's."""
+    info = task.spec.task
+    if not info.baseline_language or info.baseline_language == info.language:
+        return task
+    try:
+        same = Path(candidate).read_bytes() == task.baseline_path.read_bytes()
+    except OSError:
+        return task
+    if not same:
+        return task
+    spec = task.spec.model_copy(
+        update={"task": info.model_copy(update={"language": info.baseline_language})}
+    )
+    return replace(task, spec=spec)
 
 
 def timings_count(device: str, interpreter: bool, language: str) -> bool:

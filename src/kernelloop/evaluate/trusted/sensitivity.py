@@ -21,12 +21,18 @@ import torch
 def trivial_outputs(inputs: dict, like: torch.Tensor, ref: torch.Tensor) -> dict[str, torch.Tensor]:
     """Outputs a candidate could return without computing anything, in the output's dtype."""
     outs = {"zeros": torch.zeros_like(like)}
-    finite = ref[torch.isfinite(ref)]
+    finite = ref[torch.isfinite(ref)].to(torch.float64)
     mean = float(finite.mean().item()) if finite.numel() else 0.0
     if like.is_floating_point():
         info = torch.finfo(like.dtype)
         mean = min(max(mean, info.min), info.max)
-    outs["constant"] = torch.full_like(like, mean)
+    elif like.dtype == torch.bool:
+        mean = mean >= 0.5
+    else:  # indices, counts: the nearest value the dtype holds
+        info = torch.iinfo(like.dtype)
+        mean = int(min(max(round(mean), info.min), info.max))
+    if like.numel() > 1:  # a single value's own mean is the answer, not a trivial output
+        outs["constant"] = torch.full_like(like, mean)
     for name, t in inputs.items():
         if isinstance(t, torch.Tensor) and t.shape == like.shape:
             outs[f"pass-through of {name}"] = t.to(like.dtype)

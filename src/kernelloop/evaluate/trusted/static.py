@@ -336,7 +336,17 @@ class _Screen:
             elif isinstance(node, ast.ClassDef):
                 for b in node.bases:
                     path = self._path(b)
-                    if path and path.split(".")[0] in ("torch", "triton"):
+                    # An nn.Module (a KernelBench-style `ModelNew`) changes no tensor's
+                    # behaviour; a Tensor (or any other torch/triton) subclass could.
+                    if (
+                        path
+                        and path != "torch.nn.Module"
+                        and path.split(".")[0]
+                        in (
+                            "torch",
+                            "triton",
+                        )
+                    ):
                         self.add(
                             node,
                             "class",

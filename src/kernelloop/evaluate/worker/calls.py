@@ -270,8 +270,8 @@ def aliased_inputs(out: torch.Tensor, tensors: dict[str, torch.Tensor]) -> list[
 def same_bytes(a: torch.Tensor, b: torch.Tensor) -> bool:
     if a.shape != b.shape or a.dtype != b.dtype:
         return False
-    av = a.contiguous().view(torch.uint8)
-    bv = b.contiguous().view(torch.uint8)
+    av = a.contiguous().reshape(-1).view(torch.uint8)
+    bv = b.contiguous().reshape(-1).view(torch.uint8)
     return bool(torch.equal(av, bv))
 
 
@@ -285,7 +285,7 @@ def wait_for_room(out_dir: Path, max_outstanding: int, timeout_s: float = 600.0)
 
 
 def write_raw(out: torch.Tensor, path: Path) -> None:
-    data = out.detach().contiguous().view(torch.uint8).reshape(-1).cpu().numpy()
+    data = out.detach().contiguous().reshape(-1).view(torch.uint8).cpu().numpy()
     tmp = path.with_suffix(".part")
     data.tofile(tmp)
     os.replace(tmp, path)

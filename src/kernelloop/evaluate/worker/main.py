@@ -81,8 +81,15 @@ def run_call(
     inputs = make_inputs(call["dims"], dtype, dev, g, call["case"])
     tensors = {k: v for k, v in inputs.items() if isinstance(v, _Tensor)}
     snapshot = {k: v.clone() for k, v in tensors.items()}
-    like = tensors[job["output_like"]]
-    inworker.poison(like.numel() * like.element_size(), dev)
+    # Poison as much fresh memory as the output will take (or, where the task derives the
+    # output from the reference, as the largest input): a kernel that never writes its
+    # output reads poison, not a lucky earlier result.
+    sizes = [t.numel() * t.element_size() for t in tensors.values()]
+    name = job.get("output_like")
+    like_bytes = sizes and max(sizes)
+    if name:
+        like_bytes = tensors[name].numel() * tensors[name].element_size()
+    inworker.poison(like_bytes or 0, dev)
     kwargs = {**job["params"], **call["params"]}
     counter.reset()
     audited: dict = {"ops": {}}

@@ -1,0 +1,54 @@
+"""`kernelloop import kernelbench`: KernelBench problems as task folders (issue #14)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from kernelloop.task import load_task
+
+import_app = typer.Typer(help="Bring problems from other benchmarks in as task folders.")
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(import_app, name="import")
+
+
+@import_app.command("kernelbench")
+def kernelbench_cmd(
+    source: Annotated[Path, typer.Argument(help="a KernelBench problem file, or a folder of them")],
+    out: Annotated[
+        Path, typer.Option(help="folder to write one task folder per problem in")
+    ] = Path("kernelbench-tasks"),
+    dtypes: Annotated[
+        str,
+        typer.Option(
+            help="comma-separated: float32 (as KernelBench runs) and/or bfloat16, float16"
+        ),
+    ] = "float32",
+    force: Annotated[bool, typer.Option(help="overwrite task folders that exist")] = False,
+) -> None:
+    """One task folder per problem: the Model verbatim as the reference and the PyTorch
+    baseline, its own get_inputs/get_init_inputs under kernelloop's seeded RNG, its size as
+    the GPU shape and scaled-down CPU shapes, KernelBench's tolerances."""
+    from kernelloop.task.kernelbench import import_problem, problem_files
+
+    files = problem_files(source)
+    console = Console()
+    wanted = [d.strip() for d in dtypes.split(",") if d.strip()]
+    for k, path in enumerate(files, 1):
+        folder = import_problem(path, out, wanted, force=force)
+        task = load_task(folder)  # what was written must load
+        shapes = ", ".join(s.label for s in task.spec.shapes)
+        console.print(
+            f"[{k}/{len(files)}] {escape(str(folder))}  (GPU shape {shapes}; "
+            f"CPU {', '.join(s.label for s in task.spec.cpu_shapes)})"
+        )
+    console.print(
+        f"imported {len(files)} problem(s) into {escape(str(out))}; check one with "
+        f"`kernelloop evaluate {escape(str(out))}/<task> {escape(str(out))}/<task>/baseline.py`."
+    )

@@ -1,0 +1,278 @@
+"""`kernelloop import kernelbench`: a KernelBench problem file as a kernelloop task folder.
+
+One folder per problem:
+- `problem.py`: the problem file, verbatim (`Model`, `get_inputs`, `get_init_inputs`);
+- `reference.py`: the problem file, verbatim, then `reference(...)`: the `Model` run with
+  the parameters and buffers it is given (the judge calls it on float64 inputs);
+- `baseline.py`: the same, as `forward(...)` in the dtype judged — the PyTorch model is
+  the baseline (`baseline_language = "torch"`; candidates are Triton);
+- `inputs.py`: `make_inputs` through `kernelloop.task.kernelbench_inputs` (the problem's
+  own `get_inputs`/`get_init_inputs` under kernelloop's seeded RNG, at each shape's dims);
+- `task.toml`: dims are the problem's top-level integer constants of 16 or more (smaller
+  ones — an axis, a kernel size — are kept as written); the GPU shape is the problem's own
+  size, two CPU shapes are scaled down (the largest dim halved until every tensor is
+  small); KernelBench's tolerance (atol = rtol = 1e-2) for float32, 5e-2 for 16-bit
+  dtypes; the output's shape and dtype come from the reference (`output_like = ""`);
+  the roofline's bytes are the inputs', parameters' and output's at the problem's size.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import shutil
+from pathlib import Path
+
+import torch
+
+from kernelloop.errors import KernelloopError
+from kernelloop.task.kernelbench_inputs import (
+    CASES,
+    _state,
+    forward_args,
+    int_constants,
+    load_problem,
+    state_arg,
+)
+
+SCALABLE_MIN = 16  # integer constants below this are axes, kernel sizes, counts: kept
+CPU_BUDGETS = (1 << 12, 1 << 15)  # the largest tensor's elements on each CPU shape
+TOLERANCE = {"float32": 1e-2, "float16": 5e-2, "bfloat16": 5e-2}
+
+
+def problem_files(path: Path) -> list[Path]:
+    """`path` itself (a .py file) or every problem file under it (sorted)."""
+    if path.is_file():
+        return [path]
+    if not path.is_dir():
+        raise KernelloopError(f"{path} does not exist; pass a KernelBench problem file or folder.")
+    files = sorted(p for p in path.rglob("*.py") if "Model" in p.read_text(errors="replace"))
+    if not files:
+        raise KernelloopError(f"{path} holds no KernelBench problem (a .py file with a Model).")
+    return files
+
+
+def task_name(path: Path) -> str:
+    parent = path.parent.name
+    stem = re.sub(r"[^A-Za-z0-9_.-]+", "_", path.stem).strip("_")
+    return f"{parent}_{stem}" if parent.startswith("level") else stem
+
+
+def _check_source(path: Path, source: str) -> str:
+    """The Model's first docstring line; KernelloopError if the file is not a problem."""
+    tree = ast.parse(source, str(path))
+    names = {n.name for n in tree.body if isinstance(n, ast.ClassDef | ast.FunctionDef)}
+    missing = [n for n in ("Model", "get_inputs", "get_init_inputs") if n not in names]
+    if missing:
+        raise KernelloopError(
+            f"{path} is not a KernelBench problem: it defines no {', '.join(missing)}."
+        )
+    model = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Model")
+    doc = (ast.get_docstring(model) or "").strip().splitlines()
+    return doc[0].strip() if doc else ""
+
+
+def _sizes(path: Path, dims: dict[str, int]) -> tuple[list[tuple[str, list[int], bool]], int]:
+    """(every tensor's (role, shape, floating) with the output last, its largest numel), by
+    running the problem on the meta device."""
+    mod = load_problem(path, dims)
+    with torch.device("meta"):
+        args = list(mod.get_inputs())
+        model = mod.Model(*mod.get_init_inputs())
+        tensors = [("input", a) for a in args if isinstance(a, torch.Tensor)]
+        tensors += [("state", t) for _, t in _state(model)]
+        try:
+            out = model(*args)
+        except Exception:  # noqa: BLE001 - an op without a meta kernel: no output bytes
+            out = None
+    if isinstance(out, torch.Tensor):
+        tensors.append(("output", out))
+    rows = [(role, list(t.shape), t.is_floating_point()) for role, t in tensors]
+    return rows, max((t.numel() for _, t in tensors), default=0)
+
+
+def _scaled(path: Path, dims: dict[str, int], budget: int) -> dict[str, int]:
+    """`dims` with the largest one halved until no tensor has more than `budget` elements."""
+    cur = dict(dims)
+    for _ in range(200):
+        _, largest = _sizes(path, cur)
+        if largest <= budget:
+            return cur
+        name = max(cur, key=lambda k: cur[k])
+        if cur[name] <= 2:
+            break
+        cur[name] = max(2, cur[name] // 2)
+    return cur
+
+
+def _roofline_bytes(rows: list[tuple[str, list[int], bool]]) -> str:
+    floats = sum(_numel(s) for _, s, f in rows if f)
+    others = sum(_numel(s) for _, s, f in rows if not f)
+    return f"elem_size * {floats} + 8 * {others}" if others else f"elem_size * {floats}"
+
+
+def _numel(shape: list[int]) -> int:
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
+_PRIMES = (1009, 1013, 1019, 1021, 1031, 1033, 1039, 1049, 1051, 1061, 1063, 1069, 1087)
+
+
+def _init_template(path: Path, dims: dict[str, int]) -> list:
+    """get_init_inputs() at the problem's size, with every value that is one of the
+    forward arguments' sizes replaced by where it comes from, ("@arg", i, axis): a model
+    whose structure depends on its size (LayerNorm's normalized_shape) is then built for
+    the size it is called with, on any shape. Found by running the problem with each dim
+    set to a distinct prime and looking the primes up in the arguments' shapes."""
+    base = list(load_problem(path, dims).get_init_inputs())
+    if len(dims) > len(_PRIMES):
+        return base
+    try:
+        probe = dict(zip(dims, _PRIMES, strict=False))
+        mod = load_problem(path, probe)
+        with torch.device("meta"):
+            args = list(mod.get_inputs())
+        init = list(mod.get_init_inputs())
+    except Exception:  # noqa: BLE001 - a problem that needs its own sizes: the plain values
+        return base
+    where = {}
+    for i, a in enumerate(args):
+        if isinstance(a, torch.Tensor):
+            for ax, n in enumerate(a.shape):
+                where.setdefault(int(n), ("@arg", i, ax))
+    primes = set(probe.values())
+
+    def walk(p, b):
+        if isinstance(p, list | tuple) and isinstance(b, list | tuple) and len(p) == len(b):
+            return type(b)(walk(x, y) for x, y in zip(p, b, strict=True))
+        if isinstance(p, int) and not isinstance(p, bool) and p in primes and p in where:
+            return where[p]
+        return b
+
+    return walk(init, base) if len(init) == len(base) else base
+
+
+def _wrapper(name: str, args: list[str], state: list[str], doc: str, template: list) -> str:
+    """The function appended to the verbatim problem (reference or baseline)."""
+    params = ", ".join([*args, *(state_arg(s) for s in state)])
+    state_items = ", ".join(f"{s!r}: {state_arg(s)}" for s in state)
+    arg_tuple = "".join(f"{a}, " for a in args)
+    return f'''
+
+# ---- kernelloop (import kernelbench) -------------------------------------------------
+# get_init_inputs() with each size that is an argument's size marked ("@arg", i, axis):
+# the model is built for the size it is called with.
+_KL_INIT = {template!r}
+_KL_MODELS = {{}}
+
+
+def _kl_init(v, args):
+    if isinstance(v, tuple) and len(v) == 3 and v[0] == "@arg":
+        return int(args[v[1]].shape[v[2]])
+    if isinstance(v, (list, tuple)):
+        return type(v)(_kl_init(x, args) for x in v)
+    return v
+
+
+def {name}(*, {params}):
+    """{doc}"""
+    args = ({arg_tuple})
+    init = _kl_init(_KL_INIT, args)
+    key = repr(init)
+    if key not in _KL_MODELS:
+        with torch.device("meta"):  # structure only: the weights are arguments
+            _KL_MODELS[key] = Model(*init)
+    state = {{{state_items}}}
+    return torch.func.functional_call(_KL_MODELS[key], state, args)
+'''
+
+
+INPUTS_PY = '''"""Inputs of this imported KernelBench problem (kernelbench_inputs.make)."""
+
+from pathlib import Path
+
+from kernelloop.task.kernelbench_inputs import make
+
+_PROBLEM = Path(__file__).with_name("problem.py")
+
+
+def make_inputs(dims, dtype, device, generator, case="random"):
+    return make(_PROBLEM, dims, dtype, device, generator, case)
+'''
+
+
+def _shape_toml(table: str, dims: dict[str, int], tag: str) -> str:
+    inner = ", ".join(f"{k} = {v}" for k, v in dims.items())
+    return f'[[{table}]]\ndims = {{ {inner} }}\nweight = 1.0\ntag = "{tag}"\n'
+
+
+def import_problem(path: Path, out: Path, dtypes: list[str], force: bool = False) -> Path:
+    """Write one task folder for the problem at `path` under `out`; its path."""
+    source = path.read_text()
+    doc = _check_source(path, source)
+    name = task_name(path)
+    folder = out / name
+    if folder.exists() and any(folder.iterdir()) and not force:
+        raise KernelloopError(f"{folder} exists and is not empty; pass --force to overwrite it.")
+    bad = [d for d in dtypes if d not in TOLERANCE]
+    if bad:
+        raise KernelloopError(f"dtype(s) {bad} are not supported; use some of {list(TOLERANCE)}.")
+    consts = int_constants(source)
+    dims = {k: v for k, v in consts.items() if v >= SCALABLE_MIN}
+    if not dims:
+        raise KernelloopError(
+            f"{path} has no top-level integer size (e.g. batch_size = 4096) to make shapes of."
+        )
+    mod = load_problem(path, dims)
+    args = forward_args(mod.Model)
+    with torch.device("meta"):
+        state = [n for n, _ in _state(mod.Model(*mod.get_init_inputs()))]
+    clash = sorted(set(args) & {state_arg(s) for s in state})
+    if clash or len({state_arg(s) for s in state}) != len(state):
+        raise KernelloopError(
+            f"{path}: parameter names collide with forward arguments ({clash}); rename them."
+        )
+    rows, _ = _sizes(path, dims)
+    cpu = [_scaled(path, dims, b) for b in CPU_BUDGETS]
+    cpu = [c for i, c in enumerate(cpu) if c not in cpu[:i]]
+    folder.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(path, folder / "problem.py")
+    ref_doc = "The problem's Model on the inputs it is given (the judge passes float64)."
+    base_doc = "The problem's Model in PyTorch eager: the baseline to beat."
+    table = _init_template(path, dims)
+    (folder / "reference.py").write_text(
+        source + _wrapper("reference", args, state, ref_doc, table)
+    )
+    (folder / "baseline.py").write_text(source + _wrapper("forward", args, state, base_doc, table))
+    (folder / "inputs.py").write_text(INPUTS_PY)
+    tol = "\n".join(
+        f"[tolerances.{d}]\natol = {TOLERANCE[d]:g}\nrtol = {TOLERANCE[d]:g}\n" for d in dtypes
+    )
+    shapes = _shape_toml("shapes", dims, "common") + "\n".join(
+        _shape_toml("cpu_shapes", c, "common") for c in cpu
+    )
+    description = (doc or f"KernelBench {name}").replace('"', "'")
+    (folder / "task.toml").write_text(
+        f"# Imported from KernelBench ({path.name}) by `kernelloop import kernelbench`.\n"
+        f"# dims: the problem's top-level integer sizes; the GPU shape is its own size.\n"
+        f"dtypes = {dtypes!r}\n\n"
+        f"[task]\n"
+        f'name = "{name}"\n'
+        f'description = "{description}"\n'
+        f'language = "triton"\n'
+        f'baseline_language = "torch"\n'
+        f'entry = "forward"\n'
+        f'baseline = "baseline.py"\n'
+        f'reference = "reference.py:reference"\n'
+        f'inputs = "inputs.py:make_inputs"\n'
+        f'output_like = ""\n\n'
+        f"[suites]\nextreme = {list(CASES)!r}\nrandom_repeats = 2\n\n"
+        f"{tol}\n{shapes}\n"
+        f"# Minimal DRAM traffic at the problem's own size (inputs, weights and output once).\n"
+        f"[roofline]\n"
+        f'bytes = "{_roofline_bytes(rows)}"\n'
+    )
+    return folder

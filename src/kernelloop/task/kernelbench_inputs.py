@@ -1,0 +1,202 @@
+"""Inputs of a task imported from KernelBench (`kernelloop import kernelbench`).
+
+A KernelBench problem is a Python file with `class Model(nn.Module)`, `get_inputs()` and
+`get_init_inputs()`, its sizes in top-level integer constants (`batch_size = 4096`). An
+imported task's dims are those constants: a shape runs the problem's own code with them
+replaced (the file is parsed and the literals rewritten; derived values such as
+`bias_shape = (out_channels, 1, 1)` follow). Its inputs, in order:
+
+- the arguments of `Model.forward`, from `get_inputs()` (integer ranges kept), under
+  kernelloop's seeded RNG on the call's device; floating-point ones in the dtype judged;
+- the model's parameters and buffers, from `Model(*get_init_inputs())` built under the
+  same seed, by name with dots as underscores (`gemm.weight` → `gemm_weight`), floating
+  point ones in the dtype judged — so every implementation (the reference, the baseline,
+  a candidate) gets the same weights as arguments.
+
+This module runs in the trusted process and in the sandboxed worker alike (the task's
+`inputs.py` calls `make`); it imports only torch and the standard library.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import inspect
+import types
+from pathlib import Path
+
+import torch
+
+_OPS = {
+    ast.Add: lambda a, b: a + b,
+    ast.Sub: lambda a, b: a - b,
+    ast.Mult: lambda a, b: a * b,
+    ast.FloorDiv: lambda a, b: a // b,
+    ast.Pow: lambda a, b: a**b,
+}
+
+
+def _int_value(node: ast.expr) -> int | None:
+    """An integer written with literals only (`4096`, `2048 * 2`), else None."""
+    if isinstance(node, ast.Constant):
+        v = node.value
+        return v if isinstance(v, int) and not isinstance(v, bool) else None
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        v = _int_value(node.operand)
+        return None if v is None else -v
+    if isinstance(node, ast.BinOp) and type(node.op) in _OPS:
+        a, b = _int_value(node.left), _int_value(node.right)
+        if a is not None and b is not None and not (isinstance(node.op, ast.Pow) and b > 64):
+            return _OPS[type(node.op)](a, b)
+    return None
+
+
+def _values(node: ast.expr) -> list[int] | int | None:
+    """An integer, or a list/tuple of integers, written with literals only."""
+    if isinstance(node, ast.List | ast.Tuple):
+        vals = [_int_value(e) for e in node.elts]
+        return None if not vals or any(v is None for v in vals) else vals  # type: ignore[return-value]
+    return _int_value(node)
+
+
+def int_constants(source: str) -> dict[str, int]:
+    """The file's top-level integer sizes, in order: `NAME = <int>` (literals only, e.g.
+    `2048 * 2`; not bools) as NAME, and `NAME = [<int>, ...]` (or a tuple) as NAME_0, ..."""
+    out: dict[str, int] = {}
+    for node in ast.parse(source).body:
+        if not isinstance(node, ast.Assign):
+            continue
+        v = _values(node.value)
+        for t in node.targets:
+            if not isinstance(t, ast.Name) or v is None:
+                continue
+            if isinstance(v, list):
+                out.update({f"{t.id}_{i}": x for i, x in enumerate(v)})
+            else:
+                out[t.id] = v
+    return out
+
+
+def _rewritten(source: str, dims: dict[str, int]) -> ast.Module:
+    tree = ast.parse(source)
+    body: list[ast.stmt] = []
+    for node in tree.body:
+        v = _values(node.value) if isinstance(node, ast.Assign) else None
+        names = [t.id for t in node.targets if isinstance(t, ast.Name)] if v is not None else []
+        if v is None or len(names) != len(node.targets):  # type: ignore[union-attr]
+            body.append(node)
+            continue
+        for name in names:  # `h = w = 128` becomes one assignment per name
+            if isinstance(v, list):
+                elts = [ast.Constant(dims.get(f"{name}_{i}", x)) for i, x in enumerate(v)]
+                value: ast.expr = (
+                    ast.Tuple(elts=elts, ctx=ast.Load())
+                    if isinstance(node.value, ast.Tuple)
+                    else ast.List(elts=elts, ctx=ast.Load())
+                )
+            else:
+                value = ast.Constant(dims.get(name, v))
+            target = ast.Name(id=name, ctx=ast.Store())
+            body.append(ast.copy_location(ast.Assign(targets=[target], value=value), node))
+    tree.body = body
+    return ast.fix_missing_locations(tree)
+
+
+@functools.lru_cache(maxsize=16)
+def _load(path: str, dims: tuple[tuple[str, int], ...]) -> types.ModuleType:
+    source = Path(path).read_text()
+    code = compile(_rewritten(source, dict(dims)), path, "exec", dont_inherit=True)
+    module = types.ModuleType(f"kernelbench_{Path(path).stem}")
+    module.__file__ = path
+    exec(code, module.__dict__)  # noqa: S102 - the task's own problem file
+    return module
+
+
+def load_problem(path: Path, dims: dict[str, int] | None = None) -> types.ModuleType:
+    """The problem file executed with its integer constants set to `dims` (others kept)."""
+    return _load(str(Path(path).resolve()), tuple(sorted((dims or {}).items())))
+
+
+def forward_args(model_cls: type) -> list[str]:
+    """The names of `Model.forward`'s arguments (after self); *args/**kwargs refused."""
+    params = list(inspect.signature(model_cls.forward).parameters.values())[1:]
+    bad = [p.name for p in params if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+    if bad:
+        raise ValueError(f"Model.forward takes *{bad[0]}; name every argument")
+    return [p.name for p in params]
+
+
+def state_arg(name: str) -> str:
+    """The input name of a parameter or buffer (`network.0.weight` → `network_0_weight`)."""
+    return name.replace(".", "_")
+
+
+def _state(model: torch.nn.Module) -> list[tuple[str, torch.Tensor]]:
+    return [*model.named_parameters(), *model.named_buffers()]
+
+
+def _cast(value, dtype: torch.dtype):
+    if isinstance(value, torch.Tensor):
+        value = value.detach()
+        return value.to(dtype) if value.is_floating_point() else value
+    return value
+
+
+def _rng_devices(device: str) -> list[int]:
+    if str(device).startswith("cuda") and torch.cuda.is_available():
+        return [torch.cuda.current_device()]
+    return []
+
+
+# Extreme cases for a problem that has only its own distribution (the importer lists them):
+# applied to the floating-point forward arguments (never the weights) after they are made.
+# KernelBench draws most inputs from torch.rand, in [0, 1): there ReLU is the identity and a
+# kernel that copies its input passes; mixed signs and large magnitudes tell them apart.
+CASES = {
+    "mixed_sign": lambda t: t * 2 - 1,
+    "large_magnitude": lambda t: t * 100,
+}
+
+
+def make(
+    problem: Path,
+    dims: dict[str, int],
+    dtype: torch.dtype,
+    device: str,
+    generator: torch.Generator,
+    case: str = "random",
+) -> dict:
+    """Every input of one call (module docstring): `case` "random" as the problem makes
+    them, or one of CASES."""
+    if case != "random" and case not in CASES:
+        raise ValueError(f"unknown input case {case!r}; use 'random' or one of {list(CASES)}")
+    mod = load_problem(problem, dims)
+    seed = int(generator.initial_seed())
+    with torch.random.fork_rng(devices=_rng_devices(device)), torch.device(device):
+        torch.manual_seed(seed)
+        args = list(mod.get_inputs())
+        init = list(mod.get_init_inputs())
+        torch.manual_seed(seed ^ 0x5EED)
+        model = mod.Model(*init)
+    names = forward_args(mod.Model)
+    if len(args) != len(names):
+        raise ValueError(
+            f"get_inputs() gave {len(args)} value(s) for Model.forward's {len(names)} "
+            f"argument(s) {names}"
+        )
+    if case in CASES:
+        args = [
+            CASES[case](a) if isinstance(a, torch.Tensor) and a.is_floating_point() else a
+            for a in args
+        ]
+    out = {n: _cast(a, dtype) for n, a in zip(names, args, strict=True)}
+    for name, t in _state(model):
+        out[state_arg(name)] = _cast(t, dtype)
+    return out
+
+
+def call_model(model: torch.nn.Module, names: list[str], inputs: dict):
+    """Run `model` (any device, meta included) with its parameters and buffers taken from
+    `inputs` by name and its forward arguments in order."""
+    state = {name: inputs[state_arg(name)] for name, _ in _state(model)}
+    return torch.func.functional_call(model, state, tuple(inputs[n] for n in names))

@@ -1,0 +1,155 @@
+"""`kernelloop import kernelbench` (issue 14): KernelBench problems (four of the shared
+subset, MIT, in fixtures/kernelbench with their licence) become task folders whose PyTorch
+baseline is accepted on the CPU; a Triton candidate is judged on them like on any task."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from kernelloop.evaluate.trusted.run import evaluate
+from kernelloop.task import load_task
+from kernelloop.task.kernelbench import import_problem, problem_files
+from kernelloop.task.kernelbench_inputs import int_constants, load_problem, make
+
+KB = Path(__file__).parent / "fixtures" / "kernelbench"
+CPU = {"device": "cpu", "timing": False}
+
+SOFTMAX_TRITON = """
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _softmax(x_ptr, out_ptr, cols, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    offs = tl.arange(0, BLOCK)
+    m = offs < cols
+    x = tl.load(x_ptr + row * cols + offs, mask=m, other=float("-inf")).to(tl.float32)
+    e = tl.exp(x - tl.max(x, axis=0))
+    tl.store(out_ptr + row * cols + offs, e / tl.sum(e, axis=0){WRONG}, mask=m)
+
+
+def forward(*, x):
+    out = torch.empty_like(x)
+    _softmax[(x.shape[0],)](x, out, x.shape[1], BLOCK=triton.next_power_of_2(x.shape[1]))
+    return out
+"""
+
+
+@pytest.fixture(scope="module")
+def tasks(tmp_path_factory) -> dict[str, Path]:
+    out = tmp_path_factory.mktemp("kb")
+    return {p.stem: import_problem(p, out, ["float32"]) for p in problem_files(KB)}
+
+
+def test_integer_sizes_are_the_dims_and_a_shape_rewrites_them():
+    src = "a = 4096\nb = c = 2048 * 2\nxs = [16, 32]\nflag = True\nd = a // 2\n"
+    assert int_constants(src) == {"a": 4096, "b": 4096, "c": 4096, "xs_0": 16, "xs_1": 32}
+    path = KB / "level1" / "95_CrossEntropyLoss.py"
+    mod = load_problem(path, {"batch_size": 8, "num_classes": 5})
+    # derived values follow the rewritten sizes (input_shape = (num_classes,))
+    assert mod.input_shape == (5,) and mod.batch_size == 8
+    g = torch.Generator().manual_seed(7)
+    inputs = make(path, {"batch_size": 8, "num_classes": 5}, torch.float32, "cpu", g)
+    assert inputs["predictions"].shape == (8, 5) and inputs["predictions"].dtype == torch.float32
+    assert inputs["targets"].dtype == torch.int64 and int(inputs["targets"].max()) < 5
+    again = make(path, {"batch_size": 8, "num_classes": 5}, torch.float32, "cpu", g)
+    assert torch.equal(inputs["predictions"], again["predictions"])  # seeded, not global
+
+
+def test_every_problem_imports_and_its_baseline_is_accepted_on_the_cpu(tasks):
+    assert sorted(tasks) == [
+        "23_Softmax",
+        "40_LayerNorm",
+        "51_Argmax_over_a_dimension",
+        "95_CrossEntropyLoss",
+    ]
+    for name, folder in tasks.items():
+        task = load_task(folder)
+        assert task.spec.task.output_like == "" and task.spec.task.baseline_language == "torch"
+        assert [s.dims for s in task.spec.shapes] == [
+            {k: v for k, v in int_constants((folder / "problem.py").read_text()).items() if v >= 16}
+        ]
+        rec = evaluate(task, folder / "baseline.py", **CPU)
+        assert rec.verdict.accepted, (name, rec.verdict.reasons)
+        suites = {c.suite for c in rec.checks}
+        assert {"random", "extreme"} <= suites, suites
+
+
+def test_outputs_of_any_shape_and_dtype_come_from_the_reference(tasks):
+    # Argmax: an int64 output of a shape no input has, compared exactly; a candidate off by
+    # one index somewhere is wrong, though |1| is far inside 1e-2 * index.
+    folder = tasks["51_Argmax_over_a_dimension"]
+    task = load_task(folder)
+    off = folder / "off_by_one.py"
+    off.write_text(
+        "import torch\n\n\ndef forward(*, x):\n"
+        "    out = torch.argmax(x, dim=1)\n"
+        "    out[0, 0] = (out[0, 0] + 1) % x.shape[1]\n"
+        "    return out\n"
+    )
+    rec = evaluate(load_task(folder), off, screen=False, **CPU)
+    assert not rec.verdict.accepted
+    assert any(
+        "1 of 240 elements outside atol=0, rtol=0" in r and "expected" in r
+        for r in rec.verdict.reasons
+    ), rec.verdict.reasons
+    # Cross-entropy: a 0-dim output; a loss a little off is wrong.
+    folder = tasks["95_CrossEntropyLoss"]
+    off = folder / "loss_off.py"
+    off.write_text(
+        "import torch\n\n\ndef forward(*, predictions, targets):\n"
+        "    return torch.nn.functional.cross_entropy(predictions, targets) * 1.05\n"
+    )
+    rec = evaluate(load_task(folder), off, screen=False, **CPU)
+    assert not rec.verdict.accepted
+    assert any("random/" in r and "outside atol" in r for r in rec.verdict.reasons), (
+        rec.verdict.reasons
+    )
+    assert task.spec.task.baseline_language == "torch"
+
+
+def test_a_triton_candidate_is_judged_and_a_pytorch_one_is_not_a_kernel(tasks):
+    folder = tasks["23_Softmax"]
+    task = load_task(folder)
+    good = folder / "softmax_triton.py"
+    good.write_text(SOFTMAX_TRITON.replace("{WRONG}", ""))
+    rec = evaluate(task, good, **CPU)
+    assert rec.verdict.accepted, rec.verdict.reasons
+    bad = folder / "softmax_wrong.py"
+    bad.write_text(SOFTMAX_TRITON.replace("{WRONG}", " * 0.9"))
+    assert evaluate(task, bad, **CPU).verdict.category == "wrong"
+    # The baseline's PyTorch code under another name is a candidate like any other: Triton
+    # tasks refuse PyTorch-only compute (the baseline's own bytes are judged as torch).
+    copy = folder / "copy_of_baseline.py"
+    copy.write_text((folder / "baseline.py").read_text() + "\n# a copy\n")
+    rec = evaluate(task, copy, **CPU)
+    assert not rec.verdict.accepted, rec.verdict.reasons
+
+
+def test_the_cli_imports_a_folder_and_refuses_a_non_problem(tmp_path):
+    out = tmp_path / "tasks"
+    cmd = [sys.executable, "-m", "kernelloop.cli", "import", "kernelbench", str(KB), "--out"]
+    done = subprocess.run([*cmd, str(out)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "imported 4 problem(s)" in done.stdout.replace("\n", " ")
+    assert sorted(p.name for p in out.iterdir()) == [
+        "level1_23_Softmax",
+        "level1_40_LayerNorm",
+        "level1_51_Argmax_over_a_dimension",
+        "level1_95_CrossEntropyLoss",
+    ]
+    again = subprocess.run([*cmd, str(out)], capture_output=True, text=True, timeout=300)
+    assert again.returncode == 2 and "--force" in again.stderr
+    junk = tmp_path / "junk.py"
+    junk.write_text("class Model:\n    pass\n")
+    bad = subprocess.run(
+        [*cmd[:-2], str(junk), "--out", str(tmp_path / "o")], capture_output=True, text=True
+    )
+    assert bad.returncode == 2 and "get_inputs" in bad.stderr
