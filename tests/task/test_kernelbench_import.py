@@ -153,3 +153,56 @@ def test_the_cli_imports_a_folder_and_refuses_a_non_problem(tmp_path):
         [*cmd[:-2], str(junk), "--out", str(tmp_path / "o")], capture_output=True, text=True
     )
     assert bad.returncode == 2 and "get_inputs" in bad.stderr
+
+
+MODEL_NEW = """
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _layer_norm(x_ptr, w_ptr, b_ptr, out_ptr, n, eps, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    offs = tl.arange(0, BLOCK)
+    m = offs < n
+    x = tl.load(x_ptr + row * n + offs, mask=m, other=0.0).to(tl.float32)
+    mean = tl.sum(x, axis=0) / n
+    d = tl.where(m, x - mean, 0.0)
+    rstd = 1.0 / tl.sqrt(tl.sum(d * d, axis=0) / n + eps)
+    w = tl.load(w_ptr + offs, mask=m, other=0.0)
+    b = tl.load(b_ptr + offs, mask=m, other=0.0)
+    tl.store(out_ptr + row * n + offs, d * rstd * w + b, mask=m)
+
+
+class ModelNew(nn.Module):
+    def __init__(self, normalized_shape):
+        super().__init__()
+        self.{LN} = nn.LayerNorm(normalized_shape=normalized_shape)
+
+    def forward(self, x):
+        ln = self.{LN}
+        n = ln.weight.numel()
+        out = torch.empty_like(x)
+        rows = x.numel() // n
+        _layer_norm[(rows,)](x, ln.weight, ln.bias, out, n, ln.eps, BLOCK=triton.next_power_of_2(n))
+        return out
+"""
+
+
+def test_a_kernelbench_solution_class_evaluates_as_it_is(tasks):
+    folder = tasks["40_LayerNorm"]
+    task = load_task(folder)
+    assert task.model_class()["class"] == "ModelNew"
+    good = folder / "model_new.py"
+    good.write_text(MODEL_NEW.replace("{LN}", "ln"))
+    rec = evaluate(task, good, **CPU)
+    assert rec.verdict.accepted, rec.verdict.reasons
+    # Parameters named otherwise than the problem's Model: the task's weights could not
+    # reach it, and it is told so.
+    renamed = folder / "model_new_renamed.py"
+    renamed.write_text(MODEL_NEW.replace("{LN}", "norm"))
+    rec = evaluate(task, renamed, **CPU)
+    assert not rec.verdict.accepted
+    assert any("name them as Model does" in r for r in rec.verdict.reasons), rec.verdict.reasons

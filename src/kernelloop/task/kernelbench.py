@@ -8,6 +8,9 @@ One folder per problem:
   the baseline (`baseline_language = "torch"`; candidates are Triton);
 - `inputs.py`: `make_inputs` through `kernelloop.task.kernelbench_inputs` (the problem's
   own `get_inputs`/`get_init_inputs` under kernelloop's seeded RNG, at each shape's dims);
+- `kernelbench.json`: what a KernelBench-style solution needs (class `ModelNew`, the
+  forward arguments, the parameter and buffer names, the init inputs' template): a
+  solution file that defines `ModelNew` instead of `forward` evaluates as it is;
 - `task.toml`: dims are the problem's top-level integer constants of 16 or more (smaller
   ones — an axis, a kernel size — are kept as written); the GPU shape is the problem's own
   size, two CPU shapes are scaled down (the largest dim halved until every tensor is
@@ -19,6 +22,7 @@ One folder per problem:
 from __future__ import annotations
 
 import ast
+import json
 import re
 import shutil
 from pathlib import Path
@@ -248,6 +252,8 @@ def import_problem(path: Path, out: Path, dtypes: list[str], force: bool = False
     )
     (folder / "baseline.py").write_text(source + _wrapper("forward", args, state, base_doc, table))
     (folder / "inputs.py").write_text(INPUTS_PY)
+    contract = {"class": "ModelNew", "forward_args": args, "state": state, "init": table}
+    (folder / "kernelbench.json").write_text(json.dumps(contract, indent=1) + "\n")
     tol = "\n".join(
         f"[tolerances.{d}]\natol = {TOLERANCE[d]:g}\nrtol = {TOLERANCE[d]:g}\n" for d in dtypes
     )
@@ -268,7 +274,8 @@ def import_problem(path: Path, out: Path, dtypes: list[str], force: bool = False
         f'baseline = "baseline.py"\n'
         f'reference = "reference.py:reference"\n'
         f'inputs = "inputs.py:make_inputs"\n'
-        f'output_like = ""\n\n'
+        f'output_like = ""\n'
+        f'kernelbench = "kernelbench.json"\n\n'
         f"[suites]\nextreme = {list(CASES)!r}\nrandom_repeats = 2\n\n"
         f"{tol}\n{shapes}\n"
         f"# Minimal DRAM traffic at the problem's own size (inputs, weights and output once).\n"

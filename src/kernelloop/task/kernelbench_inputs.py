@@ -200,3 +200,56 @@ def call_model(model: torch.nn.Module, names: list[str], inputs: dict):
     `inputs` by name and its forward arguments in order."""
     state = {name: inputs[state_arg(name)] for name, _ in _state(model)}
     return torch.func.functional_call(model, state, tuple(inputs[n] for n in names))
+
+
+def fill_init(template, args: tuple):
+    """get_init_inputs() for these arguments: each ("@arg", i, axis) marker (a list once
+    read from JSON) becomes that argument's size."""
+    if isinstance(template, list | tuple):
+        if len(template) == 3 and template[0] == "@arg":
+            return int(args[template[1]].shape[template[2]])
+        return type(template)(fill_init(x, args) for x in template)
+    return template
+
+
+def model_entry(module: types.ModuleType, spec: dict):
+    """A KernelBench-style solution (`class ModelNew(nn.Module)`) as the task's entry
+    function: built once per size with the problem's init inputs for the arguments it is
+    called with, run with the task's parameters and buffers swapped in by name (it must
+    name them as the problem's Model does). Runs in the worker, on the candidate's class."""
+    cls = getattr(module, spec["class"])
+    args_names, state = list(spec["forward_args"]), list(spec["state"])
+    models: dict[str, torch.nn.Module] = {}
+
+    def forward(**inputs):
+        args = tuple(inputs[n] for n in args_names)
+        init = fill_init(spec["init"], args)
+        key = repr(init)
+        model = models.get(key)
+        if model is None:
+            device = next((a.device for a in args if isinstance(a, torch.Tensor)), "cpu")
+            with torch.device(device):
+                model = cls(*init)
+            have = sorted(n for n, _ in _state(model))
+            if have != sorted(state):
+                raise ValueError(
+                    f"{spec['class']} has parameters and buffers {have}, the problem's Model "
+                    f"{sorted(state)}: name them as Model does, so the task's weights reach it"
+                )
+            models[key] = model
+        given = {n: inputs[state_arg(n)] for n in state}
+        return torch.func.functional_call(model, given, args)
+
+    return forward
+
+
+def entry_function(module: types.ModuleType, entry: str, spec: dict | None):
+    """The candidate's entry: its `entry` function, or — on an imported KernelBench task
+    whose candidate defines the solution class instead — that class as a function."""
+    fn = getattr(module, entry, None)
+    if fn is not None:
+        return fn
+    if spec and hasattr(module, spec["class"]):
+        return model_entry(module, spec)
+    also = f" or a class {spec['class']}" if spec else ""
+    raise AttributeError(f"the candidate defines no function {entry}(){also}")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import json
 import operator
 import tomllib
 from collections.abc import Callable
@@ -39,6 +40,23 @@ class Task:
     @property
     def baseline_path(self) -> Path:
         return self.folder / self.spec.task.baseline
+
+    def model_class(self) -> dict | None:
+        """An imported KernelBench task's solution-class contract (`[task] kernelbench`):
+        the class name, the forward arguments, the parameter and buffer names and the init
+        inputs' template (task/kernelbench_inputs.model_entry); None for other tasks."""
+        name = self.spec.task.kernelbench
+        if not name:
+            return None
+        path = self.folder / name
+        try:
+            spec = json.loads(path.read_text())
+        except (OSError, ValueError) as e:
+            raise TaskError(
+                f"{path} could not be read ({e}); re-import the problem with "
+                "`kernelloop import kernelbench --force`."
+            ) from e
+        return spec
 
     def file_and_function(self, field: str) -> tuple[Path, str]:
         value = getattr(self.spec.task, field)

@@ -40,6 +40,11 @@ class TaskInfo(_Strict):
         "imported KernelBench task: a PyTorch baseline, Triton candidates); the baseline's "
         "own bytes are screened and audited under it",
     )
+    kernelbench: str = Field(
+        default="",
+        description="an imported KernelBench task's contract file (kernelbench.json): a "
+        "candidate may define the solution class (ModelNew) instead of the entry function",
+    )
     tunables: list[str] = Field(
         default_factory=list,
         description="module-level constants in the kernel source that a tuner may change",

@@ -237,6 +237,7 @@ class Session:
         job = {
             "device": self.device,
             "entry": task.spec.task.entry,
+            "model_class": task.model_class(),
             "inputs_file": str(inputs_file),
             "inputs_func": inputs_func,
             "params": dict(task.spec.params),

@@ -235,6 +235,7 @@ def _evaluate(
             job = {
                 "device": device,
                 "entry": task.spec.task.entry,
+                "model_class": task.model_class(),
                 "output_like": task.spec.task.output_like,
                 "inputs_file": str(inputs_file),
                 "inputs_func": inputs_func,

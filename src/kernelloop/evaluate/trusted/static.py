@@ -41,8 +41,10 @@ from kernelloop.evaluate.trusted.static_scope import (
 
 COMMON_MODULES = ("__future__", "math", "functools", "typing", "itertools", "operator")
 LANG_MODULES = {
-    "triton": ("torch", "torch.cuda", "triton", "triton.language"),
-    "cuda": ("torch", "torch.cuda", "torch.utils.cpp_extension"),
+    # torch.nn: a KernelBench-style solution is an nn.Module holding its weights (its
+    # PyTorch compute, if any, is the op audit's to find, as everywhere).
+    "triton": ("torch", "torch.cuda", "torch.nn", "triton", "triton.language"),
+    "cuda": ("torch", "torch.cuda", "torch.nn", "torch.utils.cpp_extension"),
     "torch": ("torch", "torch.cuda", "torch.nn", "torch.nn.functional"),
 }
 DTYPES = {
@@ -614,6 +616,10 @@ class _Screen:
                 f"uses `{path}`; a CUDA candidate may use only "
                 "torch.utils.cpp_extension.load_inline/load"
             )
+        if rest[0] == "nn" and (len(rest) == 1 or rest[1][:1].isupper()):
+            # nn.Module, nn.Parameter, nn.Linear...: the holders of a KernelBench-style
+            # solution's weights; whatever they compute, the op audit sees
+            return None
         if rest[0] not in TORCH_ALLOWED:
             return (
                 f"uses `{path}`; a {self.language} candidate may take from torch only allocation, "

@@ -44,6 +44,7 @@ import torch  # noqa: E402  (after the channel is set up)
 
 from kernelloop.evaluate.worker import calls as inworker  # noqa: E402  (after the channel is set up)
 from kernelloop.evaluate.worker import gpu_timer, guard, serve, timing  # noqa: E402  (timing binds its clocks before candidates load)
+from kernelloop.task.kernelbench_inputs import entry_function  # noqa: E402
 
 guard.drop_cwd_from_path()
 _MARKER = f"KERNELLOOP_SANDBOX_ID={os.environ.get('KERNELLOOP_SANDBOX_ID', '')}"
@@ -163,7 +164,7 @@ def main() -> int:
     for name, path in job["impls"].items():
         try:
             module = _import_file(path, f"kernelloop_impl_{name}")
-            fn = getattr(module, job["entry"])
+            fn = entry_function(module, job["entry"], job.get("model_class"))
         except BaseException as e:  # noqa: BLE001 - any failure to import is the candidate's
             send("import_error", impl=name, error=_tail(e))
             return 0

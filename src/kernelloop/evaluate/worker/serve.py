@@ -28,6 +28,7 @@ from kernelloop.evaluate.worker import calls as inworker
 from kernelloop.evaluate.worker import guard
 from kernelloop.evaluate.worker.gpu_timer import GpuDevice, GpuSlot, IdleProbe
 from kernelloop.evaluate.worker.timing import CpuSlot
+from kernelloop.task.kernelbench_inputs import entry_function
 
 _loads = json.loads
 
@@ -93,7 +94,7 @@ class Server:
             _import_file(job["inputs_file"], "kernelloop_task_inputs"), job["inputs_func"]
         )
         self.module = _import_file(job["impl"], f"kernelloop_impl_{job['name']}")
-        fn = getattr(self.module, job["entry"])
+        fn = entry_function(self.module, job["entry"], job.get("model_class"))
         self.counter.attach(self.module, job["name"])
         if job.get("audit") and self.counter.attached(job["name"]):
             fn = self.audit = inworker.TimedLaunchAudit(fn, self.counter, job["name"])
