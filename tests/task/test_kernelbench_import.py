@@ -206,3 +206,15 @@ def test_a_kernelbench_solution_class_evaluates_as_it_is(tasks):
     rec = evaluate(task, renamed, **CPU)
     assert not rec.verdict.accepted
     assert any("name them as Model does" in r for r in rec.verdict.reasons), rec.verdict.reasons
+
+
+def test_init_from_a_kernelbench_style_file(tmp_path):
+    dst = tmp_path / "my_softmax"
+    src = KB / "level1" / "23_Softmax.py"
+    cmd = [sys.executable, "-m", "kernelloop.cli", "init", str(dst), "--from", str(src)]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    task = load_task(dst)
+    assert task.spec.task.name == "my_softmax"
+    assert (dst / "problem.py").read_text() == src.read_text()  # verbatim
+    assert task.spec.shapes[0].dims == {"batch_size": 4096, "dim": 393216}

@@ -30,11 +30,32 @@ def init(
     name: Annotated[
         str, typer.Argument(help="folder to create (its last part becomes the task name)")
     ],
+    from_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--from",
+            help="a KernelBench-style file (class Model, get_inputs, get_init_inputs) to "
+            "build the task from instead of the template",
+        ),
+    ] = None,
 ) -> None:
-    """Write a new task folder from the team template (task.toml, reference, inputs, baseline)."""
+    """Write a new task folder from the team template (task.toml, reference, inputs,
+    baseline), or from a KernelBench-style file (`--from`, as `kernelloop import kernelbench`)."""
     dst = Path(name)
     if dst.exists():
         raise KernelloopError(f"{dst} already exists; pick a new folder name or remove it first.")
+    if from_file is not None:
+        from kernelloop.task.kernelbench import import_problem
+
+        if not from_file.is_file():
+            raise KernelloopError(f"{from_file} is not a file; pass a KernelBench-style .py file.")
+        import_problem(from_file, dst.parent, ["float32"], name=dst.name)
+        load_task(dst)
+        Console().print(
+            f"created task [bold]{dst}[/] from {from_file}: check it with "
+            f"`kernelloop evaluate {dst} {dst}/baseline.py`."
+        )
+        return
     shutil.copytree(TEMPLATE, dst, ignore=shutil.ignore_patterns("__pycache__"))
     toml = dst / "task.toml"
     toml.write_text(toml.read_text().replace("TASK_NAME", dst.name.replace(" ", "_")))

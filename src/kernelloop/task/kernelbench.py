@@ -213,11 +213,14 @@ def _shape_toml(table: str, dims: dict[str, int], tag: str) -> str:
     return f'[[{table}]]\ndims = {{ {inner} }}\nweight = 1.0\ntag = "{tag}"\n'
 
 
-def import_problem(path: Path, out: Path, dtypes: list[str], force: bool = False) -> Path:
-    """Write one task folder for the problem at `path` under `out`; its path."""
+def import_problem(
+    path: Path, out: Path, dtypes: list[str], force: bool = False, name: str | None = None
+) -> Path:
+    """Write one task folder for the problem at `path` under `out` (named `name`, default
+    from the file's level and name); its path."""
     source = path.read_text()
     doc = _check_source(path, source)
-    name = task_name(path)
+    name = re.sub(r"[^A-Za-z0-9_.-]+", "_", name) if name else task_name(path)
     folder = out / name
     if folder.exists() and any(folder.iterdir()) and not force:
         raise KernelloopError(f"{folder} exists and is not empty; pass --force to overwrite it.")
