@@ -16,6 +16,7 @@ from kernelloop.cli import app
 from kernelloop.report.leaderboard import fast_p
 from tests.loop.test_kill_resume import _rows
 from tests.loop.test_rounds import FAST_, ONE, _cpu_task
+from tests.task.test_kernelbench_import import KB
 
 
 def _two_tasks(tmp_path):
@@ -74,9 +75,28 @@ def test_fast_p_counts_correct_tasks_faster_than_p_where_timings_count():
     assert fast_p(rows) == {"fast_0": 0.75, "fast_1": 0.5, "fast_1.5": 0.25, "fast_2": 0.25}
 
 
-def test_kernelbench_problem_files_are_refused_until_their_import_exists(tmp_path):
+def test_kernelbench_problem_files_are_imported_then_run(tmp_path):
+    kb = tmp_path / "kb"
+    (kb / "level1").mkdir(parents=True)
+    shutil.copy(KB / "level1" / "23_Softmax.py", kb / "level1")
+    (kb / "level2").mkdir()
+    (kb / "level2" / "notes.py").write_text("import torch\n")  # not a problem: not taken
+    out = tmp_path / "out"
+    common = ["--kernelbench", str(kb), "--level", "1", "--agent", "tuner", "--rounds", "1",
+              "--device", "cpu", "--jobs", "1", "--out", str(out)]  # fmt: skip
+    _suite(*common)
+    assert (out / "tasks" / "level1_23_Softmax" / "task.toml").exists()
+    board = json.loads((out / "leaderboard.json").read_text())
+    assert [r["task"] for r in board["tasks"]] == ["level1_23_Softmax"]
+    # Resumed: imported once, not again (the folder is reused as it is).
+    stamp = (out / "tasks" / "level1_23_Softmax" / "task.toml").stat().st_mtime_ns
+    _suite(*common)
+    assert (out / "tasks" / "level1_23_Softmax" / "task.toml").stat().st_mtime_ns == stamp
+
+
+def test_a_kernelbench_folder_without_problems_is_refused(tmp_path):
     (tmp_path / "level1").mkdir()
     (tmp_path / "level1" / "19_ReLU.py").write_text("import torch\n")
     result = CliRunner().invoke(app, ["suite", "--kernelbench", str(tmp_path), "--level", "1"])
     assert result.exit_code != 0
-    assert "issue #14" in str(result.exception)
+    assert "no KernelBench problem" in str(result.exception)

@@ -35,28 +35,36 @@ def register(app: typer.Typer) -> None:
     app.command("suite")(suite_cmd)
 
 
-def kernelbench_tasks(folder: Path, level: int | None) -> list[Path]:
-    """Task folders under a KernelBench tree (OUT of the import, issue #14: only folders
-    that already hold a task.toml are taken; raw problem files are refused, said so)."""
+def kernelbench_tasks(folder: Path, level: int | None, out: Path) -> list[Path]:
+    """Task folders for a KernelBench tree: folders that hold a task.toml as they are; raw
+    problem files (level*/N_Name.py) imported first into OUT/tasks (`kernelloop import
+    kernelbench`), once — a resumed suite reuses what it imported."""
+    from kernelloop.task.kernelbench import import_problem, problem_files, task_name
+
     root = folder / f"level{level}" if level is not None else folder
     if not root.is_dir():
         raise KernelloopError(f"{root} is not a folder; pass the KernelBench folder (and --level).")
     tasks = sorted(p.parent for p in root.rglob("task.toml"))
-    if not tasks:
-        raw = sorted(root.rglob("*.py"))
-        raise KernelloopError(
-            f"{root} holds no task folders ({len(raw)} KernelBench problem file(s)); importing "
-            "KernelBench problems is not built yet (issue #14): convert them to task folders "
-            "(kernelloop init) and pass those."
+    if tasks:
+        return tasks
+    dest = out / "tasks"
+    made = []
+    for path in problem_files(root):
+        done = dest / task_name(path)
+        made.append(
+            done if (done / "task.toml").exists() else import_problem(path, dest, ["float32"])
         )
-    return tasks
+    return made
 
 
 def suite_cmd(
     tasks: Annotated[list[Path] | None, typer.Argument(help="task folders")] = None,
     kernelbench: Annotated[
         Path | None,
-        typer.Option(help="a folder of KernelBench task folders (task.toml in each; see #14)"),
+        typer.Option(
+            help="a KernelBench folder: its problem files (imported into OUT/tasks) or task "
+            "folders already imported"
+        ),
     ] = None,
     level: Annotated[int | None, typer.Option(help="with --kernelbench: levelN only")] = None,
     out: Annotated[Path, typer.Option(help="leaderboard and suite state")] = Path("suite-out"),
@@ -78,7 +86,9 @@ def suite_cmd(
     from kernelloop.evaluate.trusted.run import resolve_device
     from kernelloop.report.leaderboard import leaderboard, markdown, task_row
 
-    folders = list(tasks or []) + (kernelbench_tasks(kernelbench, level) if kernelbench else [])
+    folders = list(tasks or []) + (
+        kernelbench_tasks(kernelbench, level, out) if kernelbench else []
+    )
     if not folders:
         raise KernelloopError("no tasks given; pass task folders or --kernelbench DIR.")
     loaded = [load_task(f) for f in folders]
