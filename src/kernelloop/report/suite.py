@@ -26,6 +26,10 @@ from kernelloop.task.workspace import workspace_path
 
 AGAIN = "run the same `kernelloop suite` command again"
 FAILED = frozenset({"error", "not run"})
+UNDONE = (
+    "the suite is running it now, or stopped while it ran (interrupted or crashed); if "
+    f"nothing runs it, {AGAIN} to continue it"
+)
 
 
 def is_suite(folder: Path) -> bool:
@@ -109,10 +113,7 @@ def _attention(row: dict, entry: dict, reason: str, infra: tuple[int, str]) -> l
     elif status == "not run":
         said.append(f"never ran; {AGAIN} to run it")
     if entry.get("status") == "started":
-        said.append(
-            f"started again after this leaderboard was written and never finished; {AGAIN} to "
-            "continue it"
-        )
+        said.append(f"started again after this leaderboard was written and not finished: {UNDONE}")
     if status not in FAILED:
         if status == "needs review":
             said.append(f"the run asks for review: {reason or 'no reason recorded'}")
@@ -136,10 +137,7 @@ def _unlisted(state: dict, listed: set[str]) -> list[dict[str, Any]]:
         if name in listed or not isinstance(entry, dict):
             continue
         if entry.get("status") == "started":
-            why = (
-                "never finished: the suite stopped while it ran (interrupted or crashed); "
-                f"{AGAIN} to continue it"
-            )
+            why = f"never finished: {UNDONE}"
         else:
             why = (
                 f"finished after {BOARD} was written, so it is in neither the table nor fast_p; "
