@@ -86,14 +86,14 @@ def _href(path: Path, dest: Path) -> str:
 def _own_report(row: dict, folder: str, dest: Path) -> dict[str, str]:
     """Where the task's own report of its run is (links from `dest`), or else the command
     that writes it; all empty without a run."""
-    found = {"html": "", "md": "", "path": "", "command": ""}
+    found = {"html": "", "md": "", "command": ""}
     run_id = row.get("run_id")
     if not folder or run_id is None:
         return found
     where = default_folder(workspace_path(folder), int(run_id))
     if (where / "report.html").is_file():
         html, md = where / "report.html", where / "report.md"
-        return found | {"html": _href(html, dest), "md": _href(md, dest), "path": str(where)}
+        return found | {"html": _href(html, dest), "md": _href(md, dest)}
     return found | {"command": f"kernelloop report {folder} --run {run_id}"}
 
 
