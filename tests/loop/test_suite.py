@@ -60,9 +60,30 @@ def test_a_suite_of_two_tasks_writes_a_leaderboard_and_resumes(tmp_path):
     assert board["fast_p"]["fast_0"] == 1.0 and board["fast_p"]["fast_1"] == 1.0
     md = (out / "leaderboard.md").read_text()
     assert "| cpu_b | finished | yes |" in md and "fast_p" in md
+    assert rows["cpu_b"]["folder"] == str(b.resolve()) and rows["cpu_b"]["wall_s"] > 0
+    _the_suite_report(out, a, board)
     # A third call has nothing left to do.
     _suite(str(a), str(b), *common)
     assert len(_rows(a, "SELECT * FROM runs")) == len(_rows(b, "SELECT * FROM runs")) == 1
+
+
+def _the_suite_report(out, a, board) -> None:
+    """`kernelloop report --suite OUT` over the real suite: the leaderboard's rows, each
+    task's report linked once written (`kernelloop report TASK`), nothing called out."""
+    result = CliRunner().invoke(app, ["report", "--suite", str(out)])
+    assert result.exit_code == 0, result.output + repr(result.exception)
+    md = (out / "report.md").read_text()
+    for r in board["tasks"]:
+        assert f"| {r['task']} | finished | yes | {r['speedup']:.3f}x |" in md, md
+        assert f"not written: `kernelloop report {r['folder']} --run {r['run_id']}`" in md
+    assert "Every task finished with a correct candidate" in md
+    result = CliRunner().invoke(app, ["report", str(a)])  # task a's own report
+    assert result.exit_code == 0, result.output + repr(result.exception)
+    CliRunner().invoke(app, ["report", "--suite", str(out)])
+    md = (out / "report.md").read_text()
+    assert "[html](<../task/.kernelloop/reports/run-1/report.html>)" in md, md
+    assert (out / "../task/.kernelloop/reports/run-1/report.html").is_file()
+    assert "| Task reports | 1 of 2 written |" in md
 
 
 def test_fast_p_counts_correct_tasks_faster_than_p_where_timings_count():

@@ -28,8 +28,6 @@ from kernelloop.commands.executor_opts import (
 from kernelloop.errors import KernelloopError
 from kernelloop.task import Task, load_task
 
-STATE = "suite.json"
-
 
 def register(app: typer.Typer) -> None:
     app.command("suite")(suite_cmd)
@@ -84,7 +82,7 @@ def suite_cmd(
 ) -> None:
     """Optimize many tasks, each its own loop, and write OUT/leaderboard.md and .json."""
     from kernelloop.evaluate.trusted.run import resolve_device
-    from kernelloop.report.leaderboard import leaderboard, markdown, task_row
+    from kernelloop.report.leaderboard import BOARD, STATE, leaderboard, markdown, task_row
 
     folders = list(tasks or []) + (
         kernelbench_tasks(kernelbench, level, out) if kernelbench else []
@@ -132,11 +130,13 @@ def suite_cmd(
     finally:
         pool.close()
     rows = [
-        task_row(t.name, state[t.name].get("summary"), state[t.name].get("error", ""))
+        task_row(
+            t.name, state[t.name].get("summary"), state[t.name].get("error", ""), str(t.folder)
+        )
         for t in loaded
     ]
     board = leaderboard(rows)
-    (out / "leaderboard.json").write_text(json.dumps(board, indent=2))
+    (out / BOARD).write_text(json.dumps(board, indent=2))
     (out / "leaderboard.md").write_text(markdown(board))
     console.print(markdown(board), markup=False)
     Console(stderr=True, soft_wrap=True).print(

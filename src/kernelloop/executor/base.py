@@ -8,6 +8,11 @@ futures and is the single writer of the history; a job never writes it.
 
 A candidate is always timed against the best and the baseline inside its own job, on its
 own slot: no speed is ever compared across slots.
+
+Two optional parts of a job, used by executors that run it elsewhere (Ray): `shipped()`,
+the job with its files as bytes, and, on what `shipped()` returns, `again(reason)`, the
+same job told that it is a second attempt and why (its first was lost through no fault of
+its own). A job the executor lost for good is the future's `JobLost`.
 """
 
 from __future__ import annotations
@@ -36,6 +41,12 @@ class Slot:
     def device_key(self) -> str:
         """The device this slot shares with others of this process (`executor.turns`)."""
         return f"gpu{self.gpu}" if self.gpu is not None else "cpu"
+
+
+class JobLost(Exception):
+    """The executor lost the job through no fault of the job: the process running it died
+    on every attempt (a Ray actor, or its node). Whoever submitted it records this as an
+    infrastructure fault, never as a verdict on what the job carried."""
 
 
 class Job(Protocol[R_co]):

@@ -16,14 +16,19 @@ Infrastructure, not the candidate (retried once, then recorded as `infrastructur
 - the benchmark was refused because the machine was too busy to time on (the workers
   waited for a CPU in most batches: timing_checks.busy_problem), and nothing else was
   found against the candidate. A candidate that crowds only its own worker is told so,
-  in other words, and rejected.
+  in other words, and rejected;
+- the executor lost the job (`executor.JobLost`): the Ray actor running it died, or its
+  node, on the first attempt and again on a fresh actor (executor/cluster.py). One
+  death costs nothing: the second attempt's record carries a warning saying why it ran.
 A candidate can kill itself with SIGKILL (or exit with 137) and so look like the second
 case. The rule is safe against that: the retry is a whole fresh evaluation (new inputs,
 new sandbox) that must pass on its own, and a second infrastructure failure records a row
 with no evaluation, which never promotes. At worst such a candidate gets one retry and an
-`infrastructure` row, and costs its round. What the rule does not catch (a GPU fault that
-surfaces as a CUDA error inside the worker) stays the candidate's fault: it reads exactly
-like an illegal memory access of its own.
+`infrastructure` row, and costs its round. The same holds for an actor's death: the
+candidate runs in the sandbox, not in the actor, but even one that could bring its actor
+down (say, by output that crashes the trusted side) only earns the same row. What the
+rule does not catch (a GPU fault that surfaces as a CUDA error inside the worker) stays
+the candidate's fault: it reads exactly like an illegal memory access of its own.
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ import re
 import tempfile
 from collections.abc import Callable
 from concurrent.futures import Future
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from kernelloop.errors import SandboxError
@@ -41,7 +46,7 @@ from kernelloop.evaluate.trusted.bench import benchmark
 from kernelloop.evaluate.trusted.refcache import References
 from kernelloop.evaluate.trusted.run import evaluate
 from kernelloop.evaluate.trusted.timing_checks import BUSY
-from kernelloop.executor import Slot
+from kernelloop.executor import JobLost, Slot
 from kernelloop.executor.turns import of_device
 from kernelloop.gate import decide
 from kernelloop.loop.state import Best, Evaluated, Run
@@ -87,8 +92,19 @@ class EvaluationJob:
     progress: Callable[[str], None] = field(default=lambda _m: None, compare=False)
     # The round's seeds and reference cache, shared by its candidates (refcache.py).
     references: References | None = field(default=None, compare=False)
+    # Why this is a second attempt: the executor lost the first (its Ray actor died).
+    retried_after: str = ""
 
     def __call__(self, slot: Slot) -> Evaluated:
+        ev = self._judged(slot)
+        if self.retried_after and ev.record is not None:
+            ev.record.warnings.append(
+                f"evaluated a second time: the first attempt was lost through no fault of "
+                f"the candidate ({self.retried_after})"
+            )
+        return ev
+
+    def _judged(self, slot: Slot) -> Evaluated:
         first = self._once(slot, self.references)
         if not first.infrastructure:
             return first
@@ -180,6 +196,11 @@ class ShippedJob:
     sandbox: str = "auto"
     shapes: str | None = None
     dtypes: tuple[str, ...] | None = None
+    retried_after: str = ""  # see EvaluationJob
+
+    def again(self, reason: str) -> ShippedJob:
+        """This job as a second attempt, after the first was lost for `reason`."""
+        return replace(self, retried_after=reason)
 
     def __call__(self, slot: Slot) -> Evaluated:
         with tempfile.TemporaryDirectory(prefix="kernelloop-shipped-") as tmp:
@@ -202,6 +223,7 @@ class ShippedJob:
                 sandbox=self.sandbox,
                 shapes=self.shapes,
                 dtypes=self.dtypes,
+                retried_after=self.retried_after,
             )
             return job(slot)
 
@@ -244,6 +266,15 @@ def submit(
     return run.executor.submit(evaluation_job(run, source, name, best, references))
 
 
+def collect(future: Future[Evaluated]) -> Evaluated:
+    """The finished job's record; a job the executor lost (its Ray actor died twice) is an
+    infrastructure failure with no evaluation, as a sandbox that never started is."""
+    try:
+        return future.result()
+    except JobLost as e:
+        return Evaluated(None, infrastructure=f"the executor lost the evaluation: {e}")
+
+
 def evaluate_source(run: Run, source: str, name: str, best: Best | None) -> Evaluated:
     """The candidate's evaluation, waited for (round 0's baseline)."""
-    return submit(run, source, name, best).result()
+    return collect(submit(run, source, name, best))

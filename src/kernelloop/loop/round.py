@@ -16,7 +16,7 @@ from kernelloop.errors import KernelloopError
 from kernelloop.evaluate.trusted.record import Verdict
 from kernelloop.evaluate.trusted.refcache import References
 from kernelloop.loop.context import context_profile
-from kernelloop.loop.evaluation import evaluate_source, submit
+from kernelloop.loop.evaluation import collect, evaluate_source, submit
 from kernelloop.loop.feedback import outcome_text
 from kernelloop.loop.promotion import decide_round, promote
 from kernelloop.loop.state import Best, Evaluated, Outcome, Run
@@ -203,7 +203,7 @@ def _record_finished(
     proposed) and drop it from `pending`."""
     done, _ = wait(pending, return_when=FIRST_COMPLETED)
     for future in sorted(done, key=lambda f: pending[f].k):
-        _record_outcome(run, r, pending.pop(future), future.result(), best_label)
+        _record_outcome(run, r, pending.pop(future), collect(future), best_label)
 
 
 def _record_outcome(run: Run, r: int, e: Entry, ev: Evaluated, best_label: str) -> None:

@@ -12,16 +12,18 @@ where timings count (a run under the Triton interpreter is never faster than any
 
 from __future__ import annotations
 
+BOARD = "leaderboard.json"  # in the suite's OUT folder, beside leaderboard.md
+STATE = "suite.json"  # the suite's state, written after every task
 FAST_P = (0.0, 1.0, 1.5, 2.0)
 CORRECT = frozenset({"accepted", "slower"})
 
 
-def task_row(name: str, summary: dict | None, error: str = "") -> dict:
+def task_row(name: str, summary: dict | None, error: str = "", folder: str = "") -> dict:
     """The leaderboard row of one task from its run summary (None: it never finished)."""
     if summary is None:
         return {"task": name, "status": "not run" if not error else "error", "error": error,
                 "correct": False, "speedup": None, "pct_of_floor": None, "rounds": 0,
-                "cost_usd": 0.0, "timings_count": False}  # fmt: skip
+                "cost_usd": 0.0, "timings_count": False, "folder": folder}  # fmt: skip
     attempts = summary.get("attempts", [])
     correct = any(a.get("category") in CORRECT and a.get("status") == "evaluated" for a in attempts)
     costs = summary.get("model_costs") or {}  # model -> {calls, tokens, cost_usd, …}
@@ -37,6 +39,9 @@ def task_row(name: str, summary: dict | None, error: str = "") -> dict:
         "cost_usd": round(cost, 4),
         "timings_count": bool(summary.get("timings_count", False)),
         "run_id": summary.get("run_id"),
+        "reason": summary.get("reason", ""),  # why the run stopped
+        "wall_s": summary.get("wall_s"),
+        "folder": folder,
     }
 
 

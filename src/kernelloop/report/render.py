@@ -35,7 +35,13 @@ def _cell(text: Any) -> str:
     return " ".join(str(text).split()).replace("|", "\\|")
 
 
-def _env(autoescape: bool) -> Environment:
+def default_folder(workspace: Path, run_id: int) -> Path:
+    """Where `kernelloop report TASK` writes a run's report without --out."""
+    return workspace / "reports" / f"run-{run_id}"
+
+
+def template_env(autoescape: bool) -> Environment:
+    """The report's Jinja environment (templates/*.j2): autoescaped for the HTML."""
     env = Environment(
         loader=PackageLoader("kernelloop.report", "templates"),
         undefined=StrictUndefined,
@@ -88,6 +94,6 @@ def write_report(
     out_dir.mkdir(parents=True, exist_ok=True)
     ctx = context(rr, rules, out_dir)
     md, html = out_dir / "report.md", out_dir / "report.html"
-    md.write_text(_env(False).get_template("report.md.j2").render(ctx), encoding="utf-8")
-    html.write_text(_env(True).get_template("report.html.j2").render(ctx), encoding="utf-8")
+    md.write_text(template_env(False).get_template("report.md.j2").render(ctx), encoding="utf-8")
+    html.write_text(template_env(True).get_template("report.html.j2").render(ctx), encoding="utf-8")
     return ReportFiles(md, html, [c.png for c in ctx["charts"].values()])
