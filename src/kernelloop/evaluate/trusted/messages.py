@@ -158,7 +158,11 @@ class CallDone(_Msg):
 
     @model_validator(mode="after")
     def _consistent(self) -> CallDone:
-        tensor = self.out_type in TENSOR_OUT_TYPES and self.out_parts is not None
+        tensor = self.out_type == "torch.Tensor" or (
+            self.out_type in TENSOR_OUT_TYPES and self.out_parts is not None
+        )
+        if self.out_parts is not None and not tensor:
+            raise ValueError("facts about output parts for an output that is not tensors")
         present = [f for f in TENSOR_FACTS if getattr(self, f) is not None]
         if tensor and len(present) != len(TENSOR_FACTS):
             missing = [f for f in TENSOR_FACTS if f not in present]
