@@ -7,12 +7,17 @@ correctness is used; its facts (type, aliasing, mutation, launches) can only rej
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import torch
 
 from kernelloop.evaluate.protocol import ALLOC_VIEW_OPS
-from kernelloop.evaluate.trusted.compare import binomial_ok, infer_mask, within_tolerance
+from kernelloop.evaluate.trusted.compare import (
+    Comparison,
+    binomial_ok,
+    infer_mask,
+    within_tolerance,
+)
 from kernelloop.evaluate.trusted.outputs import OutputDir
 from kernelloop.evaluate.trusted.plan import Call
 from kernelloop.evaluate.trusted.record import CheckResult
@@ -144,19 +149,22 @@ class Judge:
             return
         inputs = self._inputs(call)
         like = self.output_like(call, inputs)
-        if not self._interface(call, msg, like):
+        if not self._interface(call, msg, like, self.output_parts(call, inputs)):
             return
         self._audit(call, msg)
         out = read_output(outputs, call.id, like).to(self.device)
         tol = self.tolerance(call, like)
         stochastic = call.suite == "stochastic" and call.rate > 0
         refs = self.value_refs(call, inputs)
-        trivial = trivial_outputs(inputs, like, refs.get("ref", refs.get("keep")))
+        if "ref" in refs or "keep" in refs:
+            trivial = trivial_outputs(inputs, like, refs.get("ref", refs.get("keep")))
+        else:
+            trivial = self._trivial_parts(call, inputs, refs)
         self._prove(call, trivial, refs, tol)
         if stochastic:
             self._stochastic(call, out, refs, tol, trivial)
             return
-        cmp = within_tolerance(out, refs["ref"], tol)
+        cmp = self._compare(call, out, refs, tol)
         if not cmp.passed:
             self._fail_values(call, call.suite, cmp.category, cmp.reason, cmp, out, trivial, tol)
         elif call.suite == "determinism":
@@ -173,9 +181,64 @@ class Judge:
         name = self.task.spec.task.output_like
         if name:
             return given[name]
-        ref = self.value_refs(call, given)["ref"]
-        dtype = getattr(torch, call.dtype) if ref.is_floating_point() else ref.dtype
-        return torch.empty(ref.shape, dtype=dtype, device=self.device)
+        parts = self.output_parts(call, given)
+        if len(parts) == 1 and "ref" in self.value_refs(call, given):
+            return parts[0]
+        # Several outputs travel as one: every part's bytes in order (worker/calls.packed).
+        total = sum(p.numel() * p.element_size() for p in parts)
+        return torch.empty(total, dtype=torch.uint8, device=self.device)
+
+    def output_parts(self, call: Call, inputs: dict | None = None) -> list[torch.Tensor]:
+        """Each output the call must return (a task whose reference returns a tuple has
+        several), as empty tensors of its shape and dtype: the call's dtype for floating
+        point, the reference's own otherwise."""
+        given = self._inputs(call) if inputs is None else inputs
+        name = self.task.spec.task.output_like
+        if name:
+            return [given[name]]
+        refs = self.value_refs(call, given)
+        refs_list = [refs["ref"]] if "ref" in refs else _parts(refs)
+        return [
+            torch.empty(
+                r.shape,
+                dtype=getattr(torch, call.dtype) if r.is_floating_point() else r.dtype,
+                device=self.device,
+            )
+            for r in refs_list
+        ]
+
+    def _compare(self, call: Call, out: torch.Tensor, refs: dict, tol) -> Comparison:
+        """The value check of `out` against the float64 reference(s): one output with `tol`;
+        several (the packed bytes unpacked) each with its own dtype's tolerance, the first
+        failing one named."""
+        if "ref" in refs:
+            return within_tolerance(out, refs["ref"], tol)
+        likes = self.output_parts(call)
+        outs = unpack(out, likes)
+        cmps = [
+            within_tolerance(o, r, self.tolerance(call, o))
+            for o, r in zip(outs, _parts(refs), strict=True)
+        ]
+        for k, c in enumerate(cmps):
+            if not c.passed:
+                return replace(c, reason=f"output {k}: {c.reason}")
+        return max(cmps, key=lambda c: c.max_abs_err or 0.0)
+
+    def _trivial_parts(self, call: Call, inputs: dict, refs: dict) -> dict[str, torch.Tensor]:
+        """Trivial outputs of a call with several outputs: each output's trivial variants
+        (trivial_outputs) with the other outputs exact, packed as the worker packs them —
+        so every output is proven checked, not only the first."""
+        likes = self.output_parts(call, inputs)
+        exact = [r.to(like.dtype).to(self.device) for r, like in zip(_parts(refs), likes,
+                                                                       strict=True)]  # fmt: skip
+        out = {}
+        for k, like in enumerate(likes):
+            for name, t in trivial_outputs(inputs, like, _parts(refs)[k]).items():
+                parts = [*exact[:k], t.to(self.device), *exact[k + 1 :]]
+                out[f"output {k}: {name}"] = torch.cat(
+                    [p.contiguous().reshape(-1).view(torch.uint8) for p in parts]
+                )
+        return out
 
     def tolerance(self, call: Call, like: torch.Tensor):
         """The call's tolerance: the task's for its dtype; an integer or boolean output is
@@ -193,8 +256,8 @@ class Judge:
         """Why `out` fails the value check against `refs` (tolerance against the float64
         reference; for a stochastic call, mask inference and the binomial test of its
         rate), or None when it passes."""
-        if "ref" in refs:
-            cmp = within_tolerance(out, refs["ref"], tol)
+        if "keep" not in refs:
+            cmp = self._compare(call, out, refs, tol)
             return None if cmp.passed else cmp.reason
         inf = infer_mask(out, refs["keep"], refs["drop"], tol)
         if not inf.ok:
@@ -218,7 +281,10 @@ class Judge:
                     "keep": self._ref(given, call, keep_mask=ones),
                     "drop": self._ref(given, call, keep_mask=~ones),
                 }
-            return {"ref": self._ref(given, call)}
+            ref = self._ref(given, call)
+            if isinstance(ref, tuple | list):  # several outputs: "ref.0", "ref.1", ...
+                return {f"ref.{k}": r for k, r in enumerate(ref)}
+            return {"ref": ref}
 
         if self.references is None:
             return compute()
@@ -259,7 +325,13 @@ class Judge:
         """A failed value check, named `trivial` when the output is one of the trivial outputs."""
 
         def close(a, b):
+            if "ref" not in refs_of_call:  # packed parts: the same per-output comparison
+                return self._compare(call, a, {f"ref.{k}": r.to(torch.float64) for k, r in
+                                               enumerate(unpack(b, self.output_parts(call)))},
+                                     tol).passed  # fmt: skip
             return within_tolerance(a, b.to(torch.float64), tol).passed
+
+        refs_of_call = self.value_refs(call)
 
         name = matching_trivial(out, {k: v.to(self.device) for k, v in trivial.items()}, close)
         if name is not None:
@@ -300,7 +372,9 @@ class Judge:
             )
             self.failures.append(Failure("setup", f"sensitivity: {reason}"))
 
-    def _interface(self, call: Call, msg: dict, like: torch.Tensor) -> bool:
+    def _interface(
+        self, call: Call, msg: dict, like: torch.Tensor, parts: list[torch.Tensor] | None = None
+    ) -> bool:
         problems = []
         # Facts about harness state come first: they decide the category when present.
         if msg.get("tampered"):
@@ -334,7 +408,10 @@ class Judge:
                     "a replayed result)",
                 )
             )
-        if msg.get("out_type") != "torch.Tensor":
+        several = parts is not None and (len(parts) > 1 or like.dtype != parts[0].dtype)
+        if several:
+            self._interface_parts(msg, parts, problems)
+        elif msg.get("out_type") != "torch.Tensor":
             problems.append(
                 (
                     "interface",
@@ -375,6 +452,37 @@ class Judge:
         if problems:
             self._interface_bad.add(key)
         return not problems
+
+    def _interface_parts(self, msg: dict, parts: list[torch.Tensor], problems: list) -> None:
+        """The interface of a call that must return several outputs (a tuple of tensors)."""
+        got = msg.get("out_parts") or []
+        if msg.get("out_type") not in ("builtins.tuple", "builtins.list") or len(got) != len(parts):
+            problems.append(
+                (
+                    "interface",
+                    f"returned {candidate_text(msg.get('out_type'), 120)} with {len(got)} "
+                    f"tensor(s), expected a tuple of {len(parts)} torch.Tensor",
+                )
+            )
+            return
+        for k, (g, want) in enumerate(zip(got, parts, strict=True)):
+            dtype = str(want.dtype).removeprefix("torch.")
+            if g["shape"] != list(want.shape):
+                problems.append(
+                    ("interface", f"output {k} shape {g['shape']}, expected {list(want.shape)}")
+                )
+            if g["dtype"] != dtype:
+                problems.append(("interface", f"output {k} dtype {g['dtype']}, expected {dtype}"))
+            if g["device"] != want.device.type:
+                problems.append(
+                    ("interface", f"output {k} on {g['device']}, expected {want.device.type}")
+                )
+            if not g["contiguous"]:
+                problems.append(("interface", f"output {k} is not contiguous"))
+        if msg.get("aliases"):
+            problems.append(("aliasing", f"outputs share memory with {_few(msg['aliases'])}"))
+        if msg.get("mutated"):
+            problems.append(("mutation", f"input(s) {_few(msg['mutated'])} were modified in place"))
 
     def _audit(self, call: Call, msg: dict) -> None:
         """The op audit: PyTorch compute or no launch of its own kernels → `no_kernel`.
@@ -556,6 +664,22 @@ def _same_bytes(a: torch.Tensor | None, b: torch.Tensor) -> bool:
             b.contiguous().reshape(-1).view(torch.uint8),
         )
     )
+
+
+def _parts(refs: dict) -> list[torch.Tensor]:
+    return [refs[f"ref.{k}"] for k in range(len(refs))]
+
+
+def unpack(packed: torch.Tensor, likes: list[torch.Tensor]) -> list[torch.Tensor]:
+    """Several outputs from their packed bytes (worker/calls.packed), each shaped like
+    its `like`."""
+    flat = packed.reshape(-1).view(torch.uint8)
+    out, at = [], 0
+    for like in likes:
+        n = like.numel() * like.element_size()
+        out.append(flat[at : at + n].view(like.dtype).reshape(like.shape))
+        at += n
+    return out
 
 
 def read_output(outputs: OutputDir, call_id: str, like: torch.Tensor) -> torch.Tensor:

@@ -113,6 +113,19 @@ TENSOR_FACTS = (
 )
 
 
+class OutPart(BaseModel):
+    """One output of a call that returned several (a tuple or list of tensors)."""
+
+    model_config = ConfigDict(strict=True, extra="forbid", allow_inf_nan=False, frozen=True)
+    shape: Annotated[list[Small], Field(max_length=16)]
+    dtype: Name
+    device: Name
+    contiguous: bool
+
+
+TENSOR_OUT_TYPES = ("torch.Tensor", "builtins.tuple", "builtins.list")
+
+
 class CallDone(_Msg):
     """The call returned; the facts about what it returned (the bytes are in `<id>.bin`)."""
 
@@ -140,10 +153,16 @@ class CallDone(_Msg):
     reuses_output: bool | None = None
     changed_after_return: bool | None = None
     file: Name | None = None  # if given, it must be the name the trusted side derives
+    # Every output (one for a tensor; each item of a tuple or list of tensors):
+    out_parts: Annotated[list[OutPart], Field(min_length=1, max_length=16)] | None = None
 
     @model_validator(mode="after")
     def _consistent(self) -> CallDone:
-        tensor = self.out_type == "torch.Tensor"
+        tensor = self.out_type == "torch.Tensor" or (
+            self.out_type in TENSOR_OUT_TYPES and self.out_parts is not None
+        )
+        if self.out_parts is not None and not tensor:
+            raise ValueError("facts about output parts for an output that is not tensors")
         present = [f for f in TENSOR_FACTS if getattr(self, f) is not None]
         if tensor and len(present) != len(TENSOR_FACTS):
             missing = [f for f in TENSOR_FACTS if f not in present]

@@ -267,6 +267,37 @@ def aliased_inputs(out: torch.Tensor, tensors: dict[str, torch.Tensor]) -> list[
     return hits
 
 
+MAX_PARTS = 16
+
+
+def output_parts(out) -> list[torch.Tensor] | None:
+    """A call's output as tensors: [out] for a tensor, its items for a tuple or list of 1 to
+    MAX_PARTS tensors (each exactly a torch.Tensor), None for anything else."""
+    if type(out) is torch.Tensor:
+        return [out]
+    if (
+        type(out) in (tuple, list)
+        and 0 < len(out) <= MAX_PARTS
+        and all(type(o) is torch.Tensor for o in out)
+    ):
+        return list(out)
+    return None
+
+
+def packed(parts: list[torch.Tensor]) -> torch.Tensor:
+    """The output as one tensor: a single tensor itself; several, every one's bytes in order
+    (a uint8 vector: what is committed to, written and audited)."""
+    if len(parts) == 1:
+        return parts[0].detach()
+    return torch.cat([p.detach().contiguous().reshape(-1).view(torch.uint8) for p in parts])
+
+
+def pack_output(out) -> torch.Tensor | None:
+    """`packed(output_parts(out))`, or None when the output is not tensors."""
+    parts = output_parts(out)
+    return None if parts is None else packed(parts)
+
+
 def same_bytes(a: torch.Tensor, b: torch.Tensor) -> bool:
     if a.shape != b.shape or a.dtype != b.dtype:
         return False

@@ -20,6 +20,7 @@ import torch
 
 from kernelloop.evaluate.commitment import digest, digest_launch, digest_text
 from kernelloop.evaluate.protocol import IDLE_TRIES, call_seed, idle_busy
+from kernelloop.evaluate.worker.calls import pack_output
 
 _monotonic = time.monotonic
 _perf = time.perf_counter
@@ -101,6 +102,13 @@ class GpuDevice:
             return lambda: None
         cycles = max(1, int(ms * self.cycles_per_ms))
         return lambda: _spin(cycles)
+
+
+def _packed(out, copy: bool) -> torch.Tensor | None:
+    """A unit's output as the one tensor committed to and kept (worker/calls.packed: a
+    tuple's parts' bytes in order), copied when it lives in a graph's fixed buffer."""
+    got = pack_output(out)
+    return got.clone() if (copy and got is not None and type(out) is _Tensor) else got
 
 
 def raw(ev) -> tuple[float, float]:
@@ -268,10 +276,10 @@ class GpuSlot:
                 cals.append(self.dev.once(self.matched_call, spin=self.spin))
             self._fresh(call_seed(seed, j))
             ev = self.dev.once(self.unit, spin=self.spin)
-            out = self.graph_out.clone() if self.graph else ev[4]
+            out = _packed(self.graph_out if self.graph else ev[4], self.graph)
             evs.append(ev[:4])
             del ev
-            commits.append(digest(out, key) if type(out) is _Tensor else "")
+            commits.append(digest(out, key) if out is not None else "")
             self.kept.append(out)
             self.count += 1
         _sync()
@@ -307,12 +315,12 @@ class GpuSlot:
                     if isinstance(t, _Tensor):
                         t.copy_(new[k])
                 self.unit()
-                out = self.graph_out.clone()
+                out = _packed(self.graph_out, True)
             else:
-                out = self.fn(**new, **self.kwargs)
+                out = _packed(self.fn(**new, **self.kwargs), False)
             if not self.spin:
                 _sync()
-            pending.append(digest_launch(out, key) if type(out) is _Tensor else None)
+            pending.append(digest_launch(out, key) if out is not None else None)
             self.kept.append(out)
         _sync()
         self.last = self.kept[-1] if self.kept else None

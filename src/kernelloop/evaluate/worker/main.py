@@ -105,7 +105,8 @@ def run_call(
         _sync()
     # What the output holds the moment the call returns is what gets judged; work that
     # lands later (a thread, a deferred launch) shows up as a difference below.
-    at_return = out.detach().clone() if type(out) is _Tensor else None
+    parts = inworker.output_parts(out)
+    at_return = inworker.packed(parts).clone() if parts is not None else None
     _sync()
     elapsed = time.perf_counter() - t0
     facts: dict = {
@@ -120,25 +121,43 @@ def run_call(
     if at_return is None:
         send("call", ok=True, **facts)  # the trusted side rejects the type (interface)
         return
-    prev = watch.get("previous")
+    prev = watch.get("previous") or []
+    first = parts[0]
+    aliases = [a for p in parts for a in inworker.aliased_inputs(p, tensors)]
+    for i, p in enumerate(parts):  # two outputs sharing memory
+        others = {f"output {j}": q for j, q in enumerate(parts) if j != i}
+        if inworker.aliased_inputs(p, others):
+            aliases.append(f"output {i}")
     facts.update(
-        out_shape=list(out.shape),
-        out_dtype=str(out.dtype).removeprefix("torch."),
-        out_device=out.device.type,
-        out_contiguous=out.is_contiguous(),
-        aliases=inworker.aliased_inputs(out, tensors),
+        out_shape=list(first.shape),
+        out_dtype=str(first.dtype).removeprefix("torch."),
+        out_device=first.device.type,
+        out_contiguous=first.is_contiguous(),
+        out_parts=[
+            {
+                "shape": list(p.shape),
+                "dtype": str(p.dtype).removeprefix("torch."),
+                "device": p.device.type,
+                "contiguous": p.is_contiguous(),
+            }
+            for p in parts
+        ],
+        aliases=list(dict.fromkeys(aliases)),
         mutated=[k for k in tensors if not inworker.same_bytes(snapshot[k], tensors[k])],
-        # The previous output is still held here, so an honest allocation cannot overlap it.
-        reuses_output=prev is not None and bool(inworker.aliased_inputs(out, {"previous": prev})),
+        # The previous outputs are still held here, so an honest allocation cannot overlap.
+        reuses_output=any(
+            inworker.aliased_inputs(p, {f"previous {j}": q for j, q in enumerate(prev)})
+            for p in parts
+        ),
     )
-    watch["previous"] = out
+    watch["previous"] = parts
     if call.get("save", True):
         path = Path(job["out_dir"]) / f"{call['id']}.bin"
         inworker.wait_for_room(Path(job["out_dir"]), job.get("max_outstanding", 4))
         inworker.write_raw(at_return, path)
         facts["file"] = path.name
     _sync()
-    facts["changed_after_return"] = not inworker.same_bytes(at_return, out)
+    facts["changed_after_return"] = not inworker.same_bytes(at_return, inworker.packed(parts))
     send("call", ok=True, **facts)
 
 

@@ -40,6 +40,7 @@ import torch
 
 from kernelloop.evaluate.commitment import digest
 from kernelloop.evaluate.protocol import call_seed
+from kernelloop.evaluate.worker.calls import pack_output
 
 # Bound at import, before any candidate module runs (the worker imports this module
 # first): a candidate that rebinds these later cannot change what the timer calls.
@@ -85,7 +86,8 @@ class CpuSlot:
             out = self.call()
             ms = (_perf() - t0) * 1e3
             calls.append([ms])
-            commits.append(digest(out, key) if type(out) is torch.Tensor else "")
+            out = pack_output(out)
+            commits.append(digest(out, key) if out is not None else "")
             self.kept.append(out)
         self.last = self.kept[-1] if self.kept else None
         return {"calls": calls, "cals": [], "commits": commits}
