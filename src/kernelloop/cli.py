@@ -16,7 +16,8 @@ from kernelloop.errors import KernelloopError
 
 app = typer.Typer(
     name="kernelloop",
-    help="Closed-loop GPU kernel optimization with a verification gate that cannot be fooled.",
+    help="Closed-loop GPU kernel optimization behind a verification gate built to resist being "
+    "fooled (known gaps: docs/security.md).",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,

@@ -69,12 +69,10 @@ class MethodSet(_Reply):
     text: Text = ""
 
 
-class Batch(_Reply):
-    calls: Annotated[
-        list[Annotated[list[Ms], Field(min_length=1, max_length=2)]],
-        Field(min_length=1, max_length=MAX_SAMPLES),
-    ]
-    cals: Annotated[list[Pair], Field(max_length=MAX_SAMPLES)] = Field(default_factory=list)
+class Through(_Reply):
+    """A run-through batch (worker/gpu_timer.GpuSlot.through): commitments only; and what
+    every batch answers besides its calls."""
+
     # One commitment per timed unit (kernelloop.evaluate.commitment); "" for a non-tensor.
     commits: Annotated[
         list[Annotated[str, Field(max_length=120)]], Field(min_length=1, max_length=MAX_SAMPLES)
@@ -85,16 +83,12 @@ class Batch(_Reply):
     tampered: Names = Field(default_factory=list)
 
 
-class Through(_Reply):
-    """A run-through batch (worker/gpu_timer.GpuSlot.through): commitments only."""
-
-    commits: Annotated[
-        list[Annotated[str, Field(max_length=120)]], Field(min_length=1, max_length=MAX_SAMPLES)
+class Batch(Through):
+    calls: Annotated[
+        list[Annotated[list[Ms], Field(min_length=1, max_length=2)]],
+        Field(min_length=1, max_length=MAX_SAMPLES),
     ]
-    no_launch: Annotated[int, Field(ge=0)] = 0
-    pre: Annotated[list[list[Pair]], Field(max_length=10)] = Field(default_factory=list)
-    post: Annotated[list[list[Pair]], Field(max_length=10)] = Field(default_factory=list)
-    tampered: Names = Field(default_factory=list)
+    cals: Annotated[list[Pair], Field(max_length=MAX_SAMPLES)] = Field(default_factory=list)
 
 
 class Ended(_Reply):

@@ -140,29 +140,27 @@ class Server:
 
     def batch(self, cmd: dict) -> dict:
         n, seed, key = int(cmd["n"]), int(cmd["seed"]), int(cmd["key"])
-        before = self.audit.without_launch if self.audit else 0
-        pre = self.probe.check() if (self.probe is not None and cmd.get("probe")) else []
-        if self.cuda:
-            self.dev.ramp(float(cmd.get("ramp_ms", 0.0)) / 1e3)
-            got = self.slot.batch(n, int(cmd.get("cal_every", 1)), seed, key)
-        else:
-            got = self.slot.batch(n, seed, key, self._sets(cmd.get("inputs")))
-        post = self.probe.check() if (self.probe is not None and cmd.get("probe")) else []
-        return {
-            **got,
-            "no_launch": (self.audit.without_launch - before) if self.audit else 0,
-            "pre": pre,
-            "post": post,
-            "tampered": self.integrity.changed()[:10],
-        }
+
+        def run() -> dict:
+            if self.cuda:
+                self.dev.ramp(float(cmd.get("ramp_ms", 0.0)) / 1e3)
+                return self.slot.batch(n, int(cmd.get("cal_every", 1)), seed, key)
+            return self.slot.batch(n, seed, key, self._sets(cmd.get("inputs")))
+
+        return self._framed(cmd, run)
 
     def through(self, cmd: dict) -> dict:
         """A run-through batch for the trusted clock (GpuSlot.through; GPU only), with the
         same idle probes and launch audit as `batch`."""
         n, seed, key = int(cmd["n"]), int(cmd["seed"]), int(cmd["key"])
+        return self._framed(cmd, lambda: self.slot.through(n, seed, key))
+
+    def _framed(self, cmd: dict, run) -> dict:
+        """`run()`'s answer between the idle probes (when asked for), with the launch audit's
+        count of calls that launched nothing and the tamper tripwire's findings."""
         before = self.audit.without_launch if self.audit else 0
         pre = self.probe.check() if (self.probe is not None and cmd.get("probe")) else []
-        got = self.slot.through(n, seed, key)
+        got = run()
         post = self.probe.check() if (self.probe is not None and cmd.get("probe")) else []
         return {
             **got,
