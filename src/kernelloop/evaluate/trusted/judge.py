@@ -196,7 +196,10 @@ class Judge:
         name = self.task.spec.task.output_like
         if name:
             return [given[name]]
-        refs = self.value_refs(call, given)
+        return self._part_likes(call, self.value_refs(call, given))
+
+    def _part_likes(self, call: Call, refs: dict) -> list[torch.Tensor]:
+        """`output_parts` from the call's references (no inputs regenerated)."""
         refs_list = [refs["ref"]] if "ref" in refs else _parts(refs)
         return [
             torch.empty(
@@ -213,8 +216,7 @@ class Judge:
         failing one named."""
         if "ref" in refs:
             return within_tolerance(out, refs["ref"], tol)
-        likes = self.output_parts(call)
-        outs = unpack(out, likes)
+        outs = unpack(out, self._part_likes(call, refs))
         cmps = [
             within_tolerance(o, r, self.tolerance(call, o))
             for o, r in zip(outs, _parts(refs), strict=True)
@@ -324,14 +326,15 @@ class Judge:
     ) -> None:
         """A failed value check, named `trivial` when the output is one of the trivial outputs."""
 
-        def close(a, b):
-            if "ref" not in refs_of_call:  # packed parts: the same per-output comparison
-                return self._compare(call, a, {f"ref.{k}": r.to(torch.float64) for k, r in
-                                               enumerate(unpack(b, self.output_parts(call)))},
-                                     tol).passed  # fmt: skip
-            return within_tolerance(a, b.to(torch.float64), tol).passed
-
         refs_of_call = self.value_refs(call)
+        likes = self._part_likes(call, refs_of_call)
+
+        def close(a, b):
+            if "ref" in refs_of_call:
+                return within_tolerance(a, b.to(torch.float64), tol).passed
+            # packed parts: the same per-output comparison, with `b` as the reference
+            parts = {f"ref.{k}": r.to(torch.float64) for k, r in enumerate(unpack(b, likes))}
+            return self._compare(call, a, parts, tol).passed
 
         name = matching_trivial(out, {k: v.to(self.device) for k, v in trivial.items()}, close)
         if name is not None:
