@@ -10,7 +10,11 @@ the candidate's unaccounted ms per call (`got`), the others' (`ref`), the slack,
 candidate claims per call, and the verdict (passed / corrected by X ms / rejected).
 
     python benchmarks/saving_probe.py OUT.json [--device cuda] [--shapes 4096x8000,...]
-        [--scales 1,0.9,0.7,0.5,0.01] [--repeats 2] [--honest 3]
+        [--scales 1,0.9,0.7,0.5,0.01] [--repeats 2] [--honest 3] [--extra FILE ...]
+
+`--extra` adds honest candidates of another kind (e.g. benchmarks/candidates/
+fused_randint4x.py, faster than the best on long rows), `--repeats` times each: the check
+must pass them.
 """
 
 from __future__ import annotations
@@ -99,6 +103,7 @@ def main() -> None:
     ap.add_argument("--scales", default="1,0.9,0.7,0.5,0.01")
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--honest", type=int, default=3)
+    ap.add_argument("--extra", action="append", default=[], type=Path)
     a = ap.parse_args()
     timing_checks.saving_check = _logged(timing_checks.saving_check)
     timing_checks.through_check = _logged_through(timing_checks.through_check)
@@ -106,13 +111,16 @@ def main() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="saving_probe_"))
     best = tmp / "fused_best.py"
     shutil.copyfile(FUSED, best)
-    runs = [("honest", None)] * a.honest
+    runs: list[tuple[str, float | Path | None]] = [("honest", None)] * a.honest
+    runs += [(f"extra={x.stem}", x) for x in a.extra for _ in range(a.repeats)]
     runs += [(f"scale={s}", float(s)) for s in a.scales.split(",") for _ in range(a.repeats)]
     results = []
     for i, (name, scale) in enumerate(runs):
         cand = tmp / f"cand_{i}.py"
         if scale is None:
             shutil.copyfile(FUSED, cand)
+        elif isinstance(scale, Path):
+            shutil.copyfile(scale, cand)
         else:
             src = LIAR.read_text().replace("(t / 100, s / 100)", f"(t * {scale}, s * {scale})")
             assert f"t * {scale}" in src, "the lying timer's report line changed"
@@ -135,14 +143,19 @@ def main() -> None:
         results.append(
             {
                 "run": name,
-                "scale": scale,
+                "scale": scale if not isinstance(scale, Path) else None,
                 "problems": rec.problems,
                 "medians_ms": med,
                 "checks": LOG[start:],
             }
         )
         print(name, med, rec.problems[:1], LOG[start:], flush=True)
-    Path(a.out).write_text(
+        _write(Path(a.out), a, results)
+
+
+def _write(out: Path, a: argparse.Namespace, results: list[dict]) -> None:
+    """Rewritten after every run, so a call cut at its time limit keeps what it measured."""
+    out.write_text(
         json.dumps(
             {
                 "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),

@@ -197,6 +197,30 @@ def test_run_through_batches_hold_the_events_to_the_trusted_clock():
     )
 
 
+def test_run_through_slack_holds_the_noisiest_honest_run_measured_on_the_h200():
+    # benchmarks/results/2026-12-01-h200/saving_probe_inputs_first.json, run "scale=1"
+    # (honest numbers through the swapped loop) at 16384x8192: the noisiest of 18 honest
+    # shape-checks, 0.057 ms (2.3% of a unit) above the others with a spread of 0.0095 ms.
+    # At a slack of 1% of a unit it was "corrected"; the calibrated slack lets it pass ...
+    accs = {
+        "candidate": _through(_acc(1, 1, 0), [2.3903] * 4),
+        "best": _through(_acc(1, 1, 0), [2.3268] * 4),
+        "baseline": _through(_acc(1, 1, 0), [2.6432] * 4),
+    }
+    claimed = {"candidate": 0.9129, "best": 0.9108, "baseline": 1.2177}
+    assert checks.through_check("s", accs, claimed, "candidate") == (0.0, None)
+    # ... while the same run's 20% liar (claims 0.7286 ms, took 2.3806 ms per unit beside
+    # the best's 2.3763 and the baseline's 2.6770) is still raised by its whole excess.
+    accs = {
+        "candidate": _through(_acc(1, 1, 0), [2.3806] * 4),
+        "best": _through(_acc(1, 1, 0), [2.3763] * 4),
+        "baseline": _through(_acc(1, 1, 0), [2.6770] * 4),
+    }
+    claimed = {"candidate": 0.7286, "best": 0.9101, "baseline": 1.2160}
+    added, bad = checks.through_check("s", accs, claimed, "candidate")
+    assert bad is None and added == pytest.approx(0.1885, abs=0.002)
+
+
 def test_run_through_counts_the_candidates_contended_batches_but_not_the_others():
     accs = _through_accs([2.46, 2.44, 2.45, 2.48])
     # The best's batches all waited for a CPU: they do not count as its quiet ones.
@@ -443,8 +467,10 @@ def test_the_freezer_stops_and_resumes_a_whole_tree_including_new_sessions():
             p: open(f"/proc/{p}/stat").read().rsplit(")", 1)[1].split()[11] for p in busy
         } == cpu  # no CPU time
         fz.cont()
-        time.sleep(0.2)
-        assert all(_state(p) in ("R", "S") for p in busy)
+        deadline = time.monotonic() + 5  # a loaded box may take a while to schedule them
+        while any(_state(p) in STOPPED for p in busy) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not any(_state(p) in STOPPED for p in busy), [(p, _state(p)) for p in busy]
     finally:
         fz.kill()
         root.wait(timeout=10)

@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 import torch
 
-from kernelloop.evaluate.trusted import timing_checks as checks
 from kernelloop.evaluate.trusted.bench import benchmark
 from kernelloop.gate import performance_gate
 from tests.conftest import FUSED
@@ -104,12 +103,6 @@ def test_gpu_c_a_worker_lying_about_its_events_is_caught_by_the_trusted_clock(
     assert canary.intact()
 
 
-@pytest.mark.xfail(
-    not checks.THROUGH_ACTS,
-    reason="open (issue 12): the run-through check is recorded, not acted on, until its "
-    "inputs-first layout is measured on the H200; the saving check alone misses these lies",
-    strict=False,
-)
 @pytest.mark.parametrize("scale", [0.8, 0.5])
 def test_gpu_f_a_worker_under_reporting_its_events_is_held_to_the_trusted_clock(
     flagship, best, tmp_path, canary, scale
@@ -117,9 +110,9 @@ def test_gpu_f_a_worker_under_reporting_its_events_is_held_to_the_trusted_clock(
     # The best's own kernel, reporting `scale` of its real time. Before run-through
     # batches, half (at 4096x8000) or 80% (both shapes) passed the trusted clock's check
     # unnoticed: the harness's own work per timed call (0.8 ms beside a 0.3 ms kernel on
-    # the H200) drowned the difference. Now it is rejected, or its samples are raised to
-    # what the trusted clock saw, within that check's resolution (~1% of a run-through
-    # unit: at 4096x8000 on the H200, 2026-12-01, a 20% lie kept 4.4% once).
+    # the H200) drowned the difference. Now the run-through check rejects it, or raises
+    # its samples by the whole excess the trusted clock saw (its slack is 2% of a unit:
+    # on the H200, 2026-12-01, every 20% lie was raised and every 50% lie rejected).
     src = candidate_source("timing_gpu_lying_timer.py")
     assert "(t / 100, s / 100)" in src
     cheat = tmp_path / "timing_gpu_lying_timer.py"

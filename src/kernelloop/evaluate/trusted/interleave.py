@@ -631,18 +631,7 @@ class Session:
                 if r.samples_ms
             }
             through, why = checks.through_check(label, accs, claimed, self.candidate)
-            if checks.THROUGH_ACTS:
-                added, bad = max(added, through), why  # one excess seen two ways: added once
-            elif why or through > 0:
-                self.out.warnings.append(
-                    "recorded, not acted on (the run-through check is being calibrated): "
-                    + (
-                        why
-                        or f"{label}: run back to back, the candidate's calls took "
-                        f"{through:.4f} ms per call more than its events account for, beyond "
-                        "the other implementations'"
-                    )
-                )
+            added, bad = max(added, through), why  # one excess seen two ways: added once
         if bad is not None:
             self.problem("timing", self.candidate, bad)
         elif added > 0:
