@@ -162,8 +162,8 @@ def _inputs(task: Task) -> str:
     if doc:
         lines.append(doc)
     cases = [f"`random` ({suites.random_repeats} draw(s) per shape and dtype)"]
-    if suites.extreme:
-        cases.append("extreme: " + ", ".join(f"`{c}`" for c in suites.extreme))
+    if suites.extreme_cases:
+        cases.append("extreme: " + ", ".join(f"`{c}`" for c in suites.extreme_cases))
     if st is not None:
         cases.append(f"`{st.case}` for the randomness checks")
     lines.append(

@@ -10,6 +10,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from kernelloop.task.generic_cases import CASES as GENERIC_CASES
+
 DTYPE_NAMES = ("float32", "float16", "bfloat16", "float64")
 # The dtypes a peak compute rate is given for (task/peaks.toml); float8 only through
 # `[roofline] flops_dtype`, since no task dtype is float8.
@@ -108,7 +110,13 @@ class Stochastic(_Strict):
 
 
 class Suites(_Strict):
-    extreme: list[str] = Field(default_factory=list)
+    extreme: list[str] | None = Field(
+        default=None,
+        description=(
+            "the extreme cases the task's make_inputs knows; left out, kernelloop's generic "
+            "ones (task/generic_cases.py) run instead; [] for none"
+        ),
+    )
     random_repeats: int = Field(default=2, ge=1)
     extreme_shrink: list[str] = Field(
         default_factory=list,
@@ -118,6 +126,12 @@ class Suites(_Strict):
             "set to the smallest value any selected shape has"
         ),
     )
+
+    @property
+    def extreme_cases(self) -> list[str]:
+        """The extreme cases that run: the task's own, or the generic ones when it lists
+        none (`extreme = []` runs none)."""
+        return list(self.extreme) if self.extreme is not None else list(GENERIC_CASES)
 
 
 class Rules(_Strict):

@@ -29,6 +29,7 @@ from kernelloop.evaluate.trusted.text import (  # noqa: F401  (last_line: re-exp
     last_line,
 )
 from kernelloop.task import Task
+from kernelloop.task.generic_cases import with_generic_cases
 from kernelloop.task.spec import Tolerance
 
 EXACT = Tolerance(atol=0.0, rtol=0.0)
@@ -74,7 +75,7 @@ class Judge:
     sensitivity: Sensitivity = field(default_factory=Sensitivity)
 
     def __post_init__(self) -> None:
-        self.make_inputs = self.task.load_function("inputs")
+        self.make_inputs = with_generic_cases(self.task.load_function("inputs"))
         self.reference = self.task.load_function("reference")
         self.st = self.task.spec.stochastic
         self._digest = self.task.digest() if self.references is not None else ""

@@ -174,7 +174,7 @@ def plan_calls(
     ext_shapes = extreme_shapes(task, shapes)
     for shape in ext_shapes:
         for dtype in dtypes:
-            for case in spec.suites.extreme:
+            for case in spec.suites.extreme_cases:
                 add(f"{shape.label}-{dtype}-extreme-{case}", "extreme", case, shape, dtype)
     # Numerical stress never depends on the dtypes a user selected: a kernel that is
     # fragile only where the input can carry a large mean/std ratio (one-pass variance
@@ -182,10 +182,10 @@ def plan_calls(
     # meet the extreme cases in every dtype of the task. They run on the smallest
     # extreme shape, where they are cheap.
     omitted = [d for d in spec.dtypes if d not in dtypes]
-    if omitted and ext_shapes and spec.suites.extreme:
+    if omitted and ext_shapes and spec.suites.extreme_cases:
         small = min(ext_shapes, key=_numel)
         for dtype in omitted:
-            for case in spec.suites.extreme:
+            for case in spec.suites.extreme_cases:
                 add(f"{small.label}-{dtype}-extreme-{case}", "extreme", case, small, dtype)
     extra = (
         unseen_shape(task, shapes, seeds.rng("unseen")) if unseen and shapes and dtypes else None

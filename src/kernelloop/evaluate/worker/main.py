@@ -44,6 +44,7 @@ import torch  # noqa: E402  (after the channel is set up)
 
 from kernelloop.evaluate.worker import calls as inworker  # noqa: E402  (after the channel is set up)
 from kernelloop.evaluate.worker import gpu_timer, guard, serve, timing  # noqa: E402  (timing binds its clocks before candidates load)
+from kernelloop.task.generic_cases import with_generic_cases  # noqa: E402
 from kernelloop.task.kernelbench_inputs import entry_function  # noqa: E402
 
 guard.drop_cwd_from_path()
@@ -170,8 +171,8 @@ def main() -> int:
             job, send, [sys.modules[__name__], inworker, timing, gpu_timer, guard, serve], _MARKER
         )
     send("hello", env=inworker.environment(job["device"]))
-    make_inputs = getattr(
-        _import_file(job["inputs_file"], "kernelloop_task_inputs"), job["inputs_func"]
+    make_inputs = with_generic_cases(
+        getattr(_import_file(job["inputs_file"], "kernelloop_task_inputs"), job["inputs_func"])
     )
     # Snapshots taken before any candidate code runs (see guard.py).
     watch = {
