@@ -23,6 +23,7 @@ import ast
 import functools
 import inspect
 import types
+import weakref
 from pathlib import Path
 
 import torch
@@ -212,6 +213,14 @@ def fill_init(template, args: tuple):
     return template
 
 
+# The builders of solution-class entries, for the worker to build a model before a call
+# whose PyTorch ops it audits: a constructor's weight initialisation (nn.Linear's
+# uniform_) is not the call's compute, the constructor never sees a call's inputs, and the
+# weights it draws are replaced by the task's. Only entries made by `model_entry` are here,
+# so a candidate's own function gets no unaudited step.
+PREPARE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
 def model_entry(module: types.ModuleType, spec: dict):
     """A KernelBench-style solution (`class ModelNew(nn.Module)`) as the task's entry
     function: built once per size with the problem's init inputs for the arguments it is
@@ -221,7 +230,7 @@ def model_entry(module: types.ModuleType, spec: dict):
     args_names, state = list(spec["forward_args"]), list(spec["state"])
     models: dict[str, torch.nn.Module] = {}
 
-    def forward(**inputs):
+    def build(**inputs) -> torch.nn.Module:
         args = tuple(inputs[n] for n in args_names)
         init = fill_init(spec["init"], args)
         key = repr(init)
@@ -237,9 +246,14 @@ def model_entry(module: types.ModuleType, spec: dict):
                     f"{sorted(state)}: name them as Model does, so the task's weights reach it"
                 )
             models[key] = model
-        given = {n: inputs[state_arg(n)] for n in state}
-        return torch.func.functional_call(model, given, args)
+        return model
 
+    def forward(**inputs):
+        model = build(**inputs)
+        given = {n: inputs[state_arg(n)] for n in state}
+        return torch.func.functional_call(model, given, tuple(inputs[n] for n in args_names))
+
+    PREPARE[forward] = build
     return forward
 
 

@@ -45,7 +45,7 @@ import torch  # noqa: E402  (after the channel is set up)
 from kernelloop.evaluate.worker import calls as inworker  # noqa: E402  (after the channel is set up)
 from kernelloop.evaluate.worker import gpu_timer, guard, serve, timing  # noqa: E402  (timing binds its clocks before candidates load)
 from kernelloop.task.generic_cases import with_generic_cases  # noqa: E402
-from kernelloop.task.kernelbench_inputs import entry_function  # noqa: E402
+from kernelloop.task.kernelbench_inputs import PREPARE, entry_function  # noqa: E402
 
 guard.drop_cwd_from_path()
 _MARKER = f"KERNELLOOP_SANDBOX_ID={os.environ.get('KERNELLOOP_SANDBOX_ID', '')}"
@@ -81,6 +81,8 @@ def run_call(
     dtype = _dtype(call["dtype"])
     g = torch.Generator(device=dev).manual_seed(call["input_seed"])
     inputs = make_inputs(call["dims"], dtype, dev, g, call["case"])
+    if (prepare := PREPARE.get(fn)) is not None:  # a solution class, built for this size
+        prepare(**inputs)
     tensors = {k: v for k, v in inputs.items() if isinstance(v, _Tensor)}
     snapshot = {k: v.clone() for k, v in tensors.items()}
     # Poison as much fresh memory as the output will take (or, where the task derives the
