@@ -6,20 +6,26 @@ in Triton.
 - Wider rows (the problem's size: 4096 rows of 393216 columns, 1.5 MiB each) are split
   into chunks of CHUNK columns so that every SM has work whatever the row count:
   1. `_chunk_stats` (one program per row and chunk) streams its chunk once in column tiles
-     with an online max and sum (the sum rescaled by exp(old max - new max) when the max
-     grows) and writes the chunk's (max, sum);
+     with an online max and sum (per tile: the tile's max raises the running max, the
+     running sum is rescaled by exp(old max - new max), one scalar, and the tile's
+     exp(x - max) added: one exp per element) and writes the chunk's (max, sum);
   2. `_chunk_normalize` (one program per row and chunk) combines its row's chunk
      statistics into the row's max M and sum S = sum_c s_c * exp(m_c - M) (a few dozen
      values, the same order in every program: deterministic), then reads its chunk again
      and writes exp(x - M) * (1 / S).
 
-Why it is fast on an H200: softmax is bound by memory traffic. Eager PyTorch's softmax for
+Why it should be fast on an H200: softmax is bound by memory traffic. Eager PyTorch's softmax for
 rows that do not fit in shared memory reads each row three times (max, sum, write pass)
 and writes it once: 4 x 6.4 GB at the problem's size. This reads twice and writes once
 (3 x 6.4 GB, ~25% less traffic), with 98304 independent programs of 64 KiB each keeping
 all 132 SMs' loads in flight (4096-wide tiles, 8 warps: 16 float32 per thread per load,
 vectorised 128-bit accesses); the statistics are 0.8 MB. Every sum and max is in float32
 with the max subtracted first, so large logits (x100) cannot overflow.
+Measured on the H200 (2026-12-01, CUDA events, no L2 flush, before the one-exp-per-element
+statistics pass): 5.15 ms against eager's 6.23 ms (x1.21; 3 x 6.4 GB in 5.15 ms is
+3.7 TB/s). Reading each row only once would need the row's statistics before its first
+write, i.e. the chunks of a row synchronising across programs (a persistent kernel
+re-reading each chunk from L2): not done here.
 """
 
 import torch
@@ -51,19 +57,20 @@ def _chunk_stats(
     chunk = tl.program_id(1)
     offs = tl.arange(0, BLOCK)
     base = x_ptr + row * stride_x
-    m = tl.full([BLOCK], float("-inf"), tl.float32)
-    s = tl.zeros([BLOCK], tl.float32)
+    m = tl.max(tl.full([BLOCK], float("-inf"), tl.float32), axis=0)  # running max
+    s = tl.sum(tl.zeros([BLOCK], tl.float32), axis=0)  # running sum of exp(x - m)
     for start in range(chunk * CHUNK, chunk * CHUNK + CHUNK, BLOCK):
         cols = start + offs
         mask = cols < n_cols
         x = tl.load(base + cols, mask=mask, other=float("-inf")).to(tl.float32)
-        m_new = tl.maximum(m, x)
-        # lanes that have seen only the masked tail stay at m = -inf, s = 0
-        alpha = tl.where(m_new == float("-inf"), 0.0, tl.exp(m - m_new))
-        s = s * alpha + tl.where(mask, tl.exp(x - m_new), 0.0)
+        m_new = tl.maximum(m, tl.max(x, axis=0))
+        # shift by 0 while everything seen is -inf (masked columns, -inf logits): then
+        # exp(x - shift) and the rescale are 0, never exp(-inf - -inf) = nan
+        shift = tl.where(m_new == float("-inf"), 0.0, m_new)
+        s = s * tl.exp(m - shift) + tl.sum(tl.exp(x - shift), axis=0)
         m = m_new
-    m_chunk = tl.max(m, axis=0)
-    s_chunk = tl.sum(tl.where(m == float("-inf"), 0.0, s * tl.exp(m - m_chunk)), axis=0)
+    m_chunk = m
+    s_chunk = s
     tl.store(m_ptr + row * n_chunks + chunk, m_chunk)
     tl.store(s_ptr + row * n_chunks + chunk, s_chunk)
 

@@ -1,21 +1,24 @@
 """KernelBench level1/95 (CrossEntropyLoss): mean cross-entropy of float logits against
 integer class targets, in two Triton kernels and one read of the logits.
 
-1. `_row_loss`: each program takes ROWS rows and streams each row once in column tiles,
-   keeping an online log-sum-exp (running max, running sum of exp(x - max), rescaled when
-   the max grows) and picking the target's logit out of the tile that holds it; the row's
-   loss is `max + log(sum) - x[target]`, written to a float32 buffer (0 for a row whose
-   target is `ignore_index`, -100, as `F.cross_entropy` does; its weight 0).
+1. `_row_loss`: each program takes ROWS rows and streams them once in column tiles with
+   an online log-sum-exp per row: the tile's max raises the running max m, the running
+   sum of exp(x - m) is rescaled by exp(old m - new m) (one scalar per row and tile) and
+   the tile's exp(x - m) added, so each logit costs one exp; the target's logit is picked
+   out of the tile that holds it. The row's loss `m + log(sum) - x[target]` goes to a
+   float32 buffer (0, weight 0, for a row whose target is `ignore_index` = -100, as
+   `F.cross_entropy` does).
 2. `_mean`: one program sums the per-row losses and weights in a fixed order and divides:
    the 0-dim mean loss, bit-for-bit the same on every call (no atomics).
 
-Why it is fast on an H200: the op is bound by reading the logits (32768 x 4096 float32 =
-512 MiB at the problem's size, ~0.11 ms at ~4.8 TB/s). Eager PyTorch materialises
-`log_softmax` (a read and a 512 MiB write) and then gathers and reduces it, about three
-times the traffic; here every logit is read once and nothing of the logits' size is
-written. A 4096-class row is one 16 KiB tile (16 float32 per thread at 8 warps), so the
-online rescale runs once per row; wider rows loop. The mean over 32768 floats is a few
-microseconds.
+Why it should be fast on an H200: the op is bound by reading the logits (32768 x 4096
+float32 = 512 MiB at the problem's size, ~0.11 ms at ~4.8 TB/s). Eager PyTorch
+materialises `log_softmax` (a 512 MiB read and a 512 MiB write), then gathers from it and
+reduces; here every logit is read once and nothing of the logits' size is written. A
+4096-class row is one 16 KiB tile per program (16 float32 per thread at 8 warps, 32768
+programs); wider rows loop. The mean over 32768 floats is a few microseconds.
+Measured on the H200 (2026-12-01, CUDA events, no L2 flush, before the one-exp-per-logit
+rewrite, when every logit cost three exps): 0.42 ms against eager's 0.44 ms.
 """
 
 import torch
@@ -28,45 +31,35 @@ IGNORE_INDEX = -100
 
 @triton.jit
 def _row_loss(
-    x_ptr,
-    t_ptr,
-    loss_ptr,
-    w_ptr,
-    n_rows,
-    n_cols,
-    stride_row,
-    ignore_index,
-    ROWS: tl.constexpr,
-    BLOCK: tl.constexpr,
-):
-    pid = tl.program_id(0)
+    x_ptr, t_ptr, loss_ptr, w_ptr, n_rows, n_cols, stride_row, ignore_index,
+    ROWS: tl.constexpr, BLOCK: tl.constexpr,
+):  # fmt: skip
+    rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
+    row_ok = rows < n_rows
+    rows_c = tl.where(row_ok, rows, 0).to(tl.int64)
     offs = tl.arange(0, BLOCK)
-    for r in range(ROWS):
-        row = pid * ROWS + r
-        if row < n_rows:
-            base = x_ptr + row.to(tl.int64) * stride_row
-            target = tl.load(t_ptr + row)
-            m = tl.full([BLOCK], float("-inf"), tl.float32)
-            s = tl.zeros([BLOCK], tl.float32)
-            picked = tl.zeros([BLOCK], tl.float32)
-            for start in range(0, n_cols, BLOCK):
-                cols = start + offs
-                mask = cols < n_cols
-                x = tl.load(base + cols, mask=mask, other=float("-inf")).to(tl.float32)
-                m_new = tl.maximum(m, x)
-                # lanes still at -inf (masked tail of a first tile) keep s = 0
-                alpha = tl.where(m_new == float("-inf"), 0.0, tl.exp(m - m_new))
-                p = tl.where(mask, tl.exp(x - m_new), 0.0)
-                s = s * alpha + p
-                m = m_new
-                picked += tl.where(cols == target, x, 0.0)
-            row_max = tl.max(m, axis=0)
-            total = tl.sum(s * tl.exp(m - row_max), axis=0)
-            lse = row_max + tl.log(total)
-            valid = target != ignore_index
-            loss = tl.where(valid, lse - tl.sum(picked, axis=0), 0.0)
-            tl.store(loss_ptr + row, loss)
-            tl.store(w_ptr + row, tl.where(valid, 1.0, 0.0))
+    target = tl.load(t_ptr + rows_c)
+    base = x_ptr + rows_c[:, None] * stride_row
+    m = tl.full([ROWS], float("-inf"), tl.float32)  # running row max
+    s = tl.zeros([ROWS], tl.float32)  # running sum of exp(x - m)
+    picked = tl.zeros([ROWS], tl.float32)
+    for start in range(0, n_cols, BLOCK):
+        cols = start + offs[None, :]
+        mask = cols < n_cols
+        x = tl.load(base + cols, mask=mask, other=float("-inf")).to(tl.float32)
+        m_new = tl.maximum(m, tl.max(x, axis=1))
+        # shift by 0 while everything seen is -inf (masked columns, -inf logits): then
+        # exp(x - shift) and the rescale are 0, never exp(-inf - -inf) = nan
+        shift = tl.where(m_new == float("-inf"), 0.0, m_new)
+        e = tl.exp(x - shift[:, None])
+        s = s * tl.exp(m - shift) + tl.sum(e, axis=1)
+        m = m_new
+        picked += tl.sum(tl.where(cols == target[:, None], x, 0.0), axis=1)
+    lse = m + tl.log(s)
+    valid = target != ignore_index
+    loss = tl.where(valid, lse - picked, 0.0)
+    tl.store(loss_ptr + rows, loss, mask=row_ok)
+    tl.store(w_ptr + rows, tl.where(valid, 1.0, 0.0), mask=row_ok)
 
 
 @triton.jit
@@ -95,8 +88,11 @@ class ModelNew(nn.Module):
         losses = torch.empty(n_rows, device=x.device, dtype=torch.float32)
         weights = torch.empty(n_rows, device=x.device, dtype=torch.float32)
         block = min(triton.next_power_of_2(n_cols), 4096)
-        rows = 4 if n_cols <= 1024 else 1  # narrow rows: a few per program
-        warps = 8 if block >= 2048 else 4
+        # a tile of ~4096 logits per program on the GPU (one 4096-class row), ~64K under
+        # the interpreter (which pays per program, not per element)
+        tile = 4096 if x.device.type == "cuda" else 65536
+        rows = max(1, min(tile // block, triton.next_power_of_2(n_rows)))
+        warps = 8 if rows * block >= 2048 else 4
         _row_loss[(triton.cdiv(n_rows, rows),)](
             x, t, losses, weights, n_rows, n_cols, x.stride(0), IGNORE_INDEX,
             ROWS=rows, BLOCK=block, num_warps=warps,

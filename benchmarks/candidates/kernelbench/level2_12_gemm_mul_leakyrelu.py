@@ -13,12 +13,15 @@ epilogue (one write of the output, no intermediate tensors).
   inputs of magnitude 100 is off by ~1e-2 absolute, outside KernelBench's 1e-2 tolerance
   near zero) at tensor-core speed.
 
-Why it is fast on an H200: eager PyTorch runs a float32 GEMM on the CUDA cores (TF32 off
+Why it should be fast on an H200: eager PyTorch runs a float32 GEMM on the CUDA cores (TF32 off
 by default; ~60 TFLOP/s at best) and then two more elementwise passes over the
 1024 x 8192 output (multiply, LeakyReLU). 3xTF32 on the Hopper tensor cores has about
 three times that float32 peak (TF32 dense ~495 TFLOP/s, three products), and the
 epilogue costs nothing extra. The problem is compute-bound (2*1024*8192*8192 = 137 GFLOP
 over ~300 MB of traffic).
+Measured on the H200 (2026-12-01, CUDA events, this file): 1.85 ms (74 TFLOP/s) against
+eager's 2.84 ms (x1.54); max error 2.9e-6 on torch.rand inputs, 2.8e-4 on x100 ones
+(eager float32: 1.5e-5 and 1.5e-3).
 """
 
 import torch
