@@ -1,4 +1,4 @@
-"""`kernelloop import kernelbench` (issue 14): KernelBench problems (four of the shared
+"""`kernelloop import kernelbench` (issue 14): KernelBench problems (five of the shared
 subset, MIT, in fixtures/kernelbench with their licence) become task folders whose PyTorch
 baseline is accepted on the CPU; a Triton candidate is judged on them like on any task."""
 
@@ -65,6 +65,7 @@ def test_integer_sizes_are_the_dims_and_a_shape_rewrites_them():
 
 def test_every_problem_imports_and_its_baseline_is_accepted_on_the_cpu(tasks):
     assert sorted(tasks) == [
+        "12_Gemm_Multiply_LeakyReLU",
         "23_Softmax",
         "40_LayerNorm",
         "51_Argmax_over_a_dimension",
@@ -138,12 +139,13 @@ def test_the_cli_imports_a_folder_and_refuses_a_non_problem(tmp_path):
     cmd = [sys.executable, "-m", "kernelloop.cli", "import", "kernelbench", str(KB), "--out"]
     done = subprocess.run([*cmd, str(out)], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
-    assert "imported 4 problem(s)" in done.stdout.replace("\n", " ")
+    assert "imported 5 problem(s)" in done.stdout.replace("\n", " ")
     assert sorted(p.name for p in out.iterdir()) == [
         "level1_23_Softmax",
         "level1_40_LayerNorm",
         "level1_51_Argmax_over_a_dimension",
         "level1_95_CrossEntropyLoss",
+        "level2_12_Gemm_Multiply_LeakyReLU",
     ]
     again = subprocess.run([*cmd, str(out)], capture_output=True, text=True, timeout=300)
     assert again.returncode == 2 and "--force" in again.stderr

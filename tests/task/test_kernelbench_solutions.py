@@ -1,0 +1,75 @@
+"""Hand-written Triton solutions of three KernelBench problems (issue 14;
+benchmarks/candidates/kernelbench/) are judged like any candidate on the imported tasks:
+accepted on the CPU under the interpreter (and, gpu-marked, on cuda at the problem's own
+size); a solution with a wrong LeakyReLU slope is rejected as wrong."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kernelloop.evaluate.trusted.run import evaluate
+from kernelloop.task import load_task
+from kernelloop.task.kernelbench import import_problem
+from tests.conftest import ROOT
+
+KB = Path(__file__).parent / "fixtures" / "kernelbench"
+SOLUTIONS = ROOT / "benchmarks" / "candidates" / "kernelbench"
+CPU = {"device": "cpu", "timing": False}
+
+# problem file -> its solution
+CASES = {
+    "level1/23_Softmax.py": "level1_23_softmax.py",
+    "level1/95_CrossEntropyLoss.py": "level1_95_cross_entropy.py",
+    "level2/12_Gemm_Multiply_LeakyReLU.py": "level2_12_gemm_mul_leakyrelu.py",
+}
+# The imported softmax's CPU rows are at most 192 wide; the solution splits rows wider than
+# 8192 into chunks (the problem's own rows are 393216 wide). One more CPU shape runs that
+# path under the judge too.
+WIDE_SOFTMAX = """
+[[cpu_shapes]]
+dims = { batch_size = 3, dim = 20011 }
+weight = 1.0
+tag = "wide"
+"""
+
+
+@pytest.fixture(scope="module")
+def tasks(tmp_path_factory) -> dict[str, Path]:
+    out = tmp_path_factory.mktemp("kb_solutions")
+    folders = {p: import_problem(KB / p, out, ["float32"]) for p in CASES}
+    toml = folders["level1/23_Softmax.py"] / "task.toml"
+    toml.write_text(toml.read_text().replace("\n[roofline]", WIDE_SOFTMAX + "\n[roofline]"))
+    return folders
+
+
+@pytest.mark.parametrize("problem", list(CASES))
+def test_each_solution_is_accepted_on_the_cpu(tasks, problem):
+    task = load_task(tasks[problem])
+    rec = evaluate(task, SOLUTIONS / CASES[problem], **CPU)
+    assert rec.verdict.accepted, (problem, rec.verdict.reasons)
+    shapes = {c.shape for c in rec.checks if c.suite == "random"}
+    if problem.startswith("level1/23"):
+        assert "3x20011" in shapes, shapes  # the chunked path ran
+    assert {"random", "extreme", "determinism", "interface"} <= {c.suite for c in rec.checks}
+
+
+def test_a_wrong_leaky_relu_slope_is_rejected_as_wrong(tasks, tmp_path):
+    problem = "level2/12_Gemm_Multiply_LeakyReLU.py"
+    source = (SOLUTIONS / CASES[problem]).read_text()
+    assert source.count("y * slope") == 1
+    wrong = tmp_path / "wrong_slope.py"
+    wrong.write_text(source.replace("y * slope", "y * (slope * 2.0)"))
+    rec = evaluate(load_task(tasks[problem]), wrong, **CPU)
+    assert not rec.verdict.accepted
+    assert rec.verdict.category == "wrong", rec.verdict.reasons
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("problem", list(CASES))
+def test_gpu_each_solution_is_accepted_at_the_problems_size(tasks, problem):
+    task = load_task(tasks[problem])
+    rec = evaluate(task, SOLUTIONS / CASES[problem], device="cuda", shapes="gpu", timing=False)
+    assert rec.verdict.accepted, (problem, rec.verdict.reasons)
+    print(problem, {s.name: f"{s.seconds:.1f}s" for s in rec.stages})
