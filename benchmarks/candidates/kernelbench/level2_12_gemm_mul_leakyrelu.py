@@ -83,26 +83,13 @@ def _config(device: torch.device, dtype: torch.dtype) -> dict:
     return dict(BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, GROUP_M=8, num_warps=8, num_stages=3)
 
 
-class _Linear(nn.Module):
-    """nn.Linear's parameters (`weight` (out, in), `bias` (out,)) without its random
-    initialisation: the judge swaps the task's weights in by name on every call, and
-    kernelloop builds ModelNew inside the first, op-audited call, where nn.Linear's
-    `uniform_` fills count as PyTorch compute (a judge limitation: they are not the op).
-    The parameters are only allocated (`torch.empty`)."""
-
-    def __init__(self, in_features, out_features):
-        super().__init__()
-        self.weight = nn.Parameter(torch.empty(out_features, in_features))
-        self.bias = nn.Parameter(torch.empty(out_features))
-
-
 class ModelNew(nn.Module):
     """Linear, times a scalar, LeakyReLU; parameters named as the problem's Model's
     (`gemm.weight`, `gemm.bias`)."""
 
     def __init__(self, in_features, out_features, multiplier, negative_slope):
         super().__init__()
-        self.gemm = _Linear(in_features, out_features)
+        self.gemm = nn.Linear(in_features, out_features)  # as Model: its weights by name
         self.multiplier = multiplier
         self.leaky_relu = nn.LeakyReLU(negative_slope)
 
