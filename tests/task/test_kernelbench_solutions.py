@@ -73,3 +73,20 @@ def test_gpu_each_solution_is_accepted_at_the_problems_size(tasks, problem):
     rec = evaluate(task, SOLUTIONS / CASES[problem], device="cuda", shapes="gpu", timing=False)
     assert rec.verdict.accepted, (problem, rec.verdict.reasons)
     print(problem, {s.name: f"{s.seconds:.1f}s" for s in rec.stages})
+
+
+def test_a_size_only_a_parameter_has_follows_the_weight_given(tasks, tmp_path):
+    # out_features is in no forward argument's shape, only in gemm.weight's: the importer
+    # marks it so, and a solution sizing its output from the module (not the tensors) is
+    # built for the weight each call gives it — on the CPU's small shapes too.
+    import json
+
+    folder = tasks["level2/12_Gemm_Multiply_LeakyReLU.py"]
+    init = json.loads((folder / "kernelbench.json").read_text())["init"]
+    assert ["@state", "gemm.weight", 0] in init, init
+    source = (SOLUTIONS / "level2_12_gemm_mul_leakyrelu.py").read_text()
+    assert source.count("N = w.shape[0]") == 1
+    cand = tmp_path / "sized_by_module.py"
+    cand.write_text(source.replace("N = w.shape[0]", "N = self.gemm.out_features"))
+    rec = evaluate(load_task(folder), cand, **CPU)
+    assert rec.verdict.accepted, rec.verdict.reasons

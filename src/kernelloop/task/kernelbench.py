@@ -147,6 +147,16 @@ def _init_template(path: Path, dims: dict[str, int]) -> list:
         if isinstance(a, torch.Tensor):
             for ax, n in enumerate(a.shape):
                 where.setdefault(int(n), ("@arg", i, ax))
+    # A size no argument has (a Linear's out_features) may be a parameter's: it then comes
+    # from the weight the call is given, so the model built matches it on every shape.
+    try:
+        with torch.device("meta"):
+            model = mod.Model(*init)
+        for name, t in _state(model):
+            for ax, n in enumerate(t.shape):
+                where.setdefault(int(n), ("@state", name, ax))
+    except Exception:  # noqa: BLE001 - the arguments' sizes alone
+        pass
     primes = set(probe.values())
 
     def walk(p, b):
@@ -167,29 +177,31 @@ def _wrapper(name: str, args: list[str], state: list[str], doc: str, template: l
     return f'''
 
 # ---- kernelloop (import kernelbench) -------------------------------------------------
-# get_init_inputs() with each size that is an argument's size marked ("@arg", i, axis):
-# the model is built for the size it is called with.
+# get_init_inputs() with each size that is an argument's size marked ("@arg", i, axis),
+# or a parameter's ("@state", name, axis): the model is built for the size it is called with.
 _KL_INIT = {template!r}
 _KL_MODELS = {{}}
 
 
-def _kl_init(v, args):
+def _kl_init(v, args, state):
     if isinstance(v, tuple) and len(v) == 3 and v[0] == "@arg":
         return int(args[v[1]].shape[v[2]])
+    if isinstance(v, tuple) and len(v) == 3 and v[0] == "@state":
+        return int(state[v[1]].shape[v[2]])
     if isinstance(v, (list, tuple)):
-        return type(v)(_kl_init(x, args) for x in v)
+        return type(v)(_kl_init(x, args, state) for x in v)
     return v
 
 
 def {name}(*, {params}):
     """{doc}"""
     args = ({arg_tuple})
-    init = _kl_init(_KL_INIT, args)
+    state = {{{state_items}}}
+    init = _kl_init(_KL_INIT, args, state)
     key = repr(init)
     if key not in _KL_MODELS:
         with torch.device("meta"):  # structure only: the weights are arguments
             _KL_MODELS[key] = Model(*init)
-    state = {{{state_items}}}
     return torch.func.functional_call(_KL_MODELS[key], state, args)
 '''
 

@@ -203,13 +203,16 @@ def call_model(model: torch.nn.Module, names: list[str], inputs: dict):
     return torch.func.functional_call(model, state, tuple(inputs[n] for n in names))
 
 
-def fill_init(template, args: tuple):
-    """get_init_inputs() for these arguments: each ("@arg", i, axis) marker (a list once
-    read from JSON) becomes that argument's size."""
+def fill_init(template, args: tuple, state: dict):
+    """get_init_inputs() for these arguments and parameters (by name): each ("@arg", i,
+    axis) or ("@state", name, axis) marker (a list once read from JSON) becomes that
+    argument's or parameter's size."""
     if isinstance(template, list | tuple):
         if len(template) == 3 and template[0] == "@arg":
             return int(args[template[1]].shape[template[2]])
-        return type(template)(fill_init(x, args) for x in template)
+        if len(template) == 3 and template[0] == "@state":
+            return int(state[template[1]].shape[template[2]])
+        return type(template)(fill_init(x, args, state) for x in template)
     return template
 
 
@@ -232,7 +235,7 @@ def model_entry(module: types.ModuleType, spec: dict):
 
     def build(**inputs) -> torch.nn.Module:
         args = tuple(inputs[n] for n in args_names)
-        init = fill_init(spec["init"], args)
+        init = fill_init(spec["init"], args, {n: inputs[state_arg(n)] for n in state})
         key = repr(init)
         model = models.get(key)
         if model is None:
