@@ -1,19 +1,13 @@
-"""The history store: one SQLite file per workspace, one transaction per write.
-
-WAL mode with synchronous=FULL: a write that returned is on disk, so a run killed with
-SIGKILL loses at most what it had not yet written (the evaluation in flight), and readers
-(`kernelloop history`, the MCP server) never block the loop.
+"""The history store: one SQLite file per workspace, one transaction per write
+(store_base.py). This file: proposals, evaluations, profiles, model calls and reading;
+runs and rounds in store_runs.py; the best, approvals and architectures in store_best.py.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import sqlite3
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
-from datetime import UTC, datetime
-from pathlib import Path
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from kernelloop.errors import KernelloopError
@@ -22,8 +16,10 @@ from kernelloop.history import queries
 from kernelloop.history.diffs import summarize_diff
 from kernelloop.history.duplicates import DuplicateFinding, find_duplicate
 from kernelloop.history.fingerprint import fingerprint
-from kernelloop.history.models import Approval, Attempt, RunInfo, RunState
-from kernelloop.history.schema import migrate
+from kernelloop.history.models import Attempt
+from kernelloop.history.store_base import _json_object, _now
+from kernelloop.history.store_best import BestMixin
+from kernelloop.history.store_runs import RunsMixin
 
 if (
     TYPE_CHECKING
@@ -32,180 +28,13 @@ if (
     from kernelloop.gate import GateResult
 
 
-def _now() -> str:
-    return datetime.now(UTC).isoformat(timespec="milliseconds")
-
-
-def _json_object(value: Any, what: str) -> str | None:
-    """A `what` model or its JSON text -> the JSON text to store (None stays None)."""
-    if value is None:
-        return None
-    if isinstance(value, str):
-        if not isinstance(
-            json.loads(value), dict
-        ):  # json.loads itself raises on text that is not JSON
-            raise ValueError(f"expected a {what} or its JSON object text, got {value[:60]!r}")
-        return value
-    if type(value).__name__ != what:  # also catches bench= and gate= swapped
-        raise TypeError(
-            f"expected a {what} or its JSON text, got {type(value).__name__}: {str(value)[:60]!r}"
-        )
-    return value.model_dump_json()
-
-
-class HistoryStore:
+class HistoryStore(RunsMixin, BestMixin):
     """Typed access to the history database. Open with `HistoryStore.open(path)`.
 
     One store per thread (sqlite3 connections are not shared across threads); open one
     per worker thread or process: WAL lets them share the file, and BEGIN IMMEDIATE plus
     a 30 s busy timeout serializes their writes.
     """
-
-    def __init__(self, conn: sqlite3.Connection, path: Path) -> None:
-        self._conn = conn
-        self.path = path
-
-    @classmethod
-    def open(cls, path: str | Path) -> HistoryStore:
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            conn = sqlite3.connect(path, isolation_level=None, timeout=30)
-            conn.row_factory = sqlite3.Row
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=FULL")
-            conn.execute("PRAGMA foreign_keys=ON")
-            migrate(conn, str(path))
-        except sqlite3.DatabaseError as e:
-            raise KernelloopError(
-                f"{path}: cannot be opened as a kernelloop history ({e}); move it aside or pass "
-                "another --workspace."
-            ) from None
-        return cls(conn, path)
-
-    def close(self) -> None:
-        self._conn.close()
-
-    def __enter__(self) -> HistoryStore:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    @contextmanager
-    def _tx(self) -> Iterator[sqlite3.Connection]:
-        self._conn.execute("BEGIN IMMEDIATE")
-        try:
-            yield self._conn
-        except BaseException:
-            self._conn.execute("ROLLBACK")
-            raise
-        self._conn.execute("COMMIT")
-
-    def _insert(self, table: str, values: Mapping[str, Any]) -> int:
-        cols = ", ".join(values)
-        marks = ", ".join("?" for _ in values)
-        with self._tx() as c:
-            cur = c.execute(
-                f"INSERT INTO {table} ({cols}) VALUES ({marks})", tuple(values.values())
-            )
-            return int(cur.lastrowid or 0)
-
-    # ---- runs and rounds -------------------------------------------------------------
-
-    def start_run(
-        self,
-        task_name: str,
-        task_digest: str,
-        agent: str = "",
-        device_name: str = "",
-        arch: str = "",
-        config_json: str = "{}",
-    ) -> int:
-        return self._insert(
-            "runs",
-            dict(
-                task=task_name,
-                task_digest=task_digest,
-                agent=agent,
-                device_name=device_name,
-                arch=arch,
-                config_json=config_json,
-                started_at=_now(),
-            ),
-        )
-
-    def start_round(self, run_id: int, round_index: int) -> None:
-        """Idempotent, so a resumed run may call it again for the round it died in."""
-        with self._tx() as c:
-            c.execute(
-                "INSERT OR IGNORE INTO rounds (run_id, round, started_at) VALUES (?, ?, ?)",
-                (run_id, round_index, _now()),
-            )
-
-    def finish_round(self, run_id: int, round_index: int, note: str = "") -> None:
-        with self._tx() as c:
-            c.execute(
-                "UPDATE rounds SET finished_at = ?, note = ? WHERE run_id = ? AND round = ?",
-                (_now(), note, run_id, round_index),
-            )
-
-    def finish_run(self, run_id: int, status: str, summary_json: str = "{}") -> None:
-        with self._tx() as c:
-            c.execute(
-                "UPDATE runs SET status = ?, summary_json = ?, finished_at = ? WHERE id = ?",
-                (status, summary_json, _now(), run_id),
-            )
-
-    def runs(self, task_name: str) -> list[RunInfo]:
-        rows = self._conn.execute("SELECT * FROM runs WHERE task = ? ORDER BY id", (task_name,))
-        return [queries.run_info(r) for r in rows]
-
-    def claim_run(self, run_id: int, pid: int, host: str) -> None:
-        """Record the process that runs the run from now on, with a first heartbeat."""
-        with self._tx() as c:
-            c.execute(
-                "UPDATE runs SET owner_pid = ?, owner_host = ?, heartbeat_at = ? WHERE id = ?",
-                (pid, host, _now(), run_id),
-            )
-
-    def heartbeat(self, run_id: int, pid: int) -> bool:
-        """Refresh the run's heartbeat if `pid` still holds it; False if it does not."""
-        with self._tx() as c:
-            cur = c.execute(
-                "UPDATE runs SET heartbeat_at = ? WHERE id = ? AND owner_pid = ?",
-                (_now(), run_id, pid),
-            )
-            return cur.rowcount == 1
-
-    def release_run(self, run_id: int, pid: int) -> None:
-        """The owner lets go of the run (finished, stopped, or left by an error it could
-        see): with no owner the run reads as not live, and `--resume` may take it."""
-        with self._tx() as c:
-            c.execute(
-                "UPDATE runs SET owner_pid = NULL, heartbeat_at = NULL "
-                "WHERE id = ? AND owner_pid = ?",
-                (run_id, pid),
-            )
-
-    def unfinished_runs(self, task_name: str) -> list[RunInfo]:
-        """The task's runs still marked running (live, or crashed: see history.liveness)."""
-        rows = self._conn.execute(
-            "SELECT * FROM runs WHERE task = ? AND status = 'running' ORDER BY id", (task_name,)
-        )
-        return [queries.run_info(r) for r in rows]
-
-    def find_resumable_run(self, task_name: str) -> RunState | None:
-        """The latest run of the task that never finished (killed, crashed, or still live:
-        the caller asks `history.liveness` which), if any."""
-        row = self._conn.execute(
-            "SELECT id FROM runs WHERE task = ? AND status = 'running' ORDER BY id DESC LIMIT 1",
-            (task_name,),
-        ).fetchone()
-        return self.run_state(row["id"]) if row else None
-
-    def run_state(self, run_id: int) -> RunState:
-        return queries.run_state(self._conn, run_id)
 
     # ---- proposals, evaluations, profiles, model calls --------------------------------
 
@@ -420,102 +249,6 @@ class HistoryStore:
             (run_id,),
         )
         return {r["model"]: {k: r[k] for k in r.keys() if k != "model"} for r in rows}
-
-    # ---- best, approvals, architectures -----------------------------------------------
-
-    def set_best(
-        self,
-        run_id: int | None,
-        proposal_id: int,
-        *,
-        pending_approval: bool = False,
-        reason: str = "",
-    ) -> None:
-        """Move the run's best. With pending_approval, it is not promoted until approved."""
-        with self._tx() as c:
-            row = c.execute(
-                "SELECT r.task, r.arch, e.objective FROM proposals p "
-                "JOIN runs r ON r.id = p.run_id "
-                "LEFT JOIN evaluations e ON e.proposal_id = p.id WHERE p.id = ?",
-                (proposal_id,),
-            ).fetchone()
-            if row is None:
-                raise KernelloopError(
-                    f"proposal #{proposal_id} is not in {self.path}; "
-                    "pass an id from `kernelloop history`."
-                )
-            c.execute("UPDATE runs SET best_proposal_id = ? WHERE id = ?", (proposal_id, run_id))
-            c.execute(
-                "INSERT INTO best_changes (run_id, task, arch, proposal_id, objective, "
-                "pending_approval, reason, created_at) VALUES (?,?,?,?,?,?,?,?)",
-                (
-                    run_id,
-                    row["task"],
-                    row["arch"],
-                    proposal_id,
-                    row["objective"],
-                    int(pending_approval),
-                    reason,
-                    _now(),
-                ),
-            )
-
-    def promoted_best(self, task_name: str) -> Attempt | None:
-        """The latest best of the task that needs no sign-off or has been approved."""
-        pid = queries.promoted_best_id(self._conn, task_name)
-        return self.attempt(pid) if pid else None
-
-    def pending_best(self, task_name: str) -> Attempt | None:
-        """The latest best still waiting for a person's approval, if any."""
-        pid = queries.pending_best_id(self._conn, task_name)
-        return self.attempt(pid) if pid else None
-
-    def add_approval(
-        self,
-        task_name: str,
-        arch: str,
-        approver: str,
-        proposal_id: int | None = None,
-        note: str = "",
-    ) -> int:
-        return self._insert(
-            "approvals",
-            dict(
-                task=task_name,
-                arch=arch,
-                proposal_id=proposal_id,
-                approver=approver,
-                note=note,
-                created_at=_now(),
-            ),
-        )
-
-    def approvals(self, arch: str, task_name: str | None = None) -> list[Approval]:
-        sql = "SELECT * FROM approvals WHERE arch = ?" + (" AND task = ?" if task_name else "")
-        args = (arch, task_name) if task_name else (arch,)
-        return [
-            Approval(
-                r["id"],
-                r["task"],
-                r["arch"],
-                r["proposal_id"],
-                r["approver"],
-                r["note"],
-                r["created_at"],
-            )
-            for r in self._conn.execute(sql + " ORDER BY id", args)
-        ]
-
-    def arch_experience(self, arch: str) -> dict[str, int]:
-        """How much this tool has seen of an architecture: evaluations, accepted, approvals."""
-        row = self._conn.execute(
-            "SELECT COUNT(*) n, COALESCE(SUM(accepted), 0) acc FROM arch_records WHERE arch = ?",
-            (arch,),
-        ).fetchone()
-        n_appr = self._conn.execute(
-            "SELECT COUNT(*) FROM approvals WHERE arch = ?", (arch,)
-        ).fetchone()[0]
-        return {"evaluations": row["n"], "accepted": row["acc"], "approvals": n_appr}
 
     # ---- reading -----------------------------------------------------------------------
 
