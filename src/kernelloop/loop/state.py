@@ -28,6 +28,7 @@ class Options:
     sandbox: str = "auto"
     allow_unsandboxed: bool = False  # promote a best whose evaluation ran with --sandbox none
     executor: Executor | None = None  # who runs a round's evaluations (None: in turn)
+    compiled: bool = False  # every benchmark also times the reference under torch.compile
 
 
 @dataclass
@@ -52,6 +53,9 @@ class Best:
     record: EvaluationRecord | None
     objective: float  # speedup over the baseline (1.0 for the baseline, or unmeasured)
     pct_of_floor: float | None = None
+    # speedup over the reference under torch.compile, from the benchmark that made it the
+    # best (None: not timed, or not on every shape); evidence, never the gate's
+    vs_compiled: float | None = None
     path: Path = field(default_factory=Path)
     profile_text: str = ""
     profile_metrics: dict = field(default_factory=dict)
@@ -100,6 +104,7 @@ class Run:
     shapes: str | None = None
     dtypes: list[str] | None = None
     allow_unsandboxed: bool = False
+    compiled: bool = False  # benchmarks also time the reference under torch.compile
     id: int = 0
     arch: str = ""
     gains: list[float] = field(default_factory=list)
