@@ -59,6 +59,24 @@ def compiled_entry(fn, spec: dict):
                 kw[mask] = torch.rand_like(kw[like], dtype=torch.float32) >= p
             return fn(**kw)
 
-    return torch.compile(
+    compiled = torch.compile(
         op, mode=spec.get("mode") or None, dynamic=bool(spec.get("dynamic", False))
     )
+
+    def call(**kw):
+        try:
+            return compiled(**kw)
+        except Exception as e:  # noqa: BLE001 - said in one line: the trusted side drops the slot
+            raise CompileFailed(_first_line(e)) from None
+
+    return call
+
+
+class CompileFailed(RuntimeError):
+    """torch.compile of the reference failed (inductor's error, its first line)."""
+
+
+def _first_line(e: BaseException) -> str:
+    """The line that says what went wrong: dynamo appends hints about logging after it."""
+    lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
+    return f"torch.compile failed: {type(e).__name__}: {lines[0] if lines else ''}"[:400]
