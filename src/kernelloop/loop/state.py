@@ -53,13 +53,13 @@ class Best:
     record: EvaluationRecord | None
     objective: float  # speedup over the baseline (1.0 for the baseline, or unmeasured)
     pct_of_floor: float | None = None
-    # speedup over the reference under torch.compile, from the benchmark that made it the
-    # best (None: not timed, or not on every shape); evidence, never the gate's
-    vs_compiled: float | None = None
     path: Path = field(default_factory=Path)
     profile_text: str = ""
     profile_metrics: dict = field(default_factory=dict)
     shapes: list[dict] = field(default_factory=list)  # per shape: time, speedup, % of floor
+    # speedup over the reference under torch.compile, from the benchmark that made it the
+    # best (None: not timed, or not on every shape); evidence, never the gate's
+    vs_compiled: float | None = None
 
 
 @dataclass
