@@ -297,7 +297,10 @@ def fill_shapes(
                 methods.add(got[slot].method)
         for slot in evidence:
             if slot in got:  # its oddities are warnings: it is not the gate's to refuse on
-                sb.impls[slot] = _impl_timing(slot, got[slot], floor_ms, rec.warnings, shape.label)
+                said = len(rec.warnings)
+                it = _impl_timing(slot, got[slot], floor_ms, rec.warnings, shape.label)
+                if len(rec.warnings) == said:  # no samples, or below the floor: left out
+                    sb.impls[slot] = it
         sb.speedup_vs_compiled = speedup(sb, COMPILED)
         missing = [s for s in slots if s not in sb.impls]
         if missing and not rec.problems:
