@@ -484,17 +484,21 @@ class Session:
 
     def _prepare_caps(self, label: str) -> dict[str, float]:
         """Each evidence slot's time limit for this shape's `prepare` (its first call
-        compiles): its per-shape budget, at most what is left of its total; a slot with
-        nothing left is dropped here."""
+        compiles): its per-shape budget, at most what is left of its total and never into
+        the benchmark's reserve (EVIDENCE_RESERVE of its limit, the others' time); a slot
+        with nothing left is dropped here."""
         caps = {}
+        reserve = self.deadline - time.monotonic() - EVIDENCE_RESERVE * self.timeout_s
         for slot, ev in self.evidence.items():
             if slot not in self.workers:
                 continue
-            left = min(ev.budget_s, ev.total_s - self._prepare_spent)
+            left = min(ev.budget_s, ev.total_s - self._prepare_spent, reserve)
             if left < 1.0:
                 self.drop(
                     slot,
-                    f"{label}: its compile budget ({ev.total_s:g} s for all shapes) was spent",
+                    f"{label}: no time left to compile (its budget: {ev.total_s:g} s for all "
+                    f"shapes, and {1 - EVIDENCE_RESERVE:.0%} of the benchmark's "
+                    f"{self.timeout_s:g} s limit)",
                 )
                 continue
             caps[slot] = left
