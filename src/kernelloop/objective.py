@@ -47,7 +47,8 @@ def shape_table(bench: BaseModel, gate: BaseModel | None) -> list[dict]:
     """Per shape of a benchmark (a BenchmarkRecord and the gate's GateResult): the
     candidate's median, the baseline's, the speedup over the baseline, the % of the
     roofline floor and which roof that floor is, memory or compute (what the run summary
-    reports)."""
+    reports); where the benchmark timed the reference under torch.compile, its median and
+    the speedup over it (evidence, never the gate's)."""
     gate_json = gate.model_dump(mode="json") if gate is not None else None
     return shape_rows(bench.model_dump(mode="json"), gate_json)
 
@@ -61,22 +62,25 @@ def shape_rows(bench: dict, gate: dict | None) -> list[dict]:
     for sb in bench.get("shapes") or []:
         impls = sb.get("impls") or {}
         cand, base = impls.get("candidate") or {}, impls.get("baseline") or {}
+        compiled = impls.get("compiled") or {}
         g = by_gate.get(sb.get("shape")) or {}
-        rows.append(
-            {
-                "shape": sb.get("shape"),
-                "dtype": sb.get("dtype"),
-                "tag": sb.get("tag"),
-                "weight": sb.get("weight"),
-                "median_ms": cand.get("median_ms"),
-                "baseline_ms": base.get("median_ms"),
-                "floor_ms": sb.get("floor_ms"),
-                "bound": sb.get("floor_bound"),
-                "speedup_vs_baseline": g.get("speedup_vs_baseline"),
-                "pct_of_floor": cand.get("pct_of_floor"),
-                "noise_rel": sb.get("noise_rel"),
-            }
-        )
+        row = {
+            "shape": sb.get("shape"),
+            "dtype": sb.get("dtype"),
+            "tag": sb.get("tag"),
+            "weight": sb.get("weight"),
+            "median_ms": cand.get("median_ms"),
+            "baseline_ms": base.get("median_ms"),
+            "floor_ms": sb.get("floor_ms"),
+            "bound": sb.get("floor_bound"),
+            "speedup_vs_baseline": g.get("speedup_vs_baseline"),
+            "pct_of_floor": cand.get("pct_of_floor"),
+            "noise_rel": sb.get("noise_rel"),
+        }
+        if compiled:
+            row["compiled_ms"] = compiled.get("median_ms")
+            row["speedup_vs_compiled"] = sb.get("speedup_vs_compiled")
+        rows.append(row)
     return rows
 
 

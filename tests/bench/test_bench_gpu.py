@@ -53,3 +53,34 @@ def test_side_stream_work_is_timed_device_wide(flagship):
     assert any("outside the calling stream" in w for w in rec.warnings)
     # 4 softmax passes + layer norm in fp32 cannot be faster than the 3-kernel baseline.
     assert sb.impls["candidate"].median_ms > 0.8 * sb.impls["baseline"].median_ms
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_the_compiled_slot_times_the_flagship_reference_on_every_shape(flagship):
+    """The flagship's reference under torch.compile (its dropout drawn inside the compiled
+    function), timed beside the fused candidate and the baseline on every GPU shape: a
+    positive median per shape, one audited output per shape, and the gate's verdict the
+    same as without it."""
+    rec = benchmark(flagship, FUSED, device="cuda", dtype="bfloat16", compiled=True, progress=print)
+    assert rec.problems == [], rec.problems
+    c = rec.compiled
+    assert c is not None and c.dropped == "", (c, rec.warnings)
+    assert c.shapes == [s.label for s in flagship.spec.shapes]
+    for sb in rec.shapes:
+        it = sb.impls["compiled"]
+        assert it.median_ms > 0 and it.n >= 20, (sb.shape, it.median_ms, it.n)
+        assert sb.floor_ms and it.median_ms >= 0.97 * sb.floor_ms  # never below the roofline
+        assert sb.speedup_vs_compiled and sb.speedup_vs_compiled > 0
+        print(
+            f"{sb.shape}: candidate {sb.impls['candidate'].median_ms:.4f} ms, baseline "
+            f"{sb.impls['baseline'].median_ms:.4f} ms, compiled {it.median_ms:.4f} ms "
+            f"(compile + warm-up {c.prepare_s[sb.shape]:.1f} s)"
+        )
+    print(f"over eager {rec.speedup_vs_baseline:.3f}x, over torch.compile "
+          f"{rec.speedup_vs_compiled:.3f}x, wall {rec.wall_s:.1f} s")  # fmt: skip
+    with_it = performance_gate(rec, flagship.spec.rules)
+    without = rec.model_copy(deep=True)
+    for sb in without.shapes:
+        sb.impls.pop("compiled")
+    assert performance_gate(without, flagship.spec.rules).model_dump() == with_it.model_dump()

@@ -452,3 +452,19 @@ def test_export_of_a_cpu_run_says_speed_was_not_measured(task_dir):
     assert "  GPU benchmark record: none exists; speed was not measured" in msg
     assert "Kernelloop-Bench-Sha256" not in trailers and "Kernelloop-Record-Sha256" in trailers
     assert "### Per shape" not in md and "BenchmarkRecord JSON" not in md
+
+
+def test_export_names_the_compiled_slot_and_its_speedup():
+    """A benchmark with the compiled slot: the export says what it is, that it is not the
+    gate's, the candidate's overall speedup over it, and why it was dropped if it was."""
+    from kernelloop.history.export_bench import _device_lines
+
+    bench = {"compiled": {"source": "reference.py:reference", "dropped": ""},
+             "speedup_vs_compiled": 1.234}  # fmt: skip
+    line = next(x for x in _device_lines(bench) if "Compiled slot" in x)
+    assert "reference.py:reference under torch.compile" in line and "not the gate's" in line
+    assert "1.234x faster overall" in line and "dropped" not in line
+    bench = {"compiled": {"source": "reference.py:reference", "dropped": "no C++ compiler"}}
+    line = next(x for x in _device_lines(bench) if "Compiled slot" in x)
+    assert "– faster overall; dropped: no C++ compiler" in line
+    assert not any("Compiled slot" in x for x in _device_lines({}))

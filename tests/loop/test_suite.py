@@ -1,6 +1,7 @@
 """`kernelloop suite` (issue #17): two CPU-native tasks (plain PyTorch, so their CPU
 timings count), each its own loop over one `--jobs 2` executor, a leaderboard in Markdown
-and JSON with fast_p, and a second invocation that runs only what is not done yet.
+and JSON with fast_p and the speedup over torch.compile (`--compiled`: on a GPU the
+default, asked for here), and a second invocation that runs only what is not done yet.
 
 Real parts: the CLI in-process (Typer's runner), sandboxed evaluations with real CPU
 timings, SQLite histories and git repositories in temp dirs."""
@@ -13,7 +14,7 @@ import shutil
 from typer.testing import CliRunner
 
 from kernelloop.cli import app
-from kernelloop.report.leaderboard import fast_p
+from kernelloop.report.leaderboard import fast_p, leaderboard, markdown, task_row
 from tests.loop.test_kill_resume import _rows
 from tests.loop.test_rounds import FAST_, ONE, _cpu_task
 from tests.task.test_kernelbench_import import KB
@@ -38,7 +39,7 @@ def test_a_suite_of_two_tasks_writes_a_leaderboard_and_resumes(tmp_path):
     a, b, script = _two_tasks(tmp_path)
     out = tmp_path / "out"
     common = ["--agent", f"scripted:{script}", "--rounds", "1", "--device", "cpu",
-              "--shapes", ONE, "--jobs", "2", "--out", str(out)]  # fmt: skip
+              "--shapes", ONE, "--jobs", "2", "--out", str(out), "--compiled"]  # fmt: skip
     # First only task a; then a and b: a is skipped (done), b runs.
     _suite(str(a), *common)
     state = json.loads((out / "suite.json").read_text())
@@ -56,10 +57,14 @@ def test_a_suite_of_two_tasks_writes_a_leaderboard_and_resumes(tmp_path):
         # fast.py (2.2-2.4x on this machine) accepted and promoted in round 1, timed.
         assert r["status"] == "finished" and r["correct"] and r["timings_count"], r
         assert r["speedup"] > 1.0 and r["rounds"] == 1, r
+        # The best's benchmark timed the reference under torch.compile beside it.
+        assert r["speedup_vs_compiled"] is not None and r["speedup_vs_compiled"] > 0, r
     assert board["fast_p"] == fast_p(board["tasks"])
     assert board["fast_p"]["fast_0"] == 1.0 and board["fast_p"]["fast_1"] == 1.0
     md = (out / "leaderboard.md").read_text()
     assert "| cpu_b | finished | yes |" in md and "fast_p" in md
+    b_row = rows["cpu_b"]
+    assert f"| {b_row['speedup']:.3f}x | {b_row['speedup_vs_compiled']:.3f}x |" in md, md
     assert rows["cpu_b"]["folder"] == str(b.resolve()) and rows["cpu_b"]["wall_s"] > 0
     _the_suite_report(out, a, board)
     # A third call has nothing left to do.
@@ -74,7 +79,8 @@ def _the_suite_report(out, a, board) -> None:
     assert result.exit_code == 0, result.output + repr(result.exception)
     md = (out / "report.md").read_text()
     for r in board["tasks"]:
-        assert f"| {r['task']} | finished | yes | {r['speedup']:.3f}x |" in md, md
+        speeds = f"{r['speedup']:.3f}x | {r['speedup_vs_compiled']:.3f}x"
+        assert f"| {r['task']} | finished | yes | {speeds} |" in md, md
         assert f"not written: `kernelloop report {r['folder']} --run {r['run_id']}`" in md
     assert "Every task finished with a correct candidate" in md
     result = CliRunner().invoke(app, ["report", str(a)])  # task a's own report
@@ -96,6 +102,25 @@ def test_fast_p_counts_correct_tasks_faster_than_p_where_timings_count():
     assert fast_p(rows) == {"fast_0": 0.75, "fast_1": 0.5, "fast_1.5": 0.25, "fast_2": 0.25}
 
 
+def test_the_leaderboard_says_the_speedup_over_torch_compile_where_it_was_timed():
+    attempts = [{"category": "accepted", "status": "evaluated", "round": 1}]
+    summary = {"status": "finished", "best_objective_vs_baseline": 2.5,
+               "best_speedup_vs_compiled": 1.25, "timings_count": True,
+               "attempts": attempts}  # fmt: skip
+    timed = task_row("timed", summary)
+    untimed = task_row("untimed", {**summary, "best_speedup_vs_compiled": None})
+    old = task_row("old", {k: v for k, v in summary.items() if k != "best_speedup_vs_compiled"})
+    assert (timed["speedup_vs_compiled"], untimed["speedup_vs_compiled"]) == (1.25, None)
+    assert old["speedup_vs_compiled"] is None  # a summary from before the column
+    board = leaderboard([timed, untimed, old, task_row("never", None, error="boom")])
+    md = markdown(board)
+    assert "| speedup over eager | speedup over torch.compile |" in md
+    assert "| timed | finished | yes | 2.500x | 1.250x |" in md
+    assert "| untimed | finished | yes | 2.500x | - |" in md
+    # fast_p stays over eager, as KernelBench defines it: torch.compile does not enter it.
+    assert board["fast_p"]["fast_2"] == 0.75
+
+
 def test_kernelbench_problem_files_are_imported_then_run(tmp_path):
     kb = tmp_path / "kb"
     (kb / "level1").mkdir(parents=True)
@@ -109,6 +134,8 @@ def test_kernelbench_problem_files_are_imported_then_run(tmp_path):
     assert (out / "tasks" / "level1_23_Softmax" / "task.toml").exists()
     board = json.loads((out / "leaderboard.json").read_text())
     assert [r["task"] for r in board["tasks"]] == ["level1_23_Softmax"]
+    # On a CPU the compiled slot is off unless asked for (it compiles per benchmark).
+    assert board["tasks"][0]["speedup_vs_compiled"] is None
     # Resumed: imported once, not again (the folder is reused as it is).
     stamp = (out / "tasks" / "level1_23_Softmax" / "task.toml").stat().st_mtime_ns
     _suite(*common)

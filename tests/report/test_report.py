@@ -260,3 +260,33 @@ def test_roofline_and_metric_deltas_from_stored_profiles(measured_run, run_copy,
     assert ["L2 hit", "86.0%", "81.0%", "**regression**"] == rows[1][3:7]
     assert rows[0][3:7] == ["duration", "30.0 us", "20.0 us", ""]
     assert _item(md, "No secondary metric") == ("fail", "r1-1 L2 hit 86.0% → 81.0%")
+
+
+def test_the_compiled_slot_shows_where_the_best_was_timed_against_it(
+    measured_run, run_copy, tmp_path
+):
+    """Without the compiled slot the table has no compiled columns; with one in the best's
+    record (as `kernelloop run --compiled` stores it), its median and the speedup over
+    torch.compile show per shape and overall, beside the speedup over the baseline."""
+    folder, store = run_copy
+    md, _ = _build(folder, tmp_path / "a", store)
+    assert "compiled ms" not in md and "over torch.compile" not in md
+
+    pid, bench, _ = _best(store, measured_run[1])
+    for i, s in enumerate(bench["shapes"]):
+        compiled = dict(s["impls"]["baseline"], impl="compiled", median_ms=0.5 + i)
+        s["impls"]["compiled"] = compiled
+        s["speedup_vs_compiled"] = 1.25 + i
+    bench["speedup_vs_compiled"] = 1.5
+    with store._conn:
+        store._conn.execute(
+            "UPDATE evaluations SET bench_json = ? WHERE proposal_id = ?", (json.dumps(bench), pid)
+        )
+    md, html = _build(folder, tmp_path / "b", store)
+    rows = {r[0]: r for r in _table(md, "Per shape")}
+    for i, s in enumerate(bench["shapes"]):
+        assert rows[s["shape"]][7:9] == [f"{0.5 + i:.4f}", f"{1.25 + i:.3f}x"], rows
+    assert "| compiled ms | speedup over torch.compile |" in md
+    assert "x over the baseline, 1.500x over torch.compile" in md
+    assert "<th>compiled ms</th><th>speedup over torch.compile</th>" in html
+    assert "1.500x over torch.compile" in html

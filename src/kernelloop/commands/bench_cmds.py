@@ -13,6 +13,7 @@ from rich.table import Table
 
 from kernelloop.commands.labels import print_rejection
 from kernelloop.errors import KernelloopError
+from kernelloop.evaluate.protocol import COMPILED
 from kernelloop.task import load_task
 
 
@@ -53,9 +54,17 @@ def bench_cmd(
         Path | None, typer.Option(help="also write the benchmark record (JSON) to this file")
     ] = None,
     no_aa: Annotated[bool, typer.Option("--no-aa", help="skip the A/A noise slot")] = False,
+    compiled: Annotated[
+        bool,
+        typer.Option(
+            "--compiled",
+            help="also time the task's reference under torch.compile (evidence: the "
+            "speedup over torch.compile; never the gate's)",
+        ),
+    ] = False,
 ) -> None:
-    """Time CANDIDATE, the best and the baseline interleaved in one sandboxed worker;
-    print per-shape medians, speedups, noise and roofline position.
+    """Time CANDIDATE, the best and the baseline interleaved, each in its own sandboxed
+    worker; print per-shape medians, speedups, noise and roofline position.
     Exit 0 if the performance gate would accept it, 1 if not."""
     from kernelloop.evaluate.trusted.bench import benchmark
     from kernelloop.gate import performance_gate
@@ -74,6 +83,7 @@ def bench_cmd(
             dtype=dtype,
             sandbox=sandbox,
             aa=not no_aa,
+            compiled=compiled,
             progress=lambda m: status.update(m),
         )
     if record is not None:
@@ -104,6 +114,28 @@ def _against_names(files: list[Path]) -> dict[str, Path]:
     return out
 
 
+def speedup_lines(rec) -> list[str]:
+    """The candidate's overall speedups over eager (the baseline) and torch.compile, and
+    where the compiled slot was asked for, what became of it."""
+    if rec.speedup_vs_baseline is None and rec.compiled is None:
+        return []
+    base = f"{rec.speedup_vs_baseline:.3f}x" if rec.speedup_vs_baseline is not None else "-"
+    line = f"speedup (weighted geomean): {base} over the baseline"
+    if rec.compiled is not None:
+        comp = f"{rec.speedup_vs_compiled:.3f}x" if rec.speedup_vs_compiled is not None else "-"
+        line += f", {comp} over torch.compile (evidence only, not the gate's)"
+    out = [line]
+    c = rec.compiled
+    if c is not None:
+        took = ", ".join(f"{k} {v:.1f} s" for k, v in c.prepare_s.items()) or "-"
+        out.append(
+            f"compiled slot: {c.source} under torch.compile (mode {c.mode}, dynamic={c.dynamic}); "
+            f"compile + warm-up per shape (untimed): {took}"
+            + (f"; dropped: {c.dropped}" if c.dropped else "")
+        )
+    return out
+
+
 def print_bench(rec, verdict, console: Console) -> None:
     console.print(
         f"[bold]{rec.task}[/] · {Path(rec.candidate).name} vs {rec.best} · {rec.device_name} "
@@ -121,6 +153,7 @@ def print_bench(rec, verdict, console: Console) -> None:
     for w in rec.warnings + verdict.warnings:
         console.print(f"[bold yellow]warning:[/] {w}")
     names = ["candidate"] + ([rec.best] if rec.best != "baseline" else []) + ["baseline"]
+    names += [COMPILED] if rec.compiled else []
     others = sorted({n for s in rec.shapes for n in s.impls} - set(names) - {f"{rec.aa_impl}#aa"})
     title = "median ms" + ("" if rec.timings_count else " (interpreter: does not count)")
     table = Table(
@@ -132,6 +165,7 @@ def print_bench(rec, verdict, console: Console) -> None:
         "cand p20–p80",
         "× best",
         "× base",
+        *(["× compiled"] if rec.compiled else []),
         "noise",
         "% floor",
         title=title,
@@ -152,10 +186,17 @@ def print_bench(rec, verdict, console: Console) -> None:
             f"{cand.p20_ms:.4f}–{cand.p80_ms:.4f}" if cand else "-",
             f"{g.speedup_vs_best:.3f}" if g and g.speedup_vs_best else "-",
             f"{g.speedup_vs_baseline:.3f}" if g and g.speedup_vs_baseline else "-",
+            *(
+                [f"{s.speedup_vs_compiled:.3f}" if s.speedup_vs_compiled else "-"]
+                if rec.compiled
+                else []
+            ),
             f"{s.noise_rel:.2%}",
             f"{cand.pct_of_floor:.1f}" if cand and cand.pct_of_floor else "-",
         )
     console.print(table)
+    for line in speedup_lines(rec):
+        console.print(line)
     if verdict.objective is not None:
         console.print(
             f"objective: weighted geomean {verdict.objective:.4f}x over {rec.best}; "

@@ -76,6 +76,14 @@ def run_cmd(
     summary_json: Annotated[
         Path | None, typer.Option(help="also write the run summary here")
     ] = None,
+    compiled: Annotated[
+        bool,
+        typer.Option(
+            "--compiled",
+            help="every benchmark also times the reference under torch.compile (the "
+            "summary's speedup over torch.compile; never the gate's)",
+        ),
+    ] = False,
     executor: ExecutorOpt = "local",
     gpus: GpusOpt = None,
     jobs: JobsOpt = None,
@@ -109,6 +117,7 @@ def run_cmd(
             allow_unsandboxed=allow_unsandboxed,
             dtypes=[d.strip() for d in dtypes.split(",")] if dtypes else None,
             executor=pool,
+            compiled=compiled,
         )
         summary = run_loop(t, the_agent, opts, RunView(Console()))
     finally:

@@ -75,6 +75,14 @@ def suite_cmd(
     shapes: Annotated[str | None, typer.Option(help="cpu | gpu | all | labels")] = None,
     dtypes: Annotated[str | None, typer.Option(help="comma-separated dtypes")] = None,
     sandbox: Annotated[str, typer.Option(help="auto | bwrap | none")] = "auto",
+    compiled: Annotated[
+        bool | None,
+        typer.Option(
+            "--compiled/--no-compiled",
+            help="time the reference under torch.compile beside every candidate, for the "
+            "leaderboard's speedup over torch.compile (default: on a GPU)",
+        ),
+    ] = None,
     executor: ExecutorOpt = "local",
     gpus: GpusOpt = None,
     jobs: JobsOpt = None,
@@ -96,9 +104,11 @@ def suite_cmd(
     state_path = out / STATE
     state: dict = json.loads(state_path.read_text()) if state_path.exists() else {}
     console = Console()
-    pool = make_executor(executor, resolve_device(device), gpus, jobs, ray_address)
+    on = resolve_device(device)
+    pool = make_executor(executor, on, gpus, jobs, ray_address)
     settings = dict(agent=agent, rounds=rounds, candidates=candidates, device=device,
-                    shapes=shapes, dtypes=dtypes, sandbox=sandbox)  # fmt: skip
+                    shapes=shapes, dtypes=dtypes, sandbox=sandbox,
+                    compiled=on == "cuda" if compiled is None else compiled)  # fmt: skip
     try:
         with Progress(
             TextColumn("[bold]suite"),
@@ -162,6 +172,7 @@ def _one(task: Task, s: dict, pool, console: Console, resume: bool) -> dict:
         sandbox=s["sandbox"],
         dtypes=[d.strip() for d in s["dtypes"].split(",")] if s["dtypes"] else None,
         executor=pool,
+        compiled=s["compiled"],
     )
     summary = run_loop(task, the_agent, opts, RunView(console, live_enabled=False))
     cost = getattr(the_agent, "cost_summary", None)

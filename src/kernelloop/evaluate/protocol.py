@@ -77,6 +77,11 @@ def aa_slot(impl: str) -> str:
     return f"{impl}#aa"
 
 
+# The slot that times the task's reference under torch.compile (default mode,
+# dynamic=False): evidence for the record, never the candidate's and never the gate's.
+COMPILED = "compiled"
+
+
 def call_seed(batch_seed: int, j: int) -> int:
     """The input seed of timed call `j` of a batch: every timed call gets inputs of its
     own, so a kept output cannot stand in for a skipped call (kernelloop.evaluate.commitment)."""

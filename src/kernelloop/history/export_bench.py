@@ -96,6 +96,14 @@ def _device_lines(b: dict[str, Any]) -> list[str]:
             f"- A/A slot: {b['aa_impl']} timed a second time as {b['aa_impl']}#aa, to measure the "
             "noise"
         )
+    c = b.get("compiled")
+    if isinstance(c, dict):
+        speed = _f(b.get("speedup_vs_compiled"), ".3f", "x")
+        lines.append(
+            f"- Compiled slot (evidence, not the gate's): {c.get('source') or NONE} under "
+            f"torch.compile, timed beside the others as `compiled`; the candidate "
+            f"{speed} faster overall" + (f"; dropped: {c['dropped']}" if c.get("dropped") else "")
+        )
     lines += [f"- Benchmark problem (the gate rejects): {p}" for p in b.get("problems") or []]
     lines += [f"- Benchmark warning: {w}" for w in b.get("warnings") or []]
     return lines

@@ -37,7 +37,7 @@ def run_loop(task: Task, agent: Agent, opts: Options, view: View) -> dict:
     measured = timings_count(device, False, task.spec.task.language)
     run = Run(task, store, versions, agent, view, scratch, device, measured)
     run.sandbox, run.shapes, run.dtypes = opts.sandbox, opts.shapes, opts.dtypes
-    run.allow_unsandboxed = opts.allow_unsandboxed
+    run.allow_unsandboxed, run.compiled = opts.allow_unsandboxed, opts.compiled
     if opts.executor is not None:
         run.executor = opts.executor
     try:

@@ -94,6 +94,7 @@ class EvaluationJob:
     references: References | None = field(default=None, compare=False)
     # Why this is a second attempt: the executor lost the first (its Ray actor died).
     retried_after: str = ""
+    compiled: bool = False  # also time the reference under torch.compile (evidence only)
 
     def __call__(self, slot: Slot) -> Evaluated:
         ev = self._judged(slot)
@@ -155,6 +156,7 @@ class EvaluationJob:
                         sandbox=self.sandbox,
                         progress=say,
                         gpu=slot.gpu,
+                        compiled=self.compiled,
                     )
                 gate = decide(record, bench, task.spec.rules)
                 ev = Evaluated(record, bench, gate, shape_table(bench, gate), slot=slot.label)
@@ -177,6 +179,7 @@ class EvaluationJob:
             sandbox=self.sandbox,
             shapes=self.shapes,
             dtypes=self.dtypes,
+            compiled=self.compiled,
         )
 
 
@@ -197,6 +200,7 @@ class ShippedJob:
     shapes: str | None = None
     dtypes: tuple[str, ...] | None = None
     retried_after: str = ""  # see EvaluationJob
+    compiled: bool = False
 
     def again(self, reason: str) -> ShippedJob:
         """This job as a second attempt, after the first was lost for `reason`."""
@@ -224,6 +228,7 @@ class ShippedJob:
                 shapes=self.shapes,
                 dtypes=self.dtypes,
                 retried_after=self.retried_after,
+                compiled=self.compiled,
             )
             return job(slot)
 
@@ -253,6 +258,7 @@ def evaluation_job(
         dtypes=tuple(run.dtypes) if run.dtypes else None,
         progress=run.view.status,
         references=references,
+        compiled=run.compiled,
     )
 
 

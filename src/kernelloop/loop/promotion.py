@@ -97,6 +97,7 @@ def promote(run: Run, decision: Decision, best: Best) -> Best:
         pct,
         best.path.with_name(f"best_{win.id}.py"),
         shapes=shapes,
+        vs_compiled=bench.speedup_vs_compiled if bench else None,
     )
     new.path.write_text(win.source)
     return new

@@ -70,7 +70,10 @@ def restore(run: Run, state: RunState) -> Best:
     best = Best(
         state.best_proposal_id or 0, state.best_source or "", None, state.best_objective or 1.0
     )
-    best.record, _, best.shapes, best.pct_of_floor = stored_numbers(run.task, run.store, best.pid)
+    best.record, bench, best.shapes, best.pct_of_floor = stored_numbers(
+        run.task, run.store, best.pid
+    )
+    best.vs_compiled = bench.speedup_vs_compiled if bench else None
     if run.measured:
         run.gains = gains_before(run.store, run.id, state.next_round)
     best.path = run.scratch / "best.py"

@@ -94,6 +94,7 @@ def start_run(run: Run, config: dict) -> Best:
         floor_pct(task, ev.shapes),
         run.scratch / "baseline.py",
         shapes=ev.shapes,
+        vs_compiled=ev.bench.speedup_vs_compiled if ev.bench else None,
     )
     profile_best(run, best, None)
     return best

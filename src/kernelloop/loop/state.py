@@ -28,6 +28,7 @@ class Options:
     sandbox: str = "auto"
     allow_unsandboxed: bool = False  # promote a best whose evaluation ran with --sandbox none
     executor: Executor | None = None  # who runs a round's evaluations (None: in turn)
+    compiled: bool = False  # every benchmark also times the reference under torch.compile
 
 
 @dataclass
@@ -56,6 +57,9 @@ class Best:
     profile_text: str = ""
     profile_metrics: dict = field(default_factory=dict)
     shapes: list[dict] = field(default_factory=list)  # per shape: time, speedup, % of floor
+    # speedup over the reference under torch.compile, from the benchmark that made it the
+    # best (None: not timed, or not on every shape); evidence, never the gate's
+    vs_compiled: float | None = None
 
 
 @dataclass
@@ -100,6 +104,7 @@ class Run:
     shapes: str | None = None
     dtypes: list[str] | None = None
     allow_unsandboxed: bool = False
+    compiled: bool = False  # benchmarks also time the reference under torch.compile
     id: int = 0
     arch: str = ""
     gains: list[float] = field(default_factory=list)

@@ -26,6 +26,9 @@ def run_summary(
         "best_proposal_id": best.pid,
         "best_objective_vs_baseline": best.objective,
         "best_pct_of_floor": best.pct_of_floor,
+        # evidence beside the objective: the same candidate against the reference under
+        # torch.compile, timed in the same benchmark (None where it was not)
+        "best_speedup_vs_compiled": best.vs_compiled,
         "wall_s": round(wall_s, 1),
         "attempts": [
             history_row(a) for a in store.attempts(task.name, run_id=run_id) if a.round > 0

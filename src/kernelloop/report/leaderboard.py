@@ -5,9 +5,12 @@ Per task: `correct` — some candidate of the run other than the baseline passed
 correctness check (its evaluation ended `accepted`, or `slower`: correct but not faster
 than the best it was timed against); `speedup` — the best's weighted speedup over the
 task's baseline (eager PyTorch for a KernelBench problem; 1.0 when nothing was promoted);
-`pct_of_floor`, `rounds`, `cost_usd`, `status`. fast_p: the fraction of tasks that are
-correct and whose speedup is more than p (p = 0 is the fraction correct), counted only
-where timings count (a run under the Triton interpreter is never faster than anything).
+`speedup_vs_compiled` — the same best against the task's reference under torch.compile,
+timed in the benchmark that made it the best (`kernelloop suite` times it on a GPU; None
+where it was not timed); `pct_of_floor`, `rounds`, `cost_usd`, `status`. fast_p: the
+fraction of tasks that are correct and whose speedup over eager is more than p (p = 0 is
+the fraction correct), as KernelBench defines it, counted only where timings count (a run
+under the Triton interpreter is never faster than anything).
 """
 
 from __future__ import annotations
@@ -22,7 +25,8 @@ def task_row(name: str, summary: dict | None, error: str = "", folder: str = "")
     """The leaderboard row of one task from its run summary (None: it never finished)."""
     if summary is None:
         return {"task": name, "status": "not run" if not error else "error", "error": error,
-                "correct": False, "speedup": None, "pct_of_floor": None, "rounds": 0,
+                "correct": False, "speedup": None, "speedup_vs_compiled": None,
+                "pct_of_floor": None, "rounds": 0,
                 "cost_usd": 0.0, "timings_count": False, "folder": folder}  # fmt: skip
     attempts = summary.get("attempts", [])
     correct = any(a.get("category") in CORRECT and a.get("status") == "evaluated" for a in attempts)
@@ -34,6 +38,7 @@ def task_row(name: str, summary: dict | None, error: str = "", folder: str = "")
         "error": error,
         "correct": correct,
         "speedup": summary.get("best_objective_vs_baseline"),
+        "speedup_vs_compiled": summary.get("best_speedup_vs_compiled"),
         "pct_of_floor": summary.get("best_pct_of_floor"),
         "rounds": max((int(a.get("round") or 0) for a in attempts), default=0),
         "cost_usd": round(cost, 4),
@@ -67,18 +72,22 @@ def markdown(board: dict) -> str:
     lines = [
         "# Leaderboard",
         "",
-        "| task | status | correct | speedup over eager | % of floor | rounds | cost (USD) |",
-        "|---|---|---|---|---|---|---|",
+        "| task | status | correct | speedup over eager | speedup over torch.compile "
+        "| % of floor | rounds | cost (USD) |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for r in board["tasks"]:
         speed = f"{r['speedup']:.3f}x" if r["speedup"] is not None else "-"
-        if r["speedup"] is not None and not r["timings_count"]:
-            speed += " (unmeasured)"
+        vs_compiled = r.get("speedup_vs_compiled")
+        compiled = f"{vs_compiled:.3f}x" if vs_compiled is not None else "-"
+        if not r["timings_count"]:
+            speed += " (unmeasured)" if r["speedup"] is not None else ""
+            compiled += " (unmeasured)" if vs_compiled is not None else ""
         pct = f"{r['pct_of_floor']:.1f}%" if r["pct_of_floor"] else "-"
         status = r["status"] + (f": {r['error'][:80]}" if r["error"] else "")
         lines.append(
-            f"| {r['task']} | {status} | {'yes' if r['correct'] else 'no'} | {speed} | {pct} "
-            f"| {r['rounds']} | {r['cost_usd']:.4f} |"
+            f"| {r['task']} | {status} | {'yes' if r['correct'] else 'no'} | {speed} | {compiled} "
+            f"| {pct} | {r['rounds']} | {r['cost_usd']:.4f} |"
         )
     fp = board["fast_p"]
     lines += [

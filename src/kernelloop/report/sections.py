@@ -122,6 +122,8 @@ def shape_rows(rr: RunRecords) -> list[dict[str, Any]]:
         return []
     rows = objective.shape_rows(s.bench, s.gate)
     for row, sb in zip(rows, s.bench.get("shapes") or [], strict=True):
+        row.setdefault("compiled_ms", None)  # the torch.compile slot, where it was timed
+        row.setdefault("speedup_vs_compiled", None)
         row["baseline_pct_of_floor"] = ((sb.get("impls") or {}).get("baseline") or {}).get(
             "pct_of_floor"
         )

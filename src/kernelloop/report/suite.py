@@ -164,6 +164,7 @@ def context(folder: Path, board: dict, state: dict, dest: Path) -> dict[str, Any
                 "status": row.get("status", "?"),
                 "correct": bool(row.get("correct")),
                 "speedup": row.get("speedup"),
+                "speedup_vs_compiled": row.get("speedup_vs_compiled"),
                 "timings_count": bool(row.get("timings_count")),
                 "pct_of_floor": row.get("pct_of_floor"),
                 "rounds": row.get("rounds", 0),

@@ -13,6 +13,12 @@ inputs drawn from a fresh secret seed. Nothing a worker says is taken on trust:
 - a median below the task's roofline floor (memory or compute) is impossible and rejected;
 - clocks and throttle reasons are read with nvidia-smi around the run.
 The gate (kernelloop.gate) refuses a candidate without this record, or with `problems`.
+
+With `compiled=True` one more slot, "compiled", times the task's reference under
+torch.compile (default mode, dynamic=False) in a worker of its own, beside the others:
+the record then says how the candidate compares with torch.compile as well as with eager.
+It is evidence only (interleave.Evidence): the gate never reads it, and a compile that
+fails or runs past its budget drops it with a warning.
 """
 
 from __future__ import annotations
@@ -31,18 +37,26 @@ from typing import Literal
 import torch
 
 from kernelloop.errors import KernelloopError
-from kernelloop.evaluate.protocol import aa_slot, quantiles
+from kernelloop.evaluate.protocol import COMPILED, aa_slot, quantiles
 from kernelloop.evaluate.trusted.bench_record import (  # noqa: F401  (re-exported: bench.X is the public path)
     BenchmarkRecord,
+    CompiledSlot,
     GpuState,
     ImplTiming,
     ShapeBench,
     noise,
+    overall_speedup,
     paired_log_ratio,
     speedup,
 )
 from kernelloop.evaluate.trusted.gpu_bind import bound_to_gpu
-from kernelloop.evaluate.trusted.interleave import Outcome, Settings, SlotResult, run_timing
+from kernelloop.evaluate.trusted.interleave import (
+    Evidence,
+    Outcome,
+    Settings,
+    SlotResult,
+    run_timing,
+)
 from kernelloop.evaluate.trusted.run import (
     as_judged,
     resolve_device,
@@ -55,6 +69,11 @@ from kernelloop.task.roofline import floor_on
 
 FLOOR_MARGIN = 0.97  # a median below 97% of the floor is physically impossible, not fast
 HIDDEN_WARN_FRACTION = 0.10  # warn when more calls than this left work outside the calling stream
+# The compiled slot's first call (which compiles) and warm-up: at most this long on one
+# shape and on all shapes together, and at most these shares of the benchmark's time limit
+# (the limit is the candidate's: the compile must never be what runs into it).
+COMPILE_BUDGET_S = (120.0, 0.2)
+COMPILE_TOTAL_S = (300.0, 0.4)
 
 
 @bound_to_gpu
@@ -76,13 +95,17 @@ def benchmark(
     progress: Callable[[str], None] | None = None,
     screen: bool = True,
     gpu: int | None = None,
+    compiled: bool = False,
 ) -> BenchmarkRecord:
     """Time `candidate` against the best (if given) and the baseline on the task's shapes,
     every implementation on the same GPU `gpu` (nvidia-smi's index; None: GPU 0).
 
     The candidate goes through the same static screen as in `evaluate` (`screen=False` is
     for tests of the runtime defences): a refused source is never run, and its record
-    carries the findings as problems, so the gate refuses it."""
+    carries the findings as problems, so the gate refuses it.
+
+    `compiled`: also time the task's reference under torch.compile (the "compiled" slot,
+    `compiled_evidence`), for the record's speedup over torch.compile; never the gate's."""
     say = progress or (lambda _m: None)
     task = as_judged(task, candidate)
     device = resolve_device(device)
@@ -94,7 +117,7 @@ def benchmark(
     if best is not None:
         impls["best"] = Path(best)
     for name, path in (against or {}).items():
-        if name in impls or "#" in name:
+        if name in impls or "#" in name or name == COMPILED:
             raise KernelloopError(
                 f"--against name {name!r} is taken; rename the file (names must be unique)."
             )
@@ -105,6 +128,9 @@ def benchmark(
                 f"{name} file {path} does not exist; pass the path of a .py file."
             )
     sources = {n: p.read_bytes() for n, p in impls.items()}
+    limit = timeout_s or task.spec.rules.eval_timeout_s
+    evidence = compiled_evidence(task, limit) if compiled else {}
+    ref_path = task.file_and_function("reference")[0]
     best_name = "best" if "best" in impls else "baseline"
     started = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     t0 = time.monotonic()
@@ -122,6 +148,7 @@ def benchmark(
         slots = dict(impls)
         if aa:
             slots[aa_slot(best_name)] = impls[best_name]
+        slots.update({name: ref_path for name in evidence})
         settings = bench_settings(
             device, reps, max_s_per_shape, ["candidate", best_name] if profile else []
         )
@@ -134,9 +161,10 @@ def benchmark(
             device,
             settings=settings,
             sandbox=sandbox,
-            timeout_s=timeout_s or task.spec.rules.eval_timeout_s,
+            timeout_s=limit,
             say=say,
             gpu=gpu,
+            evidence=evidence,
         )
     gpu_after = read_gpu_state("after", gpu) if device == "cuda" else None
 
@@ -147,7 +175,8 @@ def benchmark(
         language=task.spec.task.language,
         candidate=str(Path(candidate).resolve()),
         candidate_sha256=hashlib.sha256(sources["candidate"]).hexdigest(),
-        impl_sha256={n: hashlib.sha256(b).hexdigest() for n, b in sources.items()},
+        impl_sha256={n: hashlib.sha256(b).hexdigest() for n, b in sources.items()}
+        | ({COMPILED: hashlib.sha256(ref_path.read_bytes()).hexdigest()} if compiled else {}),
         best=best_name,
         started_at=started,
         wall_s=0.0,
@@ -175,8 +204,49 @@ def benchmark(
         rec.warnings.extend(outcome.warnings)
         fill_shapes(rec, task, shape_list, dtype, list(impls), outcome)
         _throttle_warnings(rec)
+        if compiled:
+            rec.compiled = _compiled_slot(task, evidence[COMPILED], rec, outcome)
+    rec.speedup_vs_baseline = overall_speedup(rec, "baseline")
+    rec.speedup_vs_compiled = overall_speedup(rec, COMPILED) if rec.compiled else None
     rec.wall_s = round(time.monotonic() - t0, 3)
     return rec
+
+
+def compiled_evidence(task: Task, limit_s: float) -> dict[str, Evidence]:
+    """The "compiled" slot: the task's reference — the trusted eager op, on every task (an
+    imported KernelBench task's PyTorch baseline is the same Model) — wrapped by the
+    worker with torch.compile (default mode, dynamic=False). A stochastic task's reference
+    takes its randomness as a keep-mask; the worker draws it inside the compiled function
+    (worker/compiled.py)."""
+    _, func = task.file_and_function("reference")
+    spec: dict = {"mode": None, "dynamic": False}
+    if st := task.spec.stochastic:
+        spec |= {
+            "mask_param": st.mask_param,
+            "rate_param": st.rate_param,
+            "like": task.spec.task.output_like,
+        }
+    job = {"entry": func, "model_class": None, "compile": spec}
+    budget = min(COMPILE_BUDGET_S[0], COMPILE_BUDGET_S[1] * limit_s)
+    total = min(COMPILE_TOTAL_S[0], COMPILE_TOTAL_S[1] * limit_s)
+    return {COMPILED: Evidence(job, budget_s=budget, total_s=total)}
+
+
+def _compiled_slot(
+    task: Task, ev: Evidence, rec: BenchmarkRecord, outcome: Outcome
+) -> CompiledSlot:
+    timed = [sb.shape for sb in rec.shapes if COMPILED in sb.impls]
+    why = outcome.dropped.get(COMPILED, "")
+    if not why and not rec.problems and len(timed) < len(rec.shapes):
+        why = "no timing on " + ", ".join(s.shape for s in rec.shapes if s.shape not in timed)
+    return CompiledSlot(
+        source=task.spec.task.reference,
+        shapes=timed,
+        dropped=why,
+        prepare_s=outcome.prepare_s.get(COMPILED, {}),
+        budget_s=ev.budget_s,
+        total_budget_s=ev.total_s,
+    )
 
 
 def bench_settings(
@@ -202,6 +272,7 @@ def fill_shapes(
     outcome: Outcome,
 ) -> None:
     slots = impls + ([aa_slot(rec.aa_impl)] if rec.aa_impl else [])
+    evidence = [COMPILED]  # timed for the record where it was asked for; never missing
     methods = set()
     for shape in shapes:
         got = outcome.shapes.get(shape.label)
@@ -224,6 +295,13 @@ def fill_shapes(
             if slot in got:
                 sb.impls[slot] = _impl_timing(slot, got[slot], floor_ms, rec.problems, shape.label)
                 methods.add(got[slot].method)
+        for slot in evidence:
+            if slot in got:  # its oddities are warnings: it is not the gate's to refuse on
+                said = len(rec.warnings)
+                it = _impl_timing(slot, got[slot], floor_ms, rec.warnings, shape.label)
+                if len(rec.warnings) == said:  # no samples, or below the floor: left out
+                    sb.impls[slot] = it
+        sb.speedup_vs_compiled = speedup(sb, COMPILED)
         missing = [s for s in slots if s not in sb.impls]
         if missing and not rec.problems:
             rec.problems.append(f"{shape.label}: no timing for {', '.join(missing)}")

@@ -70,6 +70,32 @@ class ShapeBench(BaseModel):
     )
     reported_s: float = 0.0
     observed_s: float | None = None
+    speedup_vs_compiled: float | None = Field(
+        default=None,
+        description="how many times faster the candidate is than the compiled slot (the "
+        "reference under torch.compile) on this shape, paired by round; evidence, not the gate's",
+    )
+
+
+class CompiledSlot(BaseModel):
+    """The "compiled" slot of a benchmark: the task's reference under torch.compile,
+    timed like every other slot — its own sandboxed worker, the same rounds, GPU and
+    inputs, one audited output per shape — as evidence for the reader. The gate never
+    reads it, and nothing that goes wrong with it is a problem: it is dropped, and
+    `dropped` says why."""
+
+    source: str = Field(description="the reference it compiles, FILE.py:FUNCTION")
+    mode: str = "default"
+    dynamic: bool = False
+    shapes: list[str] = Field(default_factory=list, description="the shapes it was timed on")
+    dropped: str = Field(default="", description="why it stopped; empty when it ran to the end")
+    prepare_s: dict[str, float] = Field(
+        default_factory=dict,
+        description="per shape: its first call (the compile) and warm-up on the trusted "
+        "clock, untimed; other workers warmed up at the same time",
+    )
+    budget_s: float = Field(description="the most that may take on one shape")
+    total_budget_s: float = Field(description="… and on all shapes together")
 
 
 class BenchmarkRecord(BaseModel):
@@ -106,6 +132,18 @@ class BenchmarkRecord(BaseModel):
     )
     warnings: list[str] = Field(default_factory=list)
     worker_log_tail: str = ""
+    compiled: CompiledSlot | None = Field(
+        default=None, description="the torch.compile slot, when it was asked for"
+    )
+    speedup_vs_baseline: float | None = Field(
+        default=None,
+        description="the candidate's weighted geomean speedup over the baseline (eager "
+        "PyTorch on an imported KernelBench task), from the same paired timings as the gate's",
+    )
+    speedup_vs_compiled: float | None = Field(
+        default=None,
+        description="… over the compiled slot; None unless it was timed on every shape",
+    )
 
     def shape(self, label: str) -> ShapeBench | None:
         return next((s for s in self.shapes if s.shape == label), None)
@@ -143,6 +181,19 @@ def speedup(sb: ShapeBench, ref: str) -> float | None:
         return None
     pr = paired_log_ratio(other, cand)
     return math.exp(pr[0]) if pr else other.median_ms / cand.median_ms
+
+
+def overall_speedup(rec: BenchmarkRecord, ref: str) -> float | None:
+    """The candidate's weighted geometric-mean speedup over `ref` across the record's
+    shapes (the task's weights, as the gate weighs them); None where a shape lacks `ref`
+    or the record has problems (its numbers are void)."""
+    if rec.problems or not rec.shapes:
+        return None
+    pairs = [(sb.weight, speedup(sb, ref)) for sb in rec.shapes]
+    if any(v is None or v <= 0 for _, v in pairs):
+        return None
+    total = sum(w for w, _ in pairs)
+    return math.exp(sum(w * math.log(v) for w, v in pairs) / total)
 
 
 def noise(sb: ShapeBench, best: str, aa: str | None) -> tuple[float, float | None]:

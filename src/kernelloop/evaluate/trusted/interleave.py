@@ -23,6 +23,13 @@ Layout (docs/benchmarking.md has the why):
 5. every worker reports its tripwires (patched harness, stray processes, calls that
    launched nothing) and exits; anything left is killed.
 A problem stops the run: the record carries it and the gate rejects.
+
+Evidence slots (`Evidence`: the task's reference under torch.compile, bench.py's
+`compiled=True`) are timed in the same rounds, on the same GPU and inputs, but decide
+nothing: the method, the batch size, the rounds' budget, the trusted clock's checks and
+the run-through rounds are the others' alone, and anything that goes wrong with an
+evidence slot (a failed or too long compile, a crash, a failed audit, foreign work in its
+turn) drops it with a warning instead of stopping the run.
 """
 
 from __future__ import annotations
@@ -63,6 +70,9 @@ from kernelloop.task import Shape, Task
 _RNG = secrets.SystemRandom()
 OVERHEAD_MS = {"cuda": 0.3, "cpu": 0.05}  # harness cost per timed call, for sizing batches
 QUIET_PATIENCE = 4.0  # × a shape's time budget, at most, to gather uncontended batches
+# An evidence slot is dropped once less than this share of the benchmark's time limit is
+# left: the limit is the candidate's, and running into it would fail the candidate.
+EVIDENCE_RESERVE = 0.3
 
 
 @dataclass
@@ -87,6 +97,18 @@ class Settings:
         0.3  # and briefly before each batch (a turn change leaves it idle ~1-3 ms)
     )
     profile: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """A slot timed for the record only (bench.py: the reference under torch.compile).
+    `job`: what its worker's job adds (the entry, the `compile` spec); `budget_s`: the
+    most its `prepare` (the first call, which compiles, and the warm-up) may take on one
+    shape, `total_s` on all shapes together — past either it is dropped, never waited for."""
+
+    job: dict
+    budget_s: float = 120.0
+    total_s: float = 240.0
 
 
 @dataclass
@@ -120,6 +142,10 @@ class Outcome:
     timing_phase_s: float | None = None
     idle: dict = field(default_factory=dict)  # idle-probe calibrations and worst probes (GPU)
     stray_killed: int = 0
+    # Evidence slots: why each one dropped out; per shape, how long its `prepare` (the
+    # first call, which compiles, and the warm-up) took on the trusted clock.
+    dropped: dict[str, str] = field(default_factory=dict)
+    prepare_s: dict[str, dict[str, float]] = field(default_factory=dict)
 
 
 class _Abort(Exception):
@@ -141,6 +167,7 @@ class Session:
         candidate: str,
         reference: str,
         gpu: int | None = None,
+        evidence: dict[str, Evidence] | None = None,
     ) -> None:
         self.gpu = gpu  # nvidia-smi's index of the GPU every worker is bound to (None: 0)
         self.task, self.slot_files, self.shapes, self.dtype, self.device = (
@@ -162,6 +189,9 @@ class Session:
         self.judge: Judge | None = None
         self.like: torch.Tensor | None = None  # the current shape's output, as shape and dtype only
         self._audits: dict[tuple[str, str], int] = {}  # (shape, slot) -> audits so far
+        self.evidence = {s: e for s, e in (evidence or {}).items() if s in slots}
+        self._gone: dict[str, TimingWorker] = {}  # dropped evidence slots' workers
+        self._prepare_spent = 0.0  # evidence slots' `prepare` time so far (the compile budget)
 
     # ---- helpers ------------------------------------------------------------------
     def left(self, cap: float) -> float:
@@ -173,11 +203,45 @@ class Session:
         return min(cap, left)
 
     def problem(self, category: str, slot: str, text: str) -> None:
+        """A problem stops the run; one of an evidence slot's drops that slot instead."""
+        if slot in self.evidence:
+            self.drop(slot, text)
+            return
         self.out.problems.append(Problem(category, slot, text))
 
+    def core(self) -> list[str]:
+        """The slots the gate reads (every slot but the evidence slots), in start order."""
+        return [s for s in self.workers if s not in self.evidence]
+
+    def drop(self, slot: str, why: str) -> None:
+        """Stop timing evidence slot `slot` (its worker is killed): shapes it finished keep
+        their numbers, the rest of the run goes on without it."""
+        w = self.workers.pop(slot, None)
+        if w is None:
+            return
+        self._gone[slot] = w
+        if not w.dead:
+            w.kill()
+        self.out.dropped[slot] = why
+        self.out.warnings.append(f"{slot} slot dropped (evidence only, never the gate's): {why}")
+
     def turn(self, slot: str, cmd: str, cap: float = 120.0, **args):
-        """One command to one worker, alone: resumed for it, stopped again after."""
+        """One command to one worker, alone: resumed for it, stopped again after. An
+        evidence slot that fails (or would cut into the time the others need) is dropped
+        and the answer is None."""
         w = self.workers[slot]
+        if slot in self.evidence:
+            if self.deadline - time.monotonic() < EVIDENCE_RESERVE * self.timeout_s:
+                self.drop(slot, f"the benchmark's {self.timeout_s:g} s limit was near")
+                return None
+            try:
+                return self._turn(w, cmd, cap, args)
+            except WorkerFailed as e:
+                self.drop(slot, f"{cmd}: {e}")
+                return None
+        return self._turn(w, cmd, cap, args)
+
+    def _turn(self, w: TimingWorker, cmd: str, cap: float, args: dict):
         before = w.freezer.waited_ns()
         w.resume()
         try:
@@ -189,19 +253,37 @@ class Session:
         return ans
 
     def all_at_once(
-        self, cmd: str, cap: float, per_slot: Callable[[str], dict] | None = None
+        self,
+        cmd: str,
+        cap: float,
+        per_slot: Callable[[str], dict] | None = None,
+        caps: dict[str, float] | None = None,
+        doing: str = "",
     ) -> dict:
-        """The same command to every worker concurrently (untimed work: imports, warm-up)."""
+        """The same command to every worker concurrently (untimed work: imports, warm-up).
+        `caps`: a slot's own time limit (from when its command was sent); an evidence slot
+        that fails or runs past it is dropped (`doing` says what it was doing)."""
         for w in self.workers.values():
             w.resume()
-        answers = {}
+        answers, sent = {}, {}
         try:
-            sent = {
-                slot: w.send(cmd, **(per_slot(slot) if per_slot else {}))
-                for slot, w in self.workers.items()
-            }
-            for slot, w in self.workers.items():
-                answers[slot] = w.collect(cmd, sent[slot], self.left(cap))
+            for slot, w in list(self.workers.items()):
+                try:
+                    sent[slot] = w.send(cmd, **(per_slot(slot) if per_slot else {}))
+                except WorkerFailed as e:
+                    if slot not in self.evidence:
+                        raise
+                    self.drop(slot, f"{doing or cmd}: {e}")
+            for slot, w in list(self.workers.items()):
+                own = (caps or {}).get(slot, cap)
+                try:
+                    answers[slot] = w.collect(
+                        cmd, sent[slot], self.left(own - (time.monotonic() - sent[slot]))
+                    )
+                except WorkerFailed as e:
+                    if slot not in self.evidence:
+                        raise
+                    self.drop(slot, f"{doing or cmd}: {e}")
         finally:
             for w in self.workers.values():
                 if not w.dead:
@@ -264,6 +346,7 @@ class Session:
                     **job,
                     "audit": audit and slot == self.candidate,
                     "describe": slot == self.reference,
+                    **(self.evidence[slot].job if slot in self.evidence else {}),
                 },
                 root / f"{i}-{file_name(slot)}",
                 replace(cfg),
@@ -272,26 +355,40 @@ class Session:
         self.out.mode = self.workers[self.candidate].sp.mode
         if self.out.mode == "none":
             self.out.warnings.append("NO SANDBOX: the timed code ran as plain processes.")
-        for slot, w in self.workers.items():
-            env = w.hello(self.left(300))
+        for slot, w in list(self.workers.items()):
+            try:
+                env = w.hello(self.left(300))
+            except WorkerFailed as e:
+                if slot not in self.evidence:
+                    raise
+                self.drop(slot, f"its worker did not start: {e}")
+                continue
             if slot == self.reference:
                 self.out.env = env
 
     def _prologue(self) -> None:
         # Idle-probe calibrations, one worker at a time, before any implementation is imported.
         if self.cuda:
-            for slot, w in self.workers.items():
+            for slot, w in list(self.workers.items()):
                 if (
                     slot != self.candidate
                 ):  # the GPU's clocks leave idle first (the first worker ramps longer)
-                    ans = w.ask("calibrate", self.left(120), n=30, ramp_s=0.02 if self.cal else 0.1)
+                    try:
+                        ans = w.ask(
+                            "calibrate", self.left(120), n=30, ramp_s=0.02 if self.cal else 0.1
+                        )
+                    except WorkerFailed as e:
+                        if slot not in self.evidence:
+                            raise
+                        self.drop(slot, f"calibrating its idle probe: {e}")
+                        continue
                     self.cal[slot] = checks.calibration(ans.body.probes)
             self.out.idle = {"calibration": self.cal, "worst_host_ms": {}}
         self.say(
             f"importing {len(self.workers)} implementation(s), one worker each "
             f"(sandbox={self.out.mode})"
         )
-        answers = self.all_at_once("load", 600)
+        answers = self.all_at_once("load", 600, doing="importing")
         for slot, ans in answers.items():
             if ans.body.tampered:
                 self.problem(
@@ -329,6 +426,7 @@ class Session:
         )  # what every output must look like
         del like
         self.say(f"{label}: preparing {len(self.workers)} worker(s)")
+        caps = self._prepare_caps(label)
         prep = self.all_at_once(
             "prepare",
             600,
@@ -340,41 +438,79 @@ class Session:
                 "settings": settings,
                 "ramp_s": self.s.ramp_s if (cuda and k == 0 and slot == self.reference) else 0.0,
             },
+            caps=caps,
+            doing=f"{label}: its first call (torch.compile) and warm-up, "
+            f"within a {min(caps.values(), default=0):.0f} s budget",
         )
-        rough = {
-            s: self.turn(s, "rough").body.ms for s in self.workers
-        }  # each alone: the warm-ups overlapped
+        for slot in self.evidence:
+            if slot in prep:  # the compile and warm-up: recorded, never timed
+                took = prep[slot].wall_s
+                self._prepare_spent += took
+                self.out.prepare_s.setdefault(slot, {})[label] = round(took, 3)
+        rough = {}
+        for s in list(self.workers):  # each alone: the warm-ups overlapped
+            if (ans := self.turn(s, "rough")) is not None:
+                rough[s] = ans.body.ms
         method = self._choose_method(rough, prep[self.reference].body) if cuda else "cpu"
         accs = self._rounds(call, rough, method)
         if method.startswith("graph:") and not self.out.problems:
             res = self._results(accs, method)
-            if not all(
-                statistics.median(res[s].samples_ms) >= GRAPH_MIN_RATIO * rough[s] for s in res
-            ):
+            lost = [
+                s for s in res if statistics.median(res[s].samples_ms) < GRAPH_MIN_RATIO * rough[s]
+            ]
+            for s in [s for s in lost if s in self.evidence]:
+                self.drop(s, f"{label}: a graph replay ran far faster than its call alone")
+            if any(s not in self.evidence for s in lost):
                 # A replay far faster than the same call timed alone lost work at capture.
                 method = "events"
                 self._set_method(method)
                 accs = self._rounds(call, rough, method)
         if cuda:
-            for s in self.workers:
-                accs[s].cals += self.turn(s, "end").body.cals
+            for s in list(self.workers):
+                if (ans := self.turn(s, "end")) is not None:
+                    accs[s].cals += ans.body.cals
         res = self._results(accs, method)
         for s in self.s.profile:
             if s in self.workers:
                 res[s].profiler_ms = self.turn(s, "profile", 300).body.ms
         self._check_shape(call, accs, res)
+        res = {s: r for s, r in res.items() if s in self.workers}  # a slot dropped meanwhile
         self.out.shapes[label] = res
+        accs = {s: a for s, a in accs.items() if s in res}
         self.out.reported_s[label] = round(sum(a.reported_ms() for a in accs.values()) / 1e3, 4)
         self.out.observed_s[label] = round(sum(a.wall_s for a in accs.values()), 4)
         if self.out.problems:
             raise _Abort
 
+    def _prepare_caps(self, label: str) -> dict[str, float]:
+        """Each evidence slot's time limit for this shape's `prepare` (its first call
+        compiles): its per-shape budget, at most what is left of its total and never into
+        the benchmark's reserve (EVIDENCE_RESERVE of its limit, the others' time); a slot
+        with nothing left is dropped here."""
+        caps = {}
+        reserve = self.deadline - time.monotonic() - EVIDENCE_RESERVE * self.timeout_s
+        for slot, ev in self.evidence.items():
+            if slot not in self.workers:
+                continue
+            left = min(ev.budget_s, ev.total_s - self._prepare_spent, reserve)
+            if left < 1.0:
+                self.drop(
+                    slot,
+                    f"{label}: no time left to compile (its budget: {ev.total_s:g} s for all "
+                    f"shapes, and {1 - EVIDENCE_RESERVE:.0%} of the benchmark's "
+                    f"{self.timeout_s:g} s limit)",
+                )
+                continue
+            caps[slot] = left
+        return caps
+
     def _choose_method(self, rough: dict[str, float], ref_prep) -> str:
         """One method for every slot of the shape, decided here from every worker's probe."""
-        small = self.s.graphs and min(rough.values()) < GRAPH_BELOW_MS
+        core = self.core()  # an evidence slot follows the others' method, never decides it
+        small = self.s.graphs and min(rough[s] for s in core) < GRAPH_BELOW_MS
         if small and any(
             escapes(a.body.calls, a.body.cals)
-            for a in (self.turn(s, "probe", rough_ms=rough[s]) for s in self.workers)
+            for a in (self.turn(s, "probe", rough_ms=rough[s]) for s in core)
         ):
             self._set_method("device-wide")
             return "device-wide"
@@ -391,12 +527,19 @@ class Session:
 
     def _set_method(self, kind: str, **args) -> bool:
         ok = True
-        for s in self.workers:
-            ok = self.turn(s, "method", 300, kind=kind, **args).body.ok and ok
+        for s in list(self.workers):
+            ans = self.turn(s, "method", 300, kind=kind, **args)
+            if ans is None:
+                continue
+            if s in self.evidence:  # the others' method stands; an evidence slot follows or goes
+                if not ans.body.ok:
+                    self.drop(s, f"it could not be set to {kind} ({ans.body.error})")
+                continue
+            ok = ans.body.ok and ok
         if (
             not ok
         ):  # a candidate that cannot be captured: every slot per call, so they stay comparable
-            for s in self.workers:
+            for s in list(self.workers):
                 self.turn(s, "method", 300, kind="events")
         return ok
 
@@ -405,30 +548,37 @@ class Session:
         reps = s.reps if cuda else s.cpu_reps
         min_reps = min(reps, s.min_reps if cuda else s.cpu_min_reps)
         budget = s.max_s_per_shape or (0.6 if cuda else 0.8)
-        per_call = max(rough.values()) + OVERHEAD_MS[self.device]
-        if method.startswith("graph:"):
-            per_call = max(rough.values()) * int(method.split(":")[1]) + OVERHEAD_MS[self.device]
+        # Batches, rounds and budget are sized by the slots the gate reads: an evidence
+        # slot times the same batches beside them and its turns do not count as spent.
+        core = self.core()
+        units = int(method.split(":")[1]) if method.startswith("graph:") else 1
+        per_call = max(rough[c] for c in core) * units + OVERHEAD_MS[self.device]
         out_bytes = max(1, self.like.numel() * self.like.element_size())
         by_time = round((s.batch_s or (0.01 if cuda else 0.02)) * 1e3 / per_call)
         # every output of a batch is kept until its audit: the batch fits RETAIN_BYTES
         m = max(1, min(by_time, max(1, reps // 5), 1000, checks.RETAIN_BYTES // out_bytes))
-        cal_every = 2 * len(self.workers)  # one calibration every 2 rounds, per slot
-        per_round_ms = len(self.workers) * m * per_call
+        cal_every = 2 * len(core)  # one calibration every 2 rounds, per slot
+        per_round_ms = len(core) * m * per_call
         batches = min(reps / m, max(min_reps / m, budget * 1e3 / per_round_ms))
         want, chance = checks.audit_chance(out_bytes, batches)
         audited = {self.candidate, aa_slot(self.candidate)} & set(self.workers)
         accs = {slot: checks.Acc() for slot in self.workers}
         last: dict[str, tuple[int, int, list[str]]] = {}
         n_done, t_begin, gen_s, failed = 0, time.monotonic(), 0.0, False
+        evidence_s = 0.0  # time in evidence slots' turns: not the others' budget
         known = len(self.out.problems)
 
         def more() -> bool:
-            spent = time.monotonic() - t_begin - gen_s
+            spent = time.monotonic() - t_begin - gen_s - evidence_s
             if n_done < reps and (n_done < min_reps or spent < budget):
                 return True
             # Batches in which a worker waited for a CPU do not count for the trusted
             # clock's check: on a busy machine, measure on (a while) until enough do.
-            short = any(a.calls and len(a.batches) < checks.QUIET_MIN for a in accs.values())
+            short = any(
+                a.calls and len(a.batches) < checks.QUIET_MIN
+                for slot, a in accs.items()
+                if slot not in self.evidence
+            )
             return short and not self.interp and spent < QUIET_PATIENCE * budget
 
         while more():
@@ -439,11 +589,15 @@ class Session:
             sets = None if cuda else self._input_sets(call, seed, n)
             gen_s += time.monotonic() - t_gen
             for slot in order:
+                if slot not in self.workers:
+                    continue  # an evidence slot dropped meanwhile
                 key = secrets.randbits(62)
+                own = max(per_call, rough.get(slot, 0.0) * units + OVERHEAD_MS[self.device])
+                t_turn = time.monotonic()
                 ans = self.turn(
                     slot,
                     "batch",
-                    max(30.0, 50 * n * per_call / 1e3),
+                    max(30.0, 50 * n * own / 1e3),
                     n=n,
                     seed=seed,
                     key=key,
@@ -452,6 +606,10 @@ class Session:
                     probe=cuda and slot != self.candidate,
                     ramp_ms=s.batch_ramp_ms if cuda else 0.0,
                 )
+                if slot in self.evidence:
+                    evidence_s += time.monotonic() - t_turn
+                if ans is None:
+                    continue  # the evidence slot was dropped
                 accs[slot].add(ans)
                 self._check_batch(label, slot, ans)
                 if len(ans.body.commits) != len(ans.body.calls):
@@ -464,6 +622,8 @@ class Session:
                 if len(self.out.problems) > known:
                     # a lying clock, a patched harness or foreign GPU work: no point going on
                     raise _Abort
+                if slot not in self.workers:
+                    continue  # the evidence slot was dropped by a check
                 last[slot] = (seed, key, ans.body.commits)
                 if (
                     not failed
@@ -482,8 +642,12 @@ class Session:
             while self._n_audits(label, slot) < checks.MIN_AUDITS and picks:
                 if not self._audit(call, slot, *last[slot], picks.pop()):
                     return accs
+        for slot in [e for e in self.evidence if e in self.workers and e in last]:
+            # One timed output per shape against the reference: a failure drops the slot.
+            self._audit(call, slot, *last[slot], _RNG.randrange(len(last[slot][2])))
         if cuda:  # what the trusted clock holds the events to (trusted/through.py)
-            through_rounds(self, call, m, per_call, audited, accs)
+            core_accs = {c: a for c, a in accs.items() if c not in self.evidence}
+            through_rounds(self, call, m, per_call, audited, core_accs)
         return accs
 
     def _input_sets(self, call: Call, seed: int, n: int) -> bytes:
@@ -532,7 +696,8 @@ class Session:
         if not commits[j]:
             self.problem("timing", slot, f"{label}: {slot}'s timed call returned no tensor")
             return False
-        self.turn(slot, "output", 300, file=name, index=j)
+        if self.turn(slot, "output", 300, file=name, index=j) is None:
+            return False  # an evidence slot, dropped
         nbytes = like.numel() * like.element_size()
         try:
             data = checks.read_output(self.workers[slot].out_dir / name, nbytes)
@@ -580,7 +745,12 @@ class Session:
             slot in self.cal
             and (bad := checks.interference_problem(label, slot, ans, self.cal[slot])) is not None
         ):
-            self.problem("timing", self.candidate, bad)
+            if (
+                slot in self.evidence
+            ):  # its numbers are suspect; the gate's slots judge the candidate
+                self.drop(slot, bad)
+            else:
+                self.problem("timing", self.candidate, bad)
         if slot in self.cal:
             worst = self.out.idle["worst_host_ms"]
             for tries in (ans.body.pre, ans.body.post):
@@ -594,6 +764,8 @@ class Session:
         per = int(method.split(":")[1]) if method.startswith("graph:") else 1
         out = {}
         for slot, a in accs.items():
+            if slot not in self.workers or not a.calls:
+                continue  # an evidence slot dropped on the way
             if self.cuda:
                 samples, hidden, total = gpu_samples(
                     [(c[0], c[-1]) for c in a.calls], a.cals, per, method == "device-wide"
@@ -620,6 +792,9 @@ class Session:
                 )
         if self.out.problems:  # already refused (a failed audit ends the rounds early)
             return
+        # The trusted clock holds the candidate to the gate's slots alone.
+        accs = {s: a for s, a in accs.items() if s not in self.evidence}
+        res = {s: r for s, r in res.items() if s not in self.evidence}
         if not self.interp and (busy := checks.busy_problem(label, accs, self.candidate)):
             self.problem("timing", self.candidate, busy)
             return
@@ -644,9 +819,15 @@ class Session:
             )
 
     def _stop(self) -> None:
-        for slot, w in self.workers.items():
+        for slot, w in list(self.workers.items()):
             w.resume()
-            b = w.ask("stop", self.left(60)).body
+            try:
+                b = w.ask("stop", self.left(60)).body
+            except WorkerFailed as e:
+                if slot not in self.evidence:
+                    raise
+                self.drop(slot, f"at the end: {e}")  # the shapes it timed stand
+                continue
             if b.tampered:
                 self.problem(
                     "tamper",
@@ -670,10 +851,15 @@ class Session:
                 )
 
     def _finish_all(self) -> None:
-        for slot, w in self.workers.items():
+        for slot, w in [*self.workers.items(), *self._gone.items()]:
             if self.out.problems and not w.dead and w.result is None:
                 w.kill()
             res = w.finish()
+            if slot in self.evidence:  # never a problem; a warning if it ran out of time
+                if res.timed_out and slot not in self.out.dropped:
+                    self.out.dropped[slot] = f"its worker exceeded its {self.timeout_s:g} s limit"
+                    self.out.warnings.append(f"{slot} slot: {self.out.dropped[slot]}")
+                continue
             if slot == self.candidate:
                 self.out.log_tail = res.stderr.decode(errors="replace")[-3000:]
             self.out.stray_killed += res.stray_killed if slot == self.candidate else 0
@@ -713,9 +899,11 @@ def run_timing(
     candidate: str = "candidate",
     reference: str = "baseline",
     gpu: int | None = None,
+    evidence: dict[str, Evidence] | None = None,
 ) -> Outcome:
     """Time `slots` ({slot name: implementation file}) interleaved, one worker each, all
-    on GPU `gpu` (nvidia-smi's index; None: GPU 0), so no speed is compared across GPUs."""
+    on GPU `gpu` (nvidia-smi's index; None: GPU 0), so no speed is compared across GPUs.
+    `evidence`: slots of `slots` timed for the record only (see `Evidence`)."""
     session = Session(
         task,
         slots,
@@ -729,5 +917,6 @@ def run_timing(
         candidate,
         reference,
         gpu,
+        evidence,
     )
     return session.run()

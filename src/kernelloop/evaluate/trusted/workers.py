@@ -73,8 +73,10 @@ class TimingWorker:
             "out_dir": str(self.out_dir),
             "channel_key": key,
         }
-        # Its own folder, and the compile cache of exactly the bytes it runs (compile_cache.py).
-        cfg = compile_cache.bind(replace(cfg, rw_paths=[self.dir]), impl_copy.read_bytes())
+        # Its own folder, and the compile cache of exactly the bytes it runs (compile_cache.py);
+        # the compiled slot (the reference under torch.compile) a cache folder of its own.
+        cache = compile_cache.bind_compiled if job.get("compile") else compile_cache.bind
+        cfg = cache(replace(cfg, rw_paths=[self.dir]), impl_copy.read_bytes())
         self.sp = SandboxProcess(
             [sys.executable, "-m", "kernelloop.evaluate.worker"],
             self.dir,

@@ -26,6 +26,7 @@ import torch
 from kernelloop.evaluate.protocol import idle_stats
 from kernelloop.evaluate.worker import calls as inworker
 from kernelloop.evaluate.worker import guard
+from kernelloop.evaluate.worker.compiled import compiled_entry
 from kernelloop.evaluate.worker.gpu_timer import GpuDevice, GpuSlot, IdleProbe
 from kernelloop.evaluate.worker.timing import CpuSlot
 from kernelloop.task.kernelbench_inputs import entry_function
@@ -95,6 +96,8 @@ class Server:
         )
         self.module = _import_file(job["impl"], f"kernelloop_impl_{job['name']}")
         fn = entry_function(self.module, job["entry"], job.get("model_class"))
+        if job.get("compile"):  # the "compiled" slot: the reference under torch.compile
+            fn = compiled_entry(fn, job["compile"])
         self.counter.attach(self.module, job["name"])
         if job.get("audit") and self.counter.attached(job["name"]):
             fn = self.audit = inworker.TimedLaunchAudit(fn, self.counter, job["name"])
