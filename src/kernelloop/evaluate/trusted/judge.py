@@ -32,7 +32,7 @@ from kernelloop.evaluate.trusted.text import (  # noqa: F401  (last_line: re-exp
     last_line,
 )
 from kernelloop.task import Task
-from kernelloop.task.generic_cases import with_generic_cases
+from kernelloop.task.generic_cases import atol_factor, with_generic_cases
 from kernelloop.task.spec import Tolerance
 
 EXACT = Tolerance(atol=0.0, rtol=0.0)
@@ -227,10 +227,13 @@ class Judge(InterfaceMixin, StochasticMixin):
         return out
 
     def tolerance(self, call: Call, like: torch.Tensor):
-        """The call's tolerance: the task's for its dtype; an integer or boolean output is
+        """The call's tolerance: the task's for its dtype (on a generic case with values up
+        to S, its absolute part × S: task/generic_cases.py); an integer or boolean output is
         compared exactly (an index one off is a wrong index, whatever its size)."""
         if like.is_floating_point() or like.is_complex():
-            return self.task.spec.tolerances[call.dtype]
+            tol = self.task.spec.tolerances[call.dtype]
+            k = atol_factor(call.case, getattr(torch, call.dtype))
+            return tol if k == 1.0 else tol.model_copy(update={"atol": tol.atol * k})
         return EXACT
 
     # ---- trivial outputs -------------------------------------------------------
