@@ -49,8 +49,11 @@ SCALED = ("generic_large_magnitude", "generic_large_offset", "generic_mixed_spik
 
 def atol_factor(case: str, dtype) -> float:
     """What the task's absolute tolerance is multiplied by for this case and dtype."""
-    if case not in SCALED:
-        return 1.0
+    return _scale(dtype) if case in SCALED else 1.0
+
+
+def _scale(dtype) -> float:
+    """S for this dtype."""
     import torch
 
     return _SCALE_16 if dtype == torch.float16 else _SCALE
@@ -73,7 +76,7 @@ def _transform(v, case: str, g):
 
     if not isinstance(v, torch.Tensor) or not v.is_floating_point() or v.numel() == 0:
         return v
-    s = _SCALE_16 if v.dtype == torch.float16 else _SCALE
+    s = _scale(v.dtype)
     x = v.to(torch.float32)
     if case == "generic_large_magnitude":
         y = x * s
