@@ -221,6 +221,26 @@ def test_run_through_slack_holds_the_noisiest_honest_run_measured_on_the_h200():
     assert bad is None and added == pytest.approx(0.1885, abs=0.002)
 
 
+def test_a_unit_shorter_than_its_launch_path_is_held_to_the_clock_not_called_a_liar():
+    # H200, 2026-12-01, GEMM task at 16x8192x8192: the honest tiled GEMM claims 0.0457 ms
+    # per call; with a host wait before its units the trusted clock saw 0.5699 ms per unit
+    # beside the others' 0.4743 ms of harness work beyond their claims — its Triton launch
+    # and commitment (~0.1 ms of host work) outlasting its kernel, not a lie.
+    accs = {
+        "candidate": _through(_acc(1, 1, 0), [0.5699] * 4),
+        "best": _through(_acc(1, 1, 0), [0.5300] * 4),
+        "baseline": _through(_acc(1, 1, 0), [0.5300] * 4),
+    }
+    claimed = {"candidate": 0.0457, "best": 0.0557, "baseline": 0.0557}
+    added, bad = checks.through_check("s", accs, claimed, "candidate")
+    # Not rejected: held to what the trusted clock saw (its samples raised by the excess).
+    assert bad is None and added == pytest.approx(0.0499, abs=1e-3)
+    # An excess past the host allowance (and past half its claim) is still a lie.
+    accs["candidate"] = _through(_acc(1, 1, 0), [0.5700 + checks.THROUGH_HOST_MS] * 4)
+    added, bad = checks.through_check("s", accs, claimed, "candidate")
+    assert bad and "did not see" in bad
+
+
 def test_run_through_counts_the_candidates_contended_batches_but_not_the_others():
     accs = _through_accs([2.46, 2.44, 2.45, 2.48])
     # The best's batches all waited for a CPU: they do not count as its quiet ones.

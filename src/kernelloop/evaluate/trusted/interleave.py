@@ -57,6 +57,7 @@ from kernelloop.evaluate.trusted.interleave_types import (
     _Abort,
 )
 from kernelloop.evaluate.trusted.judge import Judge
+from kernelloop.evaluate.trusted.outputs import output_file_limit
 from kernelloop.evaluate.trusted.workers import TimingWorker, WorkerFailed, file_name
 from kernelloop.sandbox import SandboxConfig, detect_mode
 from kernelloop.task import Shape, Task
@@ -248,6 +249,7 @@ class Session(RoundsMixin, AuditMixin):
             ro_paths=[task.folder, Path(__file__).resolve().parents[3]],
             hidden_paths=[task.workspace()],
             extra_env={"TRITON_INTERPRET": "1"} if self.interp else {},
+            max_file_bytes=output_file_limit(self.device),
         )
         key = secrets.token_hex(16)
         audit = task.spec.task.language == "triton"

@@ -24,6 +24,28 @@ from pathlib import Path
 from kernelloop.evaluate.trusted.messages import CALL_ID
 
 PURGE_LIMIT = 10_000  # entries removed per purge (a worker creating more is already rejected)
+MIN_FILE_LIMIT = 1 << 30
+
+
+def output_file_limit(device: str) -> int:
+    """RLIMIT_FSIZE for a worker that writes outputs here: the memory of the device the
+    outputs live on (the largest visible GPU's, or the machine's RAM on a CPU), at least
+    1 GiB. An honest output cannot be larger than the memory that holds it; a fixed 1 GiB
+    rejected KernelBench's level1/23 softmax (a 6.4 GB float32 output) as a crash on the
+    H200 (2026-12-01). Reads stay exact-size (`read`), so a larger limit lets no worker
+    make the trusted side read more than the output it expects."""
+    limit = 0
+    if device == "cuda":
+        import torch
+
+        if torch.cuda.is_available():
+            limit = max(
+                torch.cuda.get_device_properties(i).total_memory
+                for i in range(torch.cuda.device_count())
+            )
+    else:
+        limit = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    return max(MIN_FILE_LIMIT, limit)
 
 
 class OutputError(Exception):

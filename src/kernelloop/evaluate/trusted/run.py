@@ -33,7 +33,7 @@ from kernelloop.evaluate.trusted import channel, compile_cache, shards
 from kernelloop.evaluate.trusted.gpu_bind import bound_to_gpu
 from kernelloop.evaluate.trusted.interleave import Settings, run_timing
 from kernelloop.evaluate.trusted.judge import Judge
-from kernelloop.evaluate.trusted.outputs import OutputDir
+from kernelloop.evaluate.trusted.outputs import OutputDir, output_file_limit
 from kernelloop.evaluate.trusted.plan import Plan, Seeds, plan_calls
 from kernelloop.evaluate.trusted.record import (
     Environment,
@@ -259,6 +259,7 @@ def _evaluate(
                 ro_paths=[task.folder, Path(__file__).resolve().parents[2]],
                 hidden_paths=[task.workspace()],
                 extra_env=env,
+                max_file_bytes=output_file_limit(device),
             )
             # Only the candidate's code runs in this worker: its own compile cache, shared
             # with its timing worker (compile_cache.py says why that is safe).

@@ -304,11 +304,16 @@ class GpuSlot:
         Measured on the H200 (2026-12-01) in the first layout — inputs made, L2 flushed and
         the unit queued per unit — the host's work per unit (~0.8 ms of Python making
         inputs) outran a 0.12 ms kernel, so a fast honest kernel looked slower to the trusted
-        clock than its events said; hence inputs first."""
+        clock than its events said; hence inputs first. And no host wait between the inputs
+        and the units: where making the inputs is GPU work (the GEMM task's 128 MB weight
+        per unit, ~0.45 ms), the GPU is still on them when the units are queued, so a unit
+        whose launch path outlasts its kernel (the tiled GEMM's 0.046 ms at 16x8192x8192,
+        its Triton launch and commitment ~0.1 ms of host work) never leaves the GPU idle.
+        With a host wait there, the trusted clock saw that launch path and not the kernel:
+        an honest candidate was called a liar (H200, 2026-12-01)."""
         sets = [self.make(call_seed(seed, j)) for j in range(n)]
         pending = []
         self.kept = []
-        _sync()
         for new in sets:
             if self.graph:
                 for k, t in self.inputs.items():
