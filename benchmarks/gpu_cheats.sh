@@ -11,7 +11,9 @@ OUT=${OUT:-/tmp/gpu_cheats_out}; mkdir -p "$OUT"
 T=examples/ln_softmax_dropout
 t0=$(date +%s)
 
-if python3 -c "import pytest" 2>/dev/null; then
+if [ -n "${SKIP_CHEATS:-}" ]; then  # only the 5 honest evaluations
+  echo "skipped (SKIP_CHEATS)" > "$OUT/cheats_pytest.txt"; prc=skipped
+elif python3 -c "import pytest" 2>/dev/null; then
   timeout 150 python3 -m pytest -m gpu -q -p no:cacheprovider tests/cheats > "$OUT/cheats_pytest.txt" 2>&1; prc=$?
 else  # no pytest on the box: call the gpu test functions directly
   timeout 150 python3 - > "$OUT/cheats_pytest.txt" 2>&1 <<'PY'; prc=$?

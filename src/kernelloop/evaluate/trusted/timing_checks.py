@@ -95,8 +95,8 @@ THROUGH_REL = 0.02
 # called a liar, only held to what the trusted clock saw (its samples raised by the
 # excess, which is at least its real GPU time, so a lie gains nothing there). Measured:
 # the tiled GEMM's unit at 16x8192x8192 on the H200 (0.046 ms kernel, 2026-12-01) showed
-# 0.05 ms of host time with a host wait before the units; Triton launches measure
-# 0.02-0.05 ms of host work each.
+# 0.05 ms more than its events: its Triton launch and the commitment's, ~0.1 ms of host
+# work per unit, outlasting the kernel (worker/gpu_timer.GpuSlot.through).
 THROUGH_HOST_MS = 0.1
 THROUGH_ROUNDS = 4  # run-through batches per implementation and shape (more if contended)
 THROUGH_MAX_ROUNDS = 10

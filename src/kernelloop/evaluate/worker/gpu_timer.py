@@ -304,16 +304,17 @@ class GpuSlot:
         Measured on the H200 (2026-12-01) in the first layout — inputs made, L2 flushed and
         the unit queued per unit — the host's work per unit (~0.8 ms of Python making
         inputs) outran a 0.12 ms kernel, so a fast honest kernel looked slower to the trusted
-        clock than its events said; hence inputs first. And no host wait between the inputs
-        and the units: where making the inputs is GPU work (the GEMM task's 128 MB weight
-        per unit, ~0.45 ms), the GPU is still on them when the units are queued, so a unit
-        whose launch path outlasts its kernel (the tiled GEMM's 0.046 ms at 16x8192x8192,
-        its Triton launch and commitment ~0.1 ms of host work) never leaves the GPU idle.
-        With a host wait there, the trusted clock saw that launch path and not the kernel:
-        an honest candidate was called a liar (H200, 2026-12-01)."""
+        clock than its events said; hence inputs first, and a host wait before the units.
+        Without that wait (tried on the H200, 2026-12-01, to hide a short unit's launch path
+        behind the GPU's work on the inputs) the overlap of host and GPU differed between
+        implementations: the honest tiled GEMM's time at 128x4096x4096 and 1000x3000x1000
+        was raised 3-7x, and a lie of 20% on the flagship was raised by too little. A unit
+        shorter than its own launch path shows that host time instead
+        (timing_checks.THROUGH_HOST_MS)."""
         sets = [self.make(call_seed(seed, j)) for j in range(n)]
         pending = []
         self.kept = []
+        _sync()
         for new in sets:
             if self.graph:
                 for k, t in self.inputs.items():
