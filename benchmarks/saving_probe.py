@@ -11,6 +11,11 @@ candidate claims per call, and the verdict (passed / corrected by X ms / rejecte
 
     python benchmarks/saving_probe.py OUT.json [--device cuda] [--shapes 4096x8000,...]
         [--scales 1,0.9,0.7,0.5,0.01] [--repeats 2] [--honest 3] [--extra FILE ...]
+        [--task DIR --honest-file FILE [--no-best]]
+
+Another task: `--task examples/matmul_bias_gelu --honest-file examples/matmul_bias_gelu/
+candidates/fast.py --no-best --scales ""` times honest copies of the tiled GEMM against the
+baseline alone (the lying worker is the flagship's kernel: no --scales there).
 
 `--extra` adds honest candidates of another kind (e.g. benchmarks/candidates/
 fused_randint4x.py, faster than the best on long rows), `--repeats` times each: the check
@@ -104,21 +109,30 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--honest", type=int, default=3)
     ap.add_argument("--extra", action="append", default=[], type=Path)
+    ap.add_argument("--task", type=Path, default=TASK, help="task folder (default: flagship)")
+    ap.add_argument(
+        "--honest-file",
+        type=Path,
+        default=FUSED,
+        help="the honest candidate copied for --honest runs (and the best, unless --no-best)",
+    )
+    ap.add_argument("--no-best", action="store_true", help="no best: the baseline alone")
     a = ap.parse_args()
     timing_checks.saving_check = _logged(timing_checks.saving_check)
     timing_checks.through_check = _logged_through(timing_checks.through_check)
-    task = load_task(TASK)
+    task = load_task(a.task)
     tmp = Path(tempfile.mkdtemp(prefix="saving_probe_"))
-    best = tmp / "fused_best.py"
-    shutil.copyfile(FUSED, best)
+    best = None if a.no_best else tmp / "best.py"
+    if best is not None:
+        shutil.copyfile(a.honest_file, best)
     runs: list[tuple[str, float | Path | None]] = [("honest", None)] * a.honest
     runs += [(f"extra={x.stem}", x) for x in a.extra for _ in range(a.repeats)]
-    runs += [(f"scale={s}", float(s)) for s in a.scales.split(",") for _ in range(a.repeats)]
+    runs += [(f"scale={s}", float(s)) for s in a.scales.split(",") if s for _ in range(a.repeats)]
     results = []
     for i, (name, scale) in enumerate(runs):
         cand = tmp / f"cand_{i}.py"
         if scale is None:
-            shutil.copyfile(FUSED, cand)
+            shutil.copyfile(a.honest_file, cand)
         elif isinstance(scale, Path):
             shutil.copyfile(scale, cand)
         else:
@@ -160,6 +174,7 @@ def _write(out: Path, a: argparse.Namespace, results: list[dict]) -> None:
             {
                 "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
                 "device": a.device,
+                "task": str(a.task),
                 "shapes": a.shapes,
                 "dtype": a.dtype,
                 "runs": results,
