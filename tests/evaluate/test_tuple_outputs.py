@@ -69,6 +69,14 @@ def test_a_tuple_of_outputs_is_judged_output_by_output(task):
     # the first output returned twice: output 1 is wrong
     rec = evaluate(task, _cand(task, "twice", "y, y.clone()"), **ONE)
     assert any("output 1:" in r for r in rec.verdict.reasons), rec.verdict.reasons
+    assert any("matches the reference's output 0 instead" in r for r in rec.verdict.reasons)
+    # the outputs swapped (same shape and dtype): named as such
+    rec = evaluate(task, _cand(task, "swapped", "h, y"), **ONE)
+    assert rec.verdict.category == "wrong"
+    assert any(
+        "output 0:" in r and "outputs 0 and 1 are swapped: returned in the wrong order" in r
+        for r in rec.verdict.reasons
+    ), rec.verdict.reasons
 
 
 def test_the_interface_of_several_outputs(task):

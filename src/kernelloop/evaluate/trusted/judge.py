@@ -207,7 +207,9 @@ class Judge(InterfaceMixin, StochasticMixin):
         ]
         for k, c in enumerate(cmps):
             if not c.passed:
-                return replace(c, reason=f"output {k}: {c.reason}")
+                return replace(
+                    c, reason=f"output {k}: {c.reason}{_swapped(call, outs, refs, k, self)}"
+                )
         return max(cmps, key=lambda c: c.max_abs_err or 0.0)
 
     def _trivial_parts(self, call: Call, inputs: dict, refs: dict) -> dict[str, torch.Tensor]:
@@ -386,3 +388,21 @@ def read_output(outputs: OutputDir, call_id: str, like: torch.Tensor) -> torch.T
     if nbytes == 0:
         return torch.empty_like(like, device="cpu")
     return torch.frombuffer(raw, dtype=torch.uint8).view(like.dtype).reshape(like.shape)
+
+
+def _swapped(call: Call, outs: list[torch.Tensor], refs: dict, k: int, judge: Judge) -> str:
+    """What output `k`, wrong in its place, is instead — a reason a user acts on: when it is
+    within tolerance of another output's reference j of its shape and dtype, either the two
+    are swapped (output j is reference k) or output k holds output j's values."""
+    parts = _parts(refs)
+
+    def close(o: torch.Tensor, r: torch.Tensor) -> bool:
+        return r.shape == o.shape and within_tolerance(o, r, judge.tolerance(call, o)).passed
+
+    for j in range(len(parts)):
+        if j == k or outs[j].dtype != outs[k].dtype or not close(outs[k], parts[j]):
+            continue
+        if close(outs[j], parts[k]):
+            return f"; outputs {k} and {j} are swapped: returned in the wrong order"
+        return f"; it matches the reference's output {j} instead"
+    return ""
