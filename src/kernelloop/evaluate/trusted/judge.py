@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 
 import torch
 
+from kernelloop.evaluate.trusted import diagnose
 from kernelloop.evaluate.trusted.compare import (
     Comparison,
     binomial_ok,
@@ -36,6 +37,7 @@ from kernelloop.task.generic_cases import atol_factor, with_generic_cases
 from kernelloop.task.spec import Tolerance
 
 EXACT = Tolerance(atol=0.0, rtol=0.0)
+DIAGNOSED_CALLS = 3  # failed calls per evaluation told what their output is instead
 
 
 @dataclass
@@ -56,6 +58,7 @@ class Judge(InterfaceMixin, StochasticMixin):
     _groups: dict[str, dict] = field(default_factory=dict)
     _interface_bad: set[str] = field(default_factory=set)
     sensitivity: Sensitivity = field(default_factory=Sensitivity)
+    _diagnosed: int = 0
 
     def __post_init__(self) -> None:
         self.make_inputs = with_generic_cases(self.task.load_function("inputs"))
@@ -207,9 +210,8 @@ class Judge(InterfaceMixin, StochasticMixin):
         ]
         for k, c in enumerate(cmps):
             if not c.passed:
-                return replace(
-                    c, reason=f"output {k}: {c.reason}{_swapped(call, outs, refs, k, self)}"
-                )
+                instead = diagnose.swapped(outs, _parts(refs), k, self._close(call))
+                return replace(c, reason=f"output {k}: {c.reason}{instead}")
         return max(cmps, key=lambda c: c.max_abs_err or 0.0)
 
     def _trivial_parts(self, call: Call, inputs: dict, refs: dict) -> dict[str, torch.Tensor]:
@@ -328,7 +330,19 @@ class Judge(InterfaceMixin, StochasticMixin):
         name = matching_trivial(out, {k: v.to(self.device) for k, v in trivial.items()}, close)
         if name is not None:
             category, reason = "trivial", f"the output is {name}, not a computed result ({reason})"
+        elif "ref" in refs_of_call and self._diagnosed < DIAGNOSED_CALLS:
+            self._diagnosed += 1
+            given = self._inputs(call)
+            reason += diagnose.ignored_input(
+                given, out, lambda v: self._ref(v, call), self._close(call)
+            )
         self._fail(call, suite, category, reason, cmp)
+
+    def _close(self, call: Call):
+        """`close(out, ref)`: one output within its dtype's tolerance of a reference."""
+        return lambda o, r: (
+            r.shape == o.shape and within_tolerance(o, r, self.tolerance(call, o)).passed
+        )
 
     def finish_sensitivity(self, prove: bool = True) -> None:
         """Record the proof; an unproven plan rejects, because a pass would then prove nothing.
@@ -388,21 +402,3 @@ def read_output(outputs: OutputDir, call_id: str, like: torch.Tensor) -> torch.T
     if nbytes == 0:
         return torch.empty_like(like, device="cpu")
     return torch.frombuffer(raw, dtype=torch.uint8).view(like.dtype).reshape(like.shape)
-
-
-def _swapped(call: Call, outs: list[torch.Tensor], refs: dict, k: int, judge: Judge) -> str:
-    """What output `k`, wrong in its place, is instead — a reason a user acts on: when it is
-    within tolerance of another output's reference j of its shape and dtype, either the two
-    are swapped (output j is reference k) or output k holds output j's values."""
-    parts = _parts(refs)
-
-    def close(o: torch.Tensor, r: torch.Tensor) -> bool:
-        return r.shape == o.shape and within_tolerance(o, r, judge.tolerance(call, o)).passed
-
-    for j in range(len(parts)):
-        if j == k or outs[j].dtype != outs[k].dtype or not close(outs[k], parts[j]):
-            continue
-        if close(outs[j], parts[k]):
-            return f"; outputs {k} and {j} are swapped: returned in the wrong order"
-        return f"; it matches the reference's output {j} instead"
-    return ""
