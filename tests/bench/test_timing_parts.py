@@ -235,7 +235,7 @@ def test_a_unit_shorter_than_its_launch_path_is_held_to_the_clock_not_called_a_l
     added, bad = checks.through_check("s", accs, claimed, "candidate")
     # Not rejected: held to what the trusted clock saw (its samples raised by the excess).
     assert bad is None and added == pytest.approx(0.0499, abs=1e-3)
-    # An excess past the host allowance (and past half its claim) is still a lie.
+    # A unit past the host allowance beyond the harness (and past half its claim): a lie.
     accs["candidate"] = _through(_acc(1, 1, 0), [0.5700 + checks.THROUGH_HOST_MS] * 4)
     added, bad = checks.through_check("s", accs, claimed, "candidate")
     assert bad and "did not see" in bad

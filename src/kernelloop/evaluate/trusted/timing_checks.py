@@ -90,14 +90,17 @@ THROUGH_FLOOR_MS = 0.003
 THROUGH_REL = 0.02
 # A unit whose host work (the candidate's launch path: Python, argument handling, the
 # launch itself, and the harness's commitment launch) outlasts its GPU work shows that
-# host time to the trusted clock wherever the GPU has nothing queued to hide it behind —
-# it cannot be told from a lie. Below this many ms of excess the candidate is never
-# called a liar, only held to what the trusted clock saw (its samples raised by the
-# excess, which is at least its real GPU time, so a lie gains nothing there). Measured:
-# the tiled GEMM's unit at 16x8192x8192 on the H200 (0.046 ms kernel, 2026-12-01) showed
-# 0.05 ms more than its events: its Triton launch and the commitment's, ~0.1 ms of host
-# work per unit, outlasting the kernel (worker/gpu_timer.GpuSlot.through).
-THROUGH_HOST_MS = 0.1
+# host time to the trusted clock — it cannot be told from a lie. A unit that took at most
+# this many ms on the trusted clock beyond the others' harness work is never called a
+# liar, only held to what the trusted clock saw (its samples raised by the excess: what
+# the trusted clock saw is at least its real GPU time, so a lie gains nothing there, and an
+# honest host-bound unit is charged its launch path). Measured on the H200 (2026-12-01,
+# benchmarks/results/2026-12-01-h200-session10):
+# the honest tiled GEMM (0.03-0.05 ms kernels) showed 0.07 ms of excess outside the
+# sandbox (its Triton launch ~0.045 ms and the commitment's ~0.06 ms of host work), and
+# inside the sandboxed timing worker up to 0.29 ms (a unit of 0.32 ms beyond the
+# harness), not yet explained; 0.5 ms covers that. Longer units keep the rule above.
+THROUGH_HOST_MS = 0.5
 THROUGH_ROUNDS = 4  # run-through batches per implementation and shape (more if contended)
 THROUGH_MAX_ROUNDS = 10
 
@@ -330,7 +333,9 @@ def through_check(
     excess = got - ref
     if excess <= slack:
         return 0.0, None
-    if excess > max(REJECT_REL * claimed[candidate], THROUGH_HOST_MS) + slack:
+    # A unit that took at most THROUGH_HOST_MS beyond the harness may be its launch path,
+    # not its kernel: held to the clock, never called a liar.
+    if excess > REJECT_REL * claimed[candidate] + slack and own - ref > THROUGH_HOST_MS:
         return 0.0, (
             f"{label}: run back to back, the candidate's calls took {own:.4f} ms each on the "
             f"trusted clock, {got:.4f} ms more than the {claimed[candidate]:.4f} ms its own "
