@@ -106,3 +106,26 @@ def test_the_comparison_in_chunks_says_what_it_says_whole(monkeypatch):
     off_cmp = within_tolerance(off.float(), ref, TOL)
     assert off_cmp.worst_index == [5, 7] and off_cmp.reason.startswith("3 of 1073")
     assert within_tolerance(nan.float(), ref, TOL).reason.startswith("2 non-finite")
+
+
+def test_a_cpp_build_error_is_its_first_compiler_lines():
+    from kernelloop.evaluate.trusted.text import import_reason
+
+    log = (
+        "Traceback (most recent call last):\n"
+        '  File "/sandbox/cand.py", line 30, in <module>\n'
+        "RuntimeError: Error building extension 'ext': [1/2] c++ -MMD -MF main.o.d "
+        + "-I/venv/include "
+        * 200
+        + "-c /home/sandbox/.cache/torch_extensions/ext/main.cpp -o main.o\n"
+        "FAILED: main.o\n"
+        "/home/sandbox/.cache/torch_extensions/ext/main.cpp: In lambda function:\n"
+        "/home/sandbox/.cache/torch_extensions/ext/main.cpp:17:23: error: expected ';'\n"
+        "/home/sandbox/.cache/torch_extensions/ext/main.cpp:17:23: error: expected ';'\n"
+        "/home/sandbox/.cache/torch_extensions/ext/cuda.cu(12): error: identifier x is undefined\n"
+        "ninja: build stopped: subcommand failed.\n"
+    )
+    assert import_reason(log) == (
+        "«RuntimeError: Error building extension 'ext': main.cpp:17:23: error: expected ';' "
+        "cuda.cu(12): error: identifier x is undefined»"
+    )

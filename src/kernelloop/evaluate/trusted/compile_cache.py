@@ -17,7 +17,8 @@ implementation's folder (the best's, the baseline's) is ever mounted where candi
 runs, so nothing a later candidate does changes what an earlier one compiled to. The
 trusted side never reads a cache; it only removes a folder that grew past `MAX_BYTES`
 (without following links). On the CPU (the Triton interpreter) nothing compiles and no
-folder is given.
+folder is given, except to C++ candidates (`language = "cuda"`), whose extensions build
+there too.
 """
 
 from __future__ import annotations
@@ -65,10 +66,13 @@ def folder(source: bytes) -> Path:
     return path
 
 
-def bind(cfg: SandboxConfig, source: bytes) -> SandboxConfig:
+def bind(cfg: SandboxConfig, source: bytes, native: bool = False) -> SandboxConfig:
     """`cfg` for a worker that runs the implementation `source` (and no other one): its
-    cache folder read-write, and the compilers pointed at it. Unchanged on the CPU."""
-    if not cfg.gpu:
+    cache folder read-write, and the compilers pointed at it. Unchanged on the CPU, unless
+    `native` (a C++ candidate, `language = "cuda"`, builds its extension there too: the
+    correctness workers and its timing worker then share one build instead of compiling it
+    each — torch's build lock makes a second worker wait for the first)."""
+    if not (cfg.gpu or native):
         return cfg
     path = folder(source)
     env = {
@@ -80,7 +84,7 @@ def bind(cfg: SandboxConfig, source: bytes) -> SandboxConfig:
     return replace(cfg, rw_paths=[*cfg.rw_paths, path], extra_env=env)
 
 
-def bind_compiled(cfg: SandboxConfig, source: bytes) -> SandboxConfig:
+def bind_compiled(cfg: SandboxConfig, source: bytes, native: bool = False) -> SandboxConfig:
     """`cfg` for the benchmark's "compiled" slot, which runs the reference `source` under
     torch.compile: a folder of its own for inductor's and Triton's caches (also on the
     CPU, where inductor compiles C++), and no compile worker pool.

@@ -45,7 +45,13 @@ from kernelloop.evaluate.trusted.record import (
 from kernelloop.evaluate.trusted.refcache import References
 from kernelloop.evaluate.trusted.stages import StageClock
 from kernelloop.evaluate.trusted.static import screen_source
-from kernelloop.evaluate.trusted.text import LOG_CHARS, candidate_text, last_line
+from kernelloop.evaluate.trusted.text import (
+    LOG_CHARS,
+    candidate_text,
+    compiler_lines,
+    import_reason,
+    last_line,
+)
 from kernelloop.sandbox import SandboxConfig, SandboxProcess, detect_mode
 from kernelloop.task import Shape, Task, files
 from kernelloop.task.roofline import floor_on
@@ -263,7 +269,7 @@ def _evaluate(
             )
             # Only the candidate's code runs in this worker: its own compile cache, shared
             # with its timing worker (compile_cache.py says why that is safe).
-            cfg = compile_cache.bind(cfg, source)
+            cfg = compile_cache.bind(cfg, source, native=task.spec.task.language == "cuda")
             # Opened before the worker starts: every output is read relative to this descriptor.
             outputs = OutputDir(out_dir)
             try:
@@ -284,7 +290,7 @@ def _evaluate(
         finally:
             while procs:  # always: a worker is never left running
                 results.append(procs.pop(0).finish())
-            if cfg is not None and cfg.gpu:
+            if cfg is not None and (cfg.gpu or task.spec.task.language == "cuda"):
                 compile_cache.trim(source)
     finally:
         for proc in procs:  # a worker started before another failed to start
@@ -311,6 +317,12 @@ def _evaluate(
     for f in judge.failures:
         verdict.reject(f.category, f.reason)
     timeout = timeout_s or task.spec.rules.eval_timeout_s
+    if built := next((st for st in states if compiler_lines(st["import_error"])), None):
+        # One worker's C++ build failed; the others waited on its build lock and then found
+        # no library: the compiler's error is their reason too (said once).
+        for st in states:
+            if st["import_error"] and not compiler_lines(st["import_error"]):
+                st["import_error"], st["import_impl"] = built["import_error"], built["import_impl"]
     for state, result, lane in zip(states, results, lanes, strict=True):
         _process_verdict(verdict, state, result, lane.plan, timeout)
     judged = len(judge.failures)
@@ -487,7 +499,7 @@ def _process_verdict(verdict: _Verdict, state: dict, result, plan: Plan, timeout
             if state.get("import_impl") not in (None, "candidate")
             else "the candidate"
         )
-        verdict.reject("compile", f"{who} failed to import: {last_line(state['import_error'])}")
+        verdict.reject("compile", f"{who} failed to import: {import_reason(state['import_error'])}")
     if result.timed_out:
         verdict.reject(
             "timeout", f"the worker exceeded its {timeout_s:g} s wall-clock limit and was killed"

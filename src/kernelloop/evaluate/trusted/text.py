@@ -93,6 +93,10 @@ _COMPILER = re.compile(
     r"|Error building extension)"
 )
 COMPILER_CHARS = 600
+_BUILD = re.compile(r"Error building extension '[^']*'")
+# gcc/clang/nvcc diagnostics: `file.cpp:11:23: error: …`, `file.cu(12): error: …`
+_CXX_ERROR = re.compile(r"(:\d+(:\d+)?: (fatal )?error|\(\d+\): error)")
+_PATH = re.compile(r"^\S*/(?=[^/\s]+(:\d+|\(\d+\)))")
 
 
 def compiler_lines(text: object, limit: int = COMPILER_CHARS) -> str | None:
@@ -111,11 +115,28 @@ def compiler_lines(text: object, limit: int = COMPILER_CHARS) -> str | None:
     if at is None:
         return None
     head, rest = lines[at], [ln for ln in lines[at + 1 :] if ln.strip()]
+    name, _, msg = head.partition(":")
+    if (build := _BUILD.search(msg)) is not None:
+        # torch.utils.cpp_extension: the message is ninja's whole log (compiler command
+        # lines first); keep the extension's name and the compiler's `error:` lines, with
+        # the sandbox's build path cut to the file name.
+        msg = f" {build.group(0)}:"
+        # (a dispatch macro instantiates the same code per dtype: one error, several times)
+        errors = list(
+            dict.fromkeys(_PATH.sub("", ln.strip()) for ln in rest if _CXX_ERROR.search(ln))
+        )
+        body = errors[:4] or [ln.strip() for ln in rest if "error" in ln.lower()][:4]
+        return candidate_text(" ".join([f"{name.rsplit('.', 1)[-1]}:{msg}", *body]), limit)
     caret = next((i for i, ln in enumerate(rest) if ln.strip() == "^"), None)
     if caret is not None:
         body = rest[max(caret - 1, 0) :]
     else:
         errors = [ln for ln in rest if "error" in ln.lower()]
         body = (errors or rest)[:4]
-    name, _, msg = head.partition(":")
     return candidate_text(" ".join([f"{name.rsplit('.', 1)[-1]}:{msg}", *body]), limit)
+
+
+def import_reason(text: object) -> str:
+    """Why a worker could not import an implementation: the compiler's first error lines
+    when a build or kernel compile failed (compiler_lines), else the exception's last line."""
+    return compiler_lines(text) or last_line(text)

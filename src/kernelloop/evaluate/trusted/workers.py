@@ -22,6 +22,7 @@ from pathlib import Path
 from kernelloop.evaluate.trusted import compile_cache, wire
 from kernelloop.evaluate.trusted.freeze import Freezer
 from kernelloop.evaluate.trusted.judge import last_line
+from kernelloop.evaluate.trusted.text import import_reason
 from kernelloop.sandbox import SandboxConfig, SandboxProcess, SandboxResult
 
 
@@ -76,7 +77,11 @@ class TimingWorker:
         # Its own folder, and the compile cache of exactly the bytes it runs (compile_cache.py);
         # the compiled slot (the reference under torch.compile) a cache folder of its own.
         cache = compile_cache.bind_compiled if job.get("compile") else compile_cache.bind
-        cfg = cache(replace(cfg, rw_paths=[self.dir]), impl_copy.read_bytes())
+        cfg = cache(
+            replace(cfg, rw_paths=[self.dir]),
+            impl_copy.read_bytes(),
+            native=job.get("language") == "cuda",
+        )
         self.sp = SandboxProcess(
             [sys.executable, "-m", "kernelloop.evaluate.worker"],
             self.dir,
@@ -125,7 +130,9 @@ class TimingWorker:
         if ans.kind == "import_error":
             self.kill()
             raise WorkerFailed(
-                self.slot, "compile", f"{self.slot} failed to import: {last_line(ans.body.error)}"
+                self.slot,
+                "compile",
+                f"{self.slot} failed to import: {import_reason(ans.body.error)}",
             )
         if ans.kind == "error":
             self.kill()

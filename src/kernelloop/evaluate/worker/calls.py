@@ -446,3 +446,21 @@ def code_facts(compiled) -> dict:
     except Exception:  # noqa: BLE001 - a description only
         pass
     return out
+
+
+ERROR_CHARS = 8000  # of a traceback sent to the trusted side (its messages take 20,000)
+
+
+def error_tail(e: BaseException) -> str:
+    """A traceback for the trusted side: its last ERROR_CHARS characters, led by the
+    exception's own first line when that was cut off — a failed C++ build's message is
+    ninja's whole log, whose compiler errors sit in its middle and whose first line names
+    the extension (trusted/text.compiler_lines reads both)."""
+    import traceback
+
+    text = "".join(traceback.format_exception(type(e), e, e.__traceback__))
+    if len(text) <= ERROR_CHARS:
+        return text
+    first = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"[:400]
+    tail = text[-(ERROR_CHARS - len(first) - 1) :]
+    return tail if first in tail else f"{first}\n{tail}"

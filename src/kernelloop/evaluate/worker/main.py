@@ -20,7 +20,6 @@ import json
 import os
 import sys
 import time
-import traceback
 import types
 from pathlib import Path
 
@@ -221,5 +220,4 @@ def _report_tamper(watch: dict, when: str) -> None:
 
 
 def _tail(e: BaseException) -> str:
-    text = "".join(traceback.format_exception(type(e), e, e.__traceback__))
-    return text[-2000:]
+    return inworker.error_tail(e)

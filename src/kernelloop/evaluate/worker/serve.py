@@ -18,7 +18,6 @@ from __future__ import annotations
 import importlib.util
 import json
 import sys
-import traceback
 from pathlib import Path
 
 import torch
@@ -50,7 +49,7 @@ def _commands(path: str):
 
 
 def _tail(e: BaseException) -> str:
-    return "".join(traceback.format_exception(type(e), e, e.__traceback__))[-2000:]
+    return inworker.error_tail(e)
 
 
 class Server:

@@ -1,0 +1,58 @@
+"""C++ candidates (issue 14, `language = "cuda"`): a torch extension built with
+`load_inline` in the sandbox, in the candidate's own build folder (shared by its workers:
+built once per evaluation), judged like any candidate; a build that fails is a `compile`
+rejection whose reason is the compiler's first error line, not ninja's last one.
+On the CPU, with g++ (each build of a torch extension takes ~30-60 s on a 2-core box)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from kernelloop.evaluate.trusted.run import evaluate
+from kernelloop.task import load_task
+
+ROOT = Path(__file__).resolve().parents[2]
+CAND = Path(__file__).parent / "cxx" / "rmsnorm_residual_cpu.py"
+
+pytestmark = pytest.mark.skipif(
+    shutil.which("c++") is None or shutil.which("ninja") is None,
+    reason="needs a C++ compiler and ninja",
+)
+
+
+@pytest.fixture(scope="module")
+def task(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("cxx") / "rmsnorm_cxx"
+    shutil.copytree(
+        ROOT / "examples" / "cpu_task",
+        folder,
+        ignore=shutil.ignore_patterns("candidates", "__pycache__"),
+    )
+    toml = folder / "task.toml"
+    toml.write_text(toml.read_text().replace('language = "torch"', 'language = "cuda"'))
+    t = load_task(folder)
+    assert t.spec.task.language == "cuda"
+    return t
+
+
+def test_a_cpp_extension_candidate_builds_in_the_sandbox_and_is_accepted(task):
+    rec = evaluate(task, CAND, device="cpu", timing=False, shapes="256x1024")
+    assert rec.verdict.accepted, rec.verdict.reasons
+    assert rec.environment.sandbox != "none"
+    compile_stage = next(s for s in rec.stages if s.name == "compile")
+    assert compile_stage.status == "passed" and compile_stage.seconds > 0
+
+
+def test_a_build_error_comes_back_as_the_compilers_first_error_line(task, tmp_path):
+    bad = tmp_path / "bad.py"
+    src = CAND.read_text()
+    bad.write_text(src.replace("double ss = 0.0;", "double ss = 0.0 undefined_symbol_here;"))
+    rec = evaluate(task, bad, device="cpu", timing=False, shapes="256x1024")
+    assert rec.verdict.category == "compile", rec.verdict.reasons
+    (reason,) = rec.verdict.reasons
+    assert "Error building extension 'kl_rmsnorm_cpu'" in reason, reason
+    assert "main.cpp:" in reason and "error:" in reason and "undefined_symbol_here" in reason
+    assert "ninja: build stopped" not in reason and "/home/sandbox" not in reason
