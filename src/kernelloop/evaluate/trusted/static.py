@@ -24,7 +24,8 @@ Rules (each finding is one sentence with the line; `Finding.rule` names the rule
   format template that reads private attributes, a string annotation with any finding;
 - assignment: assigning to or deleting an attribute of an imported module (monkeypatching);
 - module: a module used as a value (`t = torch`, `c = torch.cuda`, `f(torch)`);
-- class: classes derived from torch/triton types; `type(name, bases, dict)`.
+- class: classes derived from torch/triton types; `type(name, bases, dict)`;
+- cpp (`language = "cuda"`): C++/CUDA sources in the module's strings (static_cpp.py).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
+from kernelloop.evaluate.trusted.static_cpp import cpp_findings, looks_like_cpp
 from kernelloop.evaluate.trusted.static_rules import (
     ALLOWED_DUNDER_STRINGS,
     ALLOWED_DUNDERS,
@@ -59,7 +61,7 @@ from kernelloop.evaluate.trusted.static_scope import (
 @dataclass(frozen=True)
 class Finding:
     line: int
-    rule: str  # syntax | import | name | attribute | string | module | assignment | class
+    rule: str  # syntax | import | name | attribute | string | module | assignment | class | cpp
     message: str
 
     def render(self) -> str:
@@ -106,6 +108,8 @@ class _Screen:
         self._check(tree)
         for const in string_annotations(tree):
             self._annotation(const)
+        if self.language == "cuda":
+            self._cpp(tree)
         return sorted(self.findings.values(), key=lambda f: (f.line, f.message))
 
     def _check(self, tree: ast.AST) -> None:
@@ -340,6 +344,16 @@ class _Screen:
         why = self._path_problem(path) if path else None
         if why:
             self.add(node, "attribute", why)
+
+    def _cpp(self, tree: ast.Module) -> None:
+        """C++ and CUDA C++ sources in the module's strings (static_cpp.py's rules)."""
+        for node in ast.walk(tree):
+            text = _const_str(node)
+            if text is None or not looks_like_cpp(text):
+                continue
+            for offset, message in cpp_findings(text):
+                line = getattr(node, "lineno", 0) + offset
+                self.findings.setdefault((line, message), Finding(line, "cpp", message))
 
     def _string(self, node: ast.Constant) -> None:
         internal = names_internal(node.value, ALLOWED_DUNDER_STRINGS)
