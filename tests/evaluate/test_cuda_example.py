@@ -1,0 +1,36 @@
+"""The CUDA C++ flagship example (issue 14, examples/ln_softmax_dropout_cuda): the flagship
+op with a baseline of three CUDA kernels built by `load_inline`. On the CPU: the task loads
+as a `cuda` task and its baseline passes the static screen's C++ rules (its CUDA source was
+compiled with nvcc 13.0 for sm_90 on 2026-12-01, outside kernelloop). On a GPU: the
+baseline is accepted by the full evaluation (built in the sandbox)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kernelloop.evaluate.trusted.static import screen_source
+from kernelloop.task import load_task
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "ln_softmax_dropout_cuda"
+
+
+def test_the_cuda_example_loads_and_its_baseline_passes_the_screen():
+    task = load_task(EXAMPLE)
+    assert task.spec.task.language == "cuda"
+    assert task.spec.stochastic is not None
+    assert screen_source(task.baseline_path.read_text(), "cuda") == []
+
+
+@pytest.mark.gpu
+def test_gpu_the_cuda_baseline_builds_in_the_sandbox_and_is_accepted():
+    from kernelloop.evaluate.trusted.run import evaluate
+
+    task = load_task(EXAMPLE)
+    rec = evaluate(
+        task, task.baseline_path, device="cuda", timing=False, shapes="4096x8000,1024x32768"
+    )
+    assert rec.verdict.accepted, rec.verdict.reasons
+    compile_stage = next(s for s in rec.stages if s.name == "compile")
+    print(f"compile {compile_stage.seconds:.1f} s; stages {rec.stages}")
