@@ -75,6 +75,32 @@ def test_gpu_each_solution_is_accepted_at_the_problems_size(tasks, problem):
     print(problem, {s.name: f"{s.seconds:.1f}s" for s in rec.stages})
 
 
+CUDA_SOLUTION = SOLUTIONS / "level1_19_relu_cuda.py"
+
+
+@pytest.fixture(scope="module")
+def relu_cuda(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("kb_cuda")
+    return import_problem(KB / "level1/19_ReLU.py", out, ["float32"], language="cuda")
+
+
+def test_a_problem_imported_for_cuda_takes_a_cuda_cpp_solution(relu_cuda):
+    from kernelloop.evaluate.trusted.static import screen_source
+
+    task = load_task(relu_cuda)
+    assert task.spec.task.language == "cuda"
+    assert screen_source(CUDA_SOLUTION.read_text(), "cuda") == []
+    # the same solution is refused by a Triton task's screen (cpp_extension is not Triton's)
+    assert screen_source(CUDA_SOLUTION.read_text(), "triton")
+
+
+@pytest.mark.gpu
+def test_gpu_the_cuda_cpp_relu_solution_is_accepted_at_the_problems_size(relu_cuda):
+    rec = evaluate(load_task(relu_cuda), CUDA_SOLUTION, device="cuda", shapes="gpu", timing=False)
+    assert rec.verdict.accepted, rec.verdict.reasons
+    print({s.name: f"{s.seconds:.1f}s" for s in rec.stages})
+
+
 def test_a_size_only_a_parameter_has_follows_the_weight_given(tasks, tmp_path):
     # out_features is in no forward argument's shape, only in gemm.weight's: the importer
     # marks it so, and a solution sizing its output from the module (not the tensors) is

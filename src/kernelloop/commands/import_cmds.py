@@ -31,6 +31,12 @@ def kernelbench_cmd(
         ),
     ] = "float32",
     force: Annotated[bool, typer.Option(help="overwrite task folders that exist")] = False,
+    language: Annotated[
+        str,
+        typer.Option(
+            help="the candidates' language: triton, or cuda (C++/CUDA built with load_inline)"
+        ),
+    ] = "triton",
 ) -> None:
     """One task folder per problem: the Model verbatim as the reference and the PyTorch
     baseline, its own get_inputs/get_init_inputs under kernelloop's seeded RNG, its size as
@@ -41,7 +47,7 @@ def kernelbench_cmd(
     console = Console()
     wanted = [d.strip() for d in dtypes.split(",") if d.strip()]
     for k, path in enumerate(files, 1):
-        folder = import_problem(path, out, wanted, force=force)
+        folder = import_problem(path, out, wanted, force=force, language=language)
         task = load_task(folder)  # what was written must load
         shapes = ", ".join(s.label for s in task.spec.shapes)
         console.print(

@@ -5,7 +5,8 @@ One folder per problem:
 - `reference.py`: the problem file, verbatim, then `reference(...)`: the `Model` run with
   the parameters and buffers it is given (the judge calls it on float64 inputs);
 - `baseline.py`: the same, as `forward(...)` in the dtype judged — the PyTorch model is
-  the baseline (`baseline_language = "torch"`; candidates are Triton);
+  the baseline (`baseline_language = "torch"`; candidates are Triton, or CUDA C++ with
+  `--language cuda`);
 - `inputs.py`: `make_inputs` through `kernelloop.task.kernelbench_inputs` (the problem's
   own `get_inputs`/`get_init_inputs` under kernelloop's seeded RNG, at each shape's dims);
 - `kernelbench.json`: what a KernelBench-style solution needs (class `ModelNew`, the
@@ -225,11 +226,22 @@ def _shape_toml(table: str, dims: dict[str, int], tag: str) -> str:
     return f'[[{table}]]\ndims = {{ {inner} }}\nweight = 1.0\ntag = "{tag}"\n'
 
 
+LANGUAGES = ("triton", "cuda")
+
+
 def import_problem(
-    path: Path, out: Path, dtypes: list[str], force: bool = False, name: str | None = None
+    path: Path,
+    out: Path,
+    dtypes: list[str],
+    force: bool = False,
+    name: str | None = None,
+    language: str = "triton",
 ) -> Path:
     """Write one task folder for the problem at `path` under `out` (named `name`, default
-    from the file's level and name); its path."""
+    from the file's level and name) whose candidates are written in `language` (Triton, or
+    CUDA C++ built with load_inline); its path."""
+    if language not in LANGUAGES:
+        raise KernelloopError(f"language {language!r} is not one of {list(LANGUAGES)}.")
     source = path.read_text()
     doc = _check_source(path, source)
     name = re.sub(r"[^A-Za-z0-9_.-]+", "_", name) if name else task_name(path)
@@ -283,7 +295,7 @@ def import_problem(
         f"[task]\n"
         f'name = "{name}"\n'
         f'description = "{description}"\n'
-        f'language = "triton"\n'
+        f'language = "{language}"\n'
         f'baseline_language = "torch"\n'
         f'entry = "forward"\n'
         f'baseline = "baseline.py"\n'
