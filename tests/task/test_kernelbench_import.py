@@ -66,6 +66,7 @@ def test_integer_sizes_are_the_dims_and_a_shape_rewrites_them():
 def test_every_problem_imports_and_its_baseline_is_accepted_on_the_cpu(tasks):
     assert sorted(tasks) == [
         "12_Gemm_Multiply_LeakyReLU",
+        "19_ReLU",
         "23_Softmax",
         "40_LayerNorm",
         "51_Argmax_over_a_dimension",
@@ -139,8 +140,9 @@ def test_the_cli_imports_a_folder_and_refuses_a_non_problem(tmp_path):
     cmd = [sys.executable, "-m", "kernelloop.cli", "import", "kernelbench", str(KB), "--out"]
     done = subprocess.run([*cmd, str(out)], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
-    assert "imported 5 problem(s)" in done.stdout.replace("\n", " ")
+    assert "imported 6 problem(s)" in done.stdout.replace("\n", " ")
     assert sorted(p.name for p in out.iterdir()) == [
+        "level1_19_ReLU",
         "level1_23_Softmax",
         "level1_40_LayerNorm",
         "level1_51_Argmax_over_a_dimension",
