@@ -222,3 +222,21 @@ def test_init_from_a_kernelbench_style_file(tmp_path):
     assert task.spec.task.name == "my_softmax"
     assert (dst / "problem.py").read_text() == src.read_text()  # verbatim
     assert task.spec.shapes[0].dims == {"batch_size": 4096, "dim": 393216}
+
+
+def test_sizes_that_must_divide_each_other_and_batchnorm_in_training_mode(tmp_path):
+    # Scaling out_features down without num_groups (or drawing an unseen shape where
+    # neither divides the other) used to fail in GroupNorm's constructor; a BatchNorm in
+    # training mode updated its running statistics in place, so the baseline itself was
+    # refused for changing its inputs (KernelBench level2/62, level2/11; 2026-12-01).
+    problem = Path(__file__).parent / "fixtures" / "kernelbench_extra" / "groupnorm_batchnorm.py"
+    folder = import_problem(problem, tmp_path, ["float32"])
+    task = load_task(folder)
+    for shape in task.spec.cpu_shapes:
+        assert shape.dims["out_features"] % shape.dims["num_groups"] == 0, shape.dims
+        assert task.accepts(shape.dims)
+    assert not task.accepts({**task.spec.cpu_shapes[0].dims, "num_groups": 3})
+    rec = evaluate(task, folder / "baseline.py", **CPU)
+    assert rec.verdict.accepted, rec.verdict.reasons
+    unseen = {c.shape for c in rec.checks} - {s.label for s in task.spec.cpu_shapes}
+    assert unseen, "an unseen shape the problem accepts was drawn and judged"

@@ -78,7 +78,7 @@ def _check_source(path: Path, source: str) -> str:
 
 
 def _sizes(
-    path: Path, dims: dict[str, int], forward: bool = True
+    path: Path, dims: dict[str, int], forward: bool = True, strict: bool = False
 ) -> tuple[list[tuple[str, list[int], bool]], int]:
     """(every tensor's (role, shape, floating) with the output last, its largest numel), by
     running the problem on the meta device (`forward=False`: inputs and weights only — a
@@ -94,7 +94,11 @@ def _sizes(
         if forward:
             try:
                 out = model(*args)
-            except Exception:  # noqa: BLE001 - an op without a meta kernel: no output bytes
+            except NotImplementedError:  # an op without a meta kernel: no output bytes
+                out = None
+            except Exception:  # noqa: BLE001 - the problem refuses these sizes
+                if strict:
+                    raise
                 out = None
     if isinstance(out, torch.Tensor):
         tensors.append(("output", out))
@@ -102,27 +106,45 @@ def _sizes(
     return rows, max((t.numel() for _, t in tensors), default=0)
 
 
+def sizes_ok(path: Path, dims: dict[str, int]) -> bool:
+    """Whether the problem at `path` builds its inputs and Model at `dims` and runs its
+    forward there (on the meta device: no memory; an op without a meta kernel passes)."""
+    try:
+        _sizes(path, dims, forward=True, strict=True)
+    except Exception:  # noqa: BLE001 - the problem's own check of its sizes
+        return False
+    return True
+
+
 def _scaled(path: Path, dims: dict[str, int], budget: int) -> dict[str, int]:
     """`dims` with the largest one halved until no tensor has more than `budget` elements:
     first by the inputs and weights alone (cheap), then with the output too (one forward
-    on the meta device per further step, usually none)."""
+    on the meta device per further step, usually none). A halving the problem refuses
+    (num_channels no longer divisible by num_groups, an image no longer a whole number of
+    patches) is undone and that size kept; the next largest is halved instead."""
     cur = dict(dims)
-    for _ in range(200):
-        _, largest = _sizes(path, cur, forward=False)
-        if largest <= budget:
-            break
-        name = max(cur, key=lambda k: cur[k])
-        if cur[name] <= 2:
-            return cur
-        cur[name] = max(2, cur[name] // 2)
-    for _ in range(200):
-        _, largest = _sizes(path, cur)
-        if largest <= budget:
-            return cur
-        name = max(cur, key=lambda k: cur[k])
-        if cur[name] <= 2:
-            break
-        cur[name] = max(2, cur[name] // 2)
+    kept: set[str] = set()
+    last: tuple[str, int] | None = None  # the halving just made: (name, value before)
+    for forward in (False, True):
+        for _ in range(400):
+            try:
+                _, largest = _sizes(path, cur, forward=forward)
+            except Exception:  # noqa: BLE001 - the problem's own check of its sizes
+                if last is None:
+                    raise
+                cur[last[0]] = last[1]
+                kept.add(last[0])
+                last = None
+                continue
+            if largest <= budget:
+                break
+            free = [k for k in cur if k not in kept and cur[k] > 2]
+            if not free:
+                return cur
+            name = max(free, key=lambda k: cur[k])
+            last = (name, cur[name])
+            cur[name] = max(2, cur[name] // 2)
+        last = None
     return cur
 
 
@@ -219,7 +241,11 @@ def {name}(*, {params}):
     if key not in _KL_MODELS:
         with torch.device("meta"):  # structure only: the weights are arguments
             _KL_MODELS[key] = Model(*init)
-    return torch.func.functional_call(_KL_MODELS[key], state, args)
+    model = _KL_MODELS[key]
+    # Buffers copied: a BatchNorm in training mode updates its running statistics in place.
+    buffers = {{n for n, _ in model.named_buffers()}}
+    state = {{n: (t.clone() if n in buffers else t) for n, t in state.items()}}
+    return torch.func.functional_call(model, state, args)
 '''
 
 

@@ -199,8 +199,18 @@ def make(
 def call_model(model: torch.nn.Module, names: list[str], inputs: dict):
     """Run `model` (any device, meta included) with its parameters and buffers taken from
     `inputs` by name and its forward arguments in order."""
-    state = {name: inputs[state_arg(name)] for name, _ in _state(model)}
-    return torch.func.functional_call(model, state, tuple(inputs[n] for n in names))
+    return torch.func.functional_call(model, _given(model, inputs), tuple(inputs[n] for n in names))
+
+
+def _given(model: torch.nn.Module, inputs: dict) -> dict:
+    """The model's parameters and buffers taken from `inputs` by name; buffers copied: a
+    BatchNorm in training mode (KernelBench's default) updates its running statistics in
+    place, which must not count as the call changing its inputs."""
+    buffers = {n for n, _ in model.named_buffers()}
+    return {
+        name: inputs[state_arg(name)].clone() if name in buffers else inputs[state_arg(name)]
+        for name, _ in _state(model)
+    }
 
 
 def fill_init(template, args: tuple, state: dict):
@@ -253,8 +263,9 @@ def model_entry(module: types.ModuleType, spec: dict):
 
     def forward(**inputs):
         model = build(**inputs)
-        given = {n: inputs[state_arg(n)] for n in state}
-        return torch.func.functional_call(model, given, tuple(inputs[n] for n in args_names))
+        return torch.func.functional_call(
+            model, _given(model, inputs), tuple(inputs[n] for n in args_names)
+        )
 
     PREPARE[forward] = build
     return forward

@@ -58,6 +58,17 @@ class Task:
             ) from e
         return spec
 
+    def accepts(self, dims: dict[str, int]) -> bool:
+        """Whether the task's inputs can be made at `dims`: an imported KernelBench problem
+        checks its own sizes when its Model is built (num_channels divisible by num_groups,
+        an image a whole number of patches), tried on the meta device; any other task
+        takes every size in its ranges."""
+        if not self.spec.task.kernelbench:
+            return True
+        from kernelloop.task.kernelbench import sizes_ok
+
+        return sizes_ok(self.folder / "problem.py", dims)
+
     def file_and_function(self, field: str) -> tuple[Path, str]:
         value = getattr(self.spec.task, field)
         file, func = value.split(":", 1)

@@ -11,6 +11,7 @@ import hmac
 import math
 import random
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from kernelloop.task import Shape, Task
@@ -188,7 +189,9 @@ def plan_calls(
             for case in spec.suites.extreme_cases:
                 add(f"{small.label}-{dtype}-extreme-{case}", "extreme", case, small, dtype)
     extra = (
-        unseen_shape(task, shapes, seeds.rng("unseen")) if unseen and shapes and dtypes else None
+        unseen_shape(task, shapes, seeds.rng("unseen"), accepts=task.accepts)
+        if unseen and shapes and dtypes
+        else None
     )
     if extra is not None:
         base = f"unseen-{extra.label}-{dtypes[0]}"
@@ -250,7 +253,10 @@ def _stage(plan: Plan, shapes: list[Shape]) -> None:
 
 
 def unseen_shape(
-    task: Task, selected: list[Shape], rng: random.Random | None = None
+    task: Task,
+    selected: list[Shape],
+    rng: random.Random | None = None,
+    accepts: Callable[[dict[str, int]], bool] | None = None,
 ) -> Shape | None:
     """A shape drawn per evaluation from the task's own ranges, odd where it can be.
 
@@ -262,7 +268,9 @@ def unseen_shape(
     evaluation costs no more than it already does. No drawn dimension takes a value any
     listed shape has: a candidate that special-cases the listed widths (a table of block
     sizes for 129, 1024, 8000, …) would pass on one of them (the range's ends are listed
-    values, so a draw lands there now and then: CI saw it).
+    values, so a draw lands there now and then: CI saw it). A draw the task does not
+    accept (`accepts`: an imported KernelBench problem whose sizes must divide each other)
+    is drawn again; none accepted in 50 draws gives no unseen shape.
     """
     every = [*task.spec.shapes, *task.spec.cpu_shapes]
     names = list(selected[0].dims)
@@ -286,6 +294,8 @@ def unseen_shape(
             v = round(math.exp(rng.uniform(math.log(lo[n]), math.log(top))))
             dims[n] = min(v | 1, top) if v | 1 <= top else v
         shape = Shape(dims=dims, weight=1.0, tag="unseen")
+        if accepts is not None and not accepts(dims):
+            continue
         if all(dims[n] not in listed[n] for n in varying):
             return shape
         if fallback is None and shape.label not in known:
