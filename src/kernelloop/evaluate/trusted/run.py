@@ -179,7 +179,13 @@ def _evaluate(
     # Without a round's cache, one for this evaluation: the calls that share inputs (a
     # determinism pair, a stochastic rate's calls) share their references.
     references = references if references is not None else References(seeds)
-    plan = plan_calls(task, shape_list, dtype_list, seeds=references.seeds)
+    plan = plan_calls(
+        task,
+        shape_list,
+        dtype_list,
+        seeds=references.seeds,
+        e2e_shapes=task.e2e_shapes(device, shapes),
+    )
     started = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     t0 = time.monotonic()
     clock = StageClock(plan, say)
@@ -246,6 +252,7 @@ def _evaluate(
                 "calls": [c.to_job() for c in part.calls],
                 "channel_key": key,
                 "language": task.spec.task.language,
+                "e2e": _e2e_job(task),
                 "private_pid_namespace": mode in ("bwrap", "unshare"),
             }
             cfg = SandboxConfig(
@@ -315,7 +322,7 @@ def _evaluate(
         _process_verdict(verdict, state, result, lane.plan, timeout)
     judged = len(judge.failures)
     seen = set().union(*(st["seen"] for st in states))
-    ran = {(c.shape.label, c.dtype) for c in plan.calls if c.id in seen}
+    ran = {(c.shape.label, c.dtype) for c in plan.calls if c.id in seen and c.suite != "e2e"}
     judge.finish_interface(sorted(ran))
     judge.finish_sensitivity(prove=verdict.category == "accepted")
     for f in judge.failures[judged:]:
@@ -333,7 +340,7 @@ def _evaluate(
     elif timed:
         clock.advance("timing")
     else:
-        clock.close("passed", through="full")
+        clock.close("passed", through="e2e")
         if timing is None:
             say(
                 "not timed: timings never count under the Triton interpreter "
@@ -391,6 +398,23 @@ def _evaluate(
         stages=clock.stages(timing="skipped" if timing is None else "not run"),
         verdict=Verdict(accepted=category == "accepted", category=category, reasons=reasons[:20]),
     )
+
+
+def _e2e_job(task: Task) -> dict | None:
+    """Where the worker finds the task's `[e2e]` model and its inputs (trusted files in
+    the task folder, read from their source text), or None without one."""
+    if task.spec.e2e is None:
+        return None
+    (model_file, model), (inputs_file, inputs) = (
+        task.e2e_file_and_name("model"),
+        task.e2e_file_and_name("inputs"),
+    )
+    return {
+        "model_file": str(model_file),
+        "model": model,
+        "inputs_file": str(inputs_file),
+        "inputs": inputs,
+    }
 
 
 def _log_tail(results: list) -> str:
