@@ -56,3 +56,10 @@ def test_a_name_the_e2e_file_does_not_define_is_an_error(tmp_path):
     folder = _task_with(tmp_path, 'model = "e2e.py:model"', 'model = "e2e.py:Block"')
     with pytest.raises(TaskError, match="e2e.model names 'Block', which e2e.py does not define"):
         load_task(folder).load_e2e()
+
+
+def test_the_contract_tells_agents_about_the_e2e_model():
+    from kernelloop.task.contract import render_contract
+
+    text = render_contract(load_task(CPU_TASK)).text()
+    assert "### End to end" in text and "float32: atol=2e-05, rtol=0.0001" in text
