@@ -63,3 +63,27 @@ def test_the_contract_tells_agents_about_the_e2e_model():
 
     text = render_contract(load_task(CPU_TASK)).text()
     assert "### End to end" in text and "float32: atol=2e-05, rtol=0.0001" in text
+
+
+def test_a_model_is_a_function_of_op_and_inputs_or_a_module_built_on_op():
+    import torch
+
+    from kernelloop.task.e2e_model import build
+
+    def op(x):
+        return x + 1
+
+    def model(op, x):
+        return op(x=op(x=x))
+
+    class Block(torch.nn.Module):
+        def __init__(self, op):
+            super().__init__()
+            self.op = op
+
+        def forward(self, x):
+            return self.op(x=self.op(x=x))
+
+    x = torch.zeros(3)
+    assert torch.equal(build(model, op)(x=x), x + 2)
+    assert torch.equal(build(Block, op)(x=x), x + 2)
