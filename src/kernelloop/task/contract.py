@@ -18,6 +18,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 
+from kernelloop.task.e2e_model import e2e_section
 from kernelloop.task.load import ELEM_SIZES, Task
 from kernelloop.task.roofline import Ceiling, Floor
 from kernelloop.task.spec import Shape
@@ -87,7 +88,7 @@ def render_contract(task: Task, judging: Judging | None = None) -> Contract:
         "shapes": _shapes(task, j),
         "numerics": _numerics(task, j),
         "randomness": _randomness(task),
-        "end_to_end": _end_to_end(task, j),
+        "end_to_end": e2e_section(task, list(j.dtypes) or list(task.spec.dtypes)),
         "roofline": _roofline(task, j),
     }
     return Contract(
@@ -247,26 +248,6 @@ def _numerics(task: Task, j: Judging) -> str:
         "Every output element must satisfy |out - ref| <= atol + rtol * |ref|, against the "
         "reference computed in float64 on the same inputs; a NaN or Inf where the reference "
         f"is finite fails. {per}."
-    )
-
-
-def _end_to_end(task: Task, j: Judging) -> str:
-    """The `[e2e]` model check (docs/task.md), for a task that has one."""
-    e2e = task.spec.e2e
-    if e2e is None:
-        return ""
-    dtypes = task.e2e_dtypes(list(j.dtypes) or list(task.spec.dtypes))
-    tol = "; ".join(
-        f"{d}: atol={e2e.tolerances[d].atol:g}, rtol={e2e.tolerances[d].rtol:g}" for d in dtypes
-    )
-    off = f" with {task.spec.stochastic.rate_param}=0" if task.spec.stochastic else ""
-    return (
-        "### End to end\n"
-        f"After every per-op check passes, the model `{e2e.model}` calls your `"
-        f"{task.spec.task.entry}` several times{off}; its final output must match the same "
-        "model on the float64 reference within its own tolerance "
-        f"({tol}). An error that always leans the same way adds up there even when each "
-        "call is inside the per-op tolerance."
     )
 
 

@@ -17,7 +17,25 @@ import torch
 from kernelloop.evaluate.trusted.compare import within_tolerance
 from kernelloop.evaluate.trusted.outputs import OutputDir
 from kernelloop.evaluate.trusted.plan import Call
+from kernelloop.task import Task
 from kernelloop.task.e2e_model import build
+
+
+def e2e_job(task: Task) -> dict | None:
+    """Where the worker finds the task's `[e2e]` model and its inputs (trusted files in
+    the task folder, which it reads from their source text), or None without one."""
+    if task.spec.e2e is None:
+        return None
+    (model_file, model), (inputs_file, inputs) = (
+        task.e2e_file_and_name("model"),
+        task.e2e_file_and_name("inputs"),
+    )
+    return {
+        "model_file": str(model_file),
+        "model": model,
+        "inputs_file": str(inputs_file),
+        "inputs": inputs,
+    }
 
 
 class E2EMixin:

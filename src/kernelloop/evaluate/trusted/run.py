@@ -33,6 +33,7 @@ from kernelloop.evaluate.trusted import channel, compile_cache, shards
 from kernelloop.evaluate.trusted.gpu_bind import bound_to_gpu
 from kernelloop.evaluate.trusted.interleave import Settings, run_timing
 from kernelloop.evaluate.trusted.judge import Judge
+from kernelloop.evaluate.trusted.judge_e2e import e2e_job
 from kernelloop.evaluate.trusted.outputs import OutputDir, output_file_limit
 from kernelloop.evaluate.trusted.plan import Plan, Seeds, plan_calls
 from kernelloop.evaluate.trusted.record import (
@@ -252,7 +253,7 @@ def _evaluate(
                 "calls": [c.to_job() for c in part.calls],
                 "channel_key": key,
                 "language": task.spec.task.language,
-                "e2e": _e2e_job(task),
+                "e2e": e2e_job(task),
                 "private_pid_namespace": mode in ("bwrap", "unshare"),
             }
             cfg = SandboxConfig(
@@ -398,23 +399,6 @@ def _evaluate(
         stages=clock.stages(timing="skipped" if timing is None else "not run"),
         verdict=Verdict(accepted=category == "accepted", category=category, reasons=reasons[:20]),
     )
-
-
-def _e2e_job(task: Task) -> dict | None:
-    """Where the worker finds the task's `[e2e]` model and its inputs (trusted files in
-    the task folder, read from their source text), or None without one."""
-    if task.spec.e2e is None:
-        return None
-    (model_file, model), (inputs_file, inputs) = (
-        task.e2e_file_and_name("model"),
-        task.e2e_file_and_name("inputs"),
-    )
-    return {
-        "model_file": str(model_file),
-        "model": model,
-        "inputs_file": str(inputs_file),
-        "inputs": inputs,
-    }
 
 
 def _log_tail(results: list) -> str:
