@@ -20,5 +20,5 @@ def test_fused_accepted_in_20_fresh_evaluations(flagship):
             "zeros",
             "pass-through of residual",
         }
-        shapes |= {c.shape for c in rec.checks} - {"7x129", "all"}
+        shapes |= {c.shape for c in rec.checks if c.suite != "e2e"} - {"7x129", "all"}
     assert len(shapes) >= 10  # the unseen shape really is drawn afresh

@@ -36,9 +36,10 @@ def test_task_show_json_gives_each_section(tmp_path):
     sections = json.loads(out.stdout)
     assert list(sections) == [
         "judging", "interface", "reference", "inputs", "shapes", "numerics", "randomness",
-        "roofline",
+        "end_to_end", "roofline",
     ]  # fmt: skip
     assert "Dtypes judged: float32" in sections["numerics"]
+    assert "(float32: atol=2e-05, rtol=1e-05)" in sections["end_to_end"]
 
 
 def test_task_show_names_the_bound_of_each_shape_on_a_compute_bound_task(tmp_path):

@@ -35,6 +35,7 @@ def test_fused_candidate_accepted_with_every_suite_passed(flagship):
         "interface",
         "determinism",
         "sensitivity",
+        "e2e",
     }
     assert all(suites.values())
     assert rec.environment.sandbox in {"bwrap", "unshare"}
@@ -172,9 +173,17 @@ def test_a_failing_candidate_is_stopped_at_its_first_failed_check_and_never_time
     assert rec.verdict.reasons[0].startswith("extreme/large_offset 5x129 float32")
     assert not any("produced no result" in r or "exit code" in r for r in rec.verdict.reasons)
     stages = {s.name: s for s in rec.stages}
-    assert [s.name for s in rec.stages] == ["static", "start", "compile", "smoke", "full", "timing"]
+    assert [s.name for s in rec.stages] == [
+        "static",
+        "start",
+        "compile",
+        "smoke",
+        "full",
+        "e2e",
+        "timing",
+    ]
     assert stages["compile"].status == "passed" and stages["smoke"].status == "failed"
-    assert stages["full"].status == stages["timing"].status == "not run"
+    assert stages["full"].status == stages["e2e"].status == stages["timing"].status == "not run"
     assert rec.timings == []
     planned = sum(s.calls for s in rec.stages)
     assert planned < 40  # of the 40+ planned calls, it stopped after the first failure

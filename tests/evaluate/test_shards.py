@@ -91,6 +91,7 @@ def test_a_failure_ahead_of_another_worker_stops_the_stages_before_it(flagship):
         "compile": "passed",  # every compile call was judged, none failed
         "smoke": "failed",
         "full": "not run",
+        "e2e": "not run",
         "timing": "not run",
     }
     clock = StageClock(plan)
@@ -191,4 +192,4 @@ def test_a_worker_claiming_another_ones_call_breaks_its_own_channel(flagship, tm
 
 
 def test_stages_are_all_in_order():
-    assert list(STAGES) == ["compile", "smoke", "full"]
+    assert list(STAGES) == ["compile", "smoke", "full", "e2e"]

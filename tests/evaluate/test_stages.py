@@ -138,6 +138,7 @@ def test_the_stage_clock_marks_the_failed_stage_and_what_never_ran(flagship):
         "compile",
         "smoke",
         "full",
+        "e2e",
         "timing",
     ]
     assert stages["compile"].status == "passed" and stages["compile"].calls == 1
@@ -163,6 +164,7 @@ def test_a_passing_evaluation_without_timing_says_why(flagship):
         "compile": "passed",
         "smoke": "passed",
         "full": "passed",
+        "e2e": "skipped",  # the plan has no e2e calls
         "timing": "skipped",
     }
 

@@ -46,6 +46,7 @@ def task(tmp_path_factory):
     (folder / "baseline.py").write_text(FORWARD.replace("{RETURN}", "y, h"))
     toml = folder / "task.toml"
     text = toml.read_text().replace('output_like = "x"', 'output_like = ""')
+    text = text.split("\n[e2e]")[0]  # cpu_task's model is built on its one-output op
     toml.write_text(text.replace('name = "cpu_rmsnorm_residual"', 'name = "add_rmsnorm"'))
     return load_task(folder)
 

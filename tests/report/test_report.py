@@ -159,6 +159,8 @@ def test_checklist_follows_the_records(measured_run, run_copy, tmp_path):
         f"#{pid} awaits sign-off: review it, then run `kernelloop approve TASK`",
     )
     assert _item(md, "Every correctness suite")[0] == "pass"
+    state, evidence = _item(md, "The best passed the task's end-to-end model check")
+    assert state == "pass" and evidence.startswith("64x64 float32 passed (max abs err ")
     assert _item(md, "No long-tail shape")[0] == "pass"
     assert _item(md, "A second, independent timer")[0] == "n/a"  # no profiler timer on a CPU
     assert "awaiting sign-off" in md.split("## Review checklist")[0]

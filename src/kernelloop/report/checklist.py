@@ -64,6 +64,28 @@ def _suites_item(rr: RunRecords) -> Item:
     return Item(name, "fail" if failed else "pass", f"{text} checks passed")
 
 
+def _e2e_item(rr: RunRecords) -> Item:
+    """The task's `[e2e]` model check (docs/task.md), as the best's record has it."""
+    name = "The best passed the task's end-to-end model check"
+    best = rr.best
+    rec = rr.stored[best.id].record if best and best.id in rr.stored else None
+    checks = [
+        c
+        for c in (rec or {}).get("checks") or []
+        if isinstance(c, dict) and c.get("suite") == "e2e"
+    ]
+    if not checks:
+        return Item(name, "n/a", "the best's record has no e2e check (the task has no [e2e])")
+    parts = []
+    for c in checks:
+        err = c.get("max_abs_err")
+        shown = f"{err:.3g}" if isinstance(err, int | float) else "?"
+        verdict = "passed" if c.get("passed") else "FAILED"
+        parts.append(f"{c.get('shape')} {c.get('dtype')} {verdict} (max abs err {shown})")
+    failed = any(not c.get("passed") for c in checks)
+    return Item(name, "fail" if failed else "pass", "; ".join(parts))
+
+
 def _noise_item(rr: RunRecords) -> Item:
     name = "The best's gain beats the gate's noise-aware threshold"
     best = rr.best
@@ -212,6 +234,7 @@ def checklist(rr: RunRecords, rules: Rules) -> list[Item]:
     return [
         _record_item(rr),
         _suites_item(rr),
+        _e2e_item(rr),
         _counts_item(rr),
         _bytes_item(rr),
         _noise_item(rr),

@@ -18,6 +18,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 
+from kernelloop.task.e2e_model import e2e_section
 from kernelloop.task.load import ELEM_SIZES, Task
 from kernelloop.task.roofline import Ceiling, Floor
 from kernelloop.task.spec import Shape
@@ -32,6 +33,7 @@ SECTION_BUDGETS: dict[str, int] = {
     "shapes": 700,
     "numerics": 250,
     "randomness": 550,
+    "end_to_end": 150,
     "roofline": 250,
 }
 CONTRACT_BUDGET = sum(SECTION_BUDGETS.values())
@@ -86,6 +88,7 @@ def render_contract(task: Task, judging: Judging | None = None) -> Contract:
         "shapes": _shapes(task, j),
         "numerics": _numerics(task, j),
         "randomness": _randomness(task),
+        "end_to_end": e2e_section(task, list(j.dtypes) or list(task.spec.dtypes)),
         "roofline": _roofline(task, j),
     }
     return Contract(

@@ -86,6 +86,49 @@ class Task:
             )
         return fn
 
+    def e2e_file_and_name(self, field: str) -> tuple[Path, str]:
+        """`[e2e] model` or `[e2e] inputs` as (file in the task folder, name)."""
+        assert self.spec.e2e is not None
+        file, name = getattr(self.spec.e2e, field).split(":", 1)
+        return self.folder / file, name
+
+    def load_e2e(self) -> tuple[Callable[..., Any], Callable[..., Any]]:
+        """The `[e2e]` model and its input generator, from the trusted file's source text."""
+        out = []
+        for field in ("model", "inputs"):
+            path, name = self.e2e_file_and_name(field)
+            module = _import_file(path, f"kernelloop_task_{self.name}_{path.stem}_e2e")
+            fn = getattr(module, name, None)
+            if not callable(fn):
+                raise TaskError(
+                    f"{self.toml_path}: e2e.{field} names '{name}', which {path.name} does not "
+                    "define; define it or fix the name."
+                )
+            out.append(fn)
+        return out[0], out[1]
+
+    def e2e_shapes(self, device: str, selection: str | None = None) -> list[Shape]:
+        """The `[e2e]` model's shapes for `device` (`--shapes gpu|cpu|all` pick those lists;
+        none without `[e2e]`)."""
+        e2e = self.spec.e2e
+        if e2e is None:
+            return []
+        if selection == "gpu":
+            return list(e2e.shapes)
+        if selection == "cpu":
+            return list(e2e.cpu_shapes)
+        if selection == "all":
+            return [*e2e.cpu_shapes, *e2e.shapes]
+        return list(e2e.shapes) if device == "cuda" else list(e2e.cpu_shapes)
+
+    def e2e_dtypes(self, selected: list[str]) -> list[str]:
+        """The selected dtypes the `[e2e]` model runs in."""
+        e2e = self.spec.e2e
+        if e2e is None:
+            return []
+        own = e2e.dtypes if e2e.dtypes is not None else self.spec.dtypes
+        return [d for d in selected if d in own]
+
     def shapes_for(self, device: str) -> list[Shape]:
         return list(self.spec.shapes) if device == "cuda" else list(self.spec.cpu_shapes)
 
@@ -151,6 +194,14 @@ def _check_files(task: Task) -> None:
                 f"{task.toml_path}: task.{field} names {path.name}, which does not exist; "
                 f"add the file or fix the path."
             )
+    if task.spec.e2e is not None:
+        for field in ("model", "inputs"):
+            path, _ = task.e2e_file_and_name(field)
+            if not path.is_file():
+                raise TaskError(
+                    f"{task.toml_path}: e2e.{field} names {path.name}, which does not exist; "
+                    "add the file or fix the path."
+                )
     for expr_field in ("bytes", "flops"):
         expr = getattr(task.spec.roofline, expr_field)
         shape = task.spec.cpu_shapes[0]

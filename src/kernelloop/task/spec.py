@@ -166,6 +166,43 @@ class Rules(_Strict):
     )
 
 
+class E2E(_Strict):
+    """The end-to-end check (`[e2e]`): a small trusted model that calls the entry several
+    times, run with the float64 reference op on the trusted side and with the candidate in
+    the worker, on the same seeded inputs; the final outputs are compared under the
+    tolerances given here (docs/task.md, "End-to-end equivalence")."""
+
+    model: str = Field(
+        description="FILE.py:NAME, a function model(op, **inputs) -> Tensor (or an "
+        "nn.Module class built as NAME(op)) in the task folder; `op` is the entry with the "
+        "task's [params] bound"
+    )
+    inputs: str = Field(
+        description="FILE.py:FUNCTION(dims, dtype, device, generator) -> dict[str, Tensor], "
+        "the model's inputs (weights too), drawn only from `generator`"
+    )
+    params: dict[str, float | int | bool | str] = Field(
+        default_factory=dict,
+        description="keyword arguments of the op that override [params] in the model "
+        "(dropout's rate is always 0 here: a task's [stochastic] rate_param is set to 0)",
+    )
+    dtypes: list[str] | None = Field(
+        default=None, description="dtypes the model runs in (default: the task's)"
+    )
+    tolerances: dict[str, Tolerance]
+    shapes: list[Shape] = Field(min_length=1, description="the model's dims on a GPU")
+    cpu_shapes: list[Shape] = Field(
+        min_length=1, description="the model's dims on the CPU (Triton interpreter: tiny)"
+    )
+
+    @field_validator("model", "inputs")
+    @classmethod
+    def _file_colon_name(cls, v: str) -> str:
+        if ":" not in v or not v.split(":", 1)[0].endswith(".py"):
+            raise ValueError("must be 'FILE.py:NAME', e.g. 'e2e.py:model'")
+        return v
+
+
 class PeakOverride(_Strict):
     """Rates that replace (or, for a GPU the built-in table lacks, supply) the peak table's
     for GPUs whose name contains the entry's key."""
@@ -230,6 +267,7 @@ class TaskSpec(_Strict):
     cpu_shapes: list[Shape]
     stochastic: Stochastic | None = None
     suites: Suites = Suites()
+    e2e: E2E | None = None
     rules: Rules = Rules()
     roofline: Roofline
 
@@ -270,4 +308,18 @@ class TaskSpec(_Strict):
                 f"suites.extreme_shrink names {unknown}, which no shape has; "
                 f"use dimension names from {sorted(dims)}"
             )
+        if self.e2e is not None:
+            self._check_e2e(self.e2e)
         return self
+
+    def _check_e2e(self, e2e: E2E) -> None:
+        dtypes = e2e.dtypes if e2e.dtypes is not None else self.dtypes
+        bad = [d for d in dtypes if d not in self.dtypes]
+        if bad or not dtypes:
+            raise ValueError(f"e2e.dtypes {dtypes} must be some of the task's dtypes {self.dtypes}")
+        missing = [d for d in dtypes if d not in e2e.tolerances]
+        if missing:
+            raise ValueError(
+                f"e2e tolerances missing for {missing}; add e.g. "
+                f"[e2e.tolerances.{missing[0]}] atol = 1e-3, rtol = 1e-2"
+            )

@@ -20,6 +20,7 @@ from kernelloop.evaluate.trusted.compare import (
     infer_mask,
     within_tolerance,
 )
+from kernelloop.evaluate.trusted.judge_e2e import E2EMixin
 from kernelloop.evaluate.trusted.judge_interface import InterfaceMixin
 from kernelloop.evaluate.trusted.judge_stochastic import StochasticMixin
 from kernelloop.evaluate.trusted.outputs import OutputDir
@@ -47,7 +48,7 @@ class Failure:
 
 
 @dataclass
-class Judge(InterfaceMixin, StochasticMixin):
+class Judge(InterfaceMixin, StochasticMixin, E2EMixin):
     task: Task
     device: str
     # The round's (or this evaluation's) reference cache; None computes every reference.
@@ -133,6 +134,9 @@ class Judge(InterfaceMixin, StochasticMixin):
                 self._fail(call, call.suite, "compile", f"its kernel failed to compile: {lines}")
             else:
                 self._fail(call, call.suite, "crash", f"the candidate raised {last_line(error)}")
+            return
+        if call.suite == "e2e":
+            self._judge_e2e(call, msg, outputs)
             return
         inputs = self._inputs(call)
         like = self.output_like(call, inputs)

@@ -45,6 +45,7 @@ class Call:
             "input_seed": self.input_seed,
             "params": self.params,
             "audit": self.audit,
+            **({"e2e": True} if self.suite == "e2e" else {}),
         }
 
 
@@ -84,7 +85,9 @@ class Seeds:
 
 # The order calls run in: cheapest first, and the trusted side stops the worker at the
 # first failure, so a broken candidate costs only the stages before it fails.
-STAGES = ("compile", "smoke", "full")
+# `e2e` (the task's `[e2e]` model, docs/task.md) comes last: only a candidate that passed
+# every per-op check gets there, and every candidate that can become the best passes it.
+STAGES = ("compile", "smoke", "full", "e2e")
 
 
 def plan_calls(
@@ -94,9 +97,12 @@ def plan_calls(
     *,
     unseen: bool = True,
     seeds: Seeds | None = None,
+    e2e_shapes: list[Shape] | None = None,
 ) -> Plan:
     """The calls of one evaluation, in stage order (`STAGES`); with `unseen`, plus a shape
-    drawn now that no file names. `seeds`: the round's (default: fresh for this plan)."""
+    drawn now that no file names. `seeds`: the round's (default: fresh for this plan).
+    `e2e_shapes`: the `[e2e]` model's shapes (Task.e2e_shapes), one call per shape and
+    dtype it runs in, last."""
     spec = task.spec
     st = spec.stochastic
     seeds = seeds or Seeds()
@@ -200,6 +206,15 @@ def plan_calls(
             cid = f"{base}-stochastic-p0"
             add(cid, "stochastic", st.case, extra, dtypes[0], params=params(cid, 0.0))
     _stage(plan, shapes)
+    for shape in e2e_shapes or []:
+        for dtype in task.e2e_dtypes(dtypes):
+            cid = f"e2e-{shape.label}-{dtype}"
+            # Dropout off: the model's output is then a deterministic function of its
+            # inputs, compared against the float64 model (docs/task.md, "End-to-end").
+            p = {**params(cid, 0.0), **(spec.e2e.params if spec.e2e else {})}
+            if rate_name is not None:
+                p[rate_name] = 0.0
+            add(cid, "e2e", "model", shape, dtype, params=p, audit=False, stage="e2e")
     return plan
 
 

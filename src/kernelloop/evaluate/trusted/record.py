@@ -23,6 +23,7 @@ Category = Literal[
     "mutation",
     "stochastic",
     "nondeterministic",
+    "e2e",
     "static",
     "tamper",
     "deferred",
@@ -76,7 +77,9 @@ class KernelInfo(BaseModel):
 class CheckResult(BaseModel):
     """One correctness check: a suite × case × shape × dtype."""
 
-    suite: Literal["random", "extreme", "stochastic", "interface", "determinism", "sensitivity"]
+    suite: Literal[
+        "random", "extreme", "stochastic", "interface", "determinism", "sensitivity", "e2e"
+    ]
     case: str
     shape: str
     dtype: str
@@ -111,7 +114,7 @@ class StageTime(BaseModel):
     `start` is the sandbox and the worker's imports up to its first message; `compile`
     ends when the first call of every dtype is judged (the candidate's kernels compiled)."""
 
-    name: Literal["static", "start", "compile", "smoke", "full", "timing"]
+    name: Literal["static", "start", "compile", "smoke", "full", "e2e", "timing"]
     seconds: float = 0.0
     calls: int = 0
     status: Literal["passed", "failed", "stopped", "not run", "skipped"] = Field(

@@ -33,6 +33,7 @@ from kernelloop.evaluate.trusted import channel, compile_cache, shards
 from kernelloop.evaluate.trusted.gpu_bind import bound_to_gpu
 from kernelloop.evaluate.trusted.interleave import Settings, run_timing
 from kernelloop.evaluate.trusted.judge import Judge
+from kernelloop.evaluate.trusted.judge_e2e import e2e_job
 from kernelloop.evaluate.trusted.outputs import OutputDir, output_file_limit
 from kernelloop.evaluate.trusted.plan import Plan, Seeds, plan_calls
 from kernelloop.evaluate.trusted.record import (
@@ -185,7 +186,13 @@ def _evaluate(
     # Without a round's cache, one for this evaluation: the calls that share inputs (a
     # determinism pair, a stochastic rate's calls) share their references.
     references = references if references is not None else References(seeds)
-    plan = plan_calls(task, shape_list, dtype_list, seeds=references.seeds)
+    plan = plan_calls(
+        task,
+        shape_list,
+        dtype_list,
+        seeds=references.seeds,
+        e2e_shapes=task.e2e_shapes(device, shapes),
+    )
     started = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     t0 = time.monotonic()
     clock = StageClock(plan, say)
@@ -252,6 +259,7 @@ def _evaluate(
                 "calls": [c.to_job() for c in part.calls],
                 "channel_key": key,
                 "language": task.spec.task.language,
+                "e2e": e2e_job(task),
                 "private_pid_namespace": mode in ("bwrap", "unshare"),
             }
             cfg = SandboxConfig(
@@ -327,7 +335,7 @@ def _evaluate(
         _process_verdict(verdict, state, result, lane.plan, timeout)
     judged = len(judge.failures)
     seen = set().union(*(st["seen"] for st in states))
-    ran = {(c.shape.label, c.dtype) for c in plan.calls if c.id in seen}
+    ran = {(c.shape.label, c.dtype) for c in plan.calls if c.id in seen and c.suite != "e2e"}
     judge.finish_interface(sorted(ran))
     judge.finish_sensitivity(prove=verdict.category == "accepted")
     for f in judge.failures[judged:]:
@@ -345,7 +353,7 @@ def _evaluate(
     elif timed:
         clock.advance("timing")
     else:
-        clock.close("passed", through="full")
+        clock.close("passed", through="e2e")
         if timing is None:
             say(
                 "not timed: timings never count under the Triton interpreter "

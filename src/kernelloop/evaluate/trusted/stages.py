@@ -2,9 +2,10 @@
 
 static screen → start (sandbox and the worker's imports) → compile (the first call of
 every dtype: the candidate's kernels compile) → smoke (one mid-size shape, random and
-stochastic) → full correctness → timing. The plan (`plan.STAGES`) puts the calls in this
-order and the worker runs them in order; the trusted side stops the worker at the first
-failure, so the stages after it are `not run` and a rejected candidate is never timed.
+stochastic) → full correctness → e2e (the task's `[e2e]` model, if any) → timing. The
+plan (`plan.STAGES`) puts the calls in this order and the worker runs them in order;
+the trusted side stops the worker at the first failure, so the stages after it are
+`not run` and a rejected candidate is never timed.
 
 Times are wall-clock seconds on the trusted side, from one stage's end to the next's:
 what the stage cost the person waiting, whatever ran in parallel. The worker only
@@ -95,10 +96,17 @@ class StageClock:
 
     def stages(self, timing: str = "not run") -> list[StageTime]:
         """Every stage in order; one that never ran is `not run` (timing: `timing`)."""
-        return [
+        out = [
             self.done.get(name)
             or StageTime(name=name, status=timing if name == "timing" else "not run")
             for name in ORDER
+        ]
+        # A task without an `[e2e]` model has no e2e calls: that stage is skipped, not run.
+        return [
+            s.model_copy(update={"status": "skipped", "seconds": 0.0, "judge_seconds": 0.0})
+            if s.name == "e2e" and not self.calls.get("e2e") and s.status == "passed"
+            else s
+            for s in out
         ]
 
 

@@ -42,6 +42,7 @@ def send(kind: str, **payload) -> None:
 import torch  # noqa: E402  (after the channel is set up)
 
 from kernelloop.evaluate.worker import calls as inworker  # noqa: E402  (after the channel is set up)
+from kernelloop.evaluate.worker import e2e as e2e_model  # noqa: E402
 from kernelloop.evaluate.worker import gpu_timer, guard, serve, timing  # noqa: E402  (timing binds its clocks before candidates load)
 from kernelloop.task.generic_cases import with_generic_cases  # noqa: E402
 from kernelloop.task.kernelbench_inputs import PREPARE, entry_function  # noqa: E402
@@ -90,7 +91,7 @@ def run_call(
     sizes = [t.numel() * t.element_size() for t in tensors.values()]
     name = job.get("output_like")
     like_bytes = sizes and max(sizes)
-    if name:
+    if name and not call.get("e2e"):  # the model's inputs are not the entry's
         like_bytes = tensors[name].numel() * tensors[name].element_size()
     inworker.poison(like_bytes or 0, dev)
     kwargs = {**job["params"], **call["params"]}
@@ -175,6 +176,7 @@ def main() -> int:
     make_inputs = with_generic_cases(
         getattr(_import_file(job["inputs_file"], "kernelloop_task_inputs"), job["inputs_func"])
     )
+    e2e = e2e_model.load(job, _import_file)  # the task's [e2e] model (trusted), if any
     # Snapshots taken before any candidate code runs (see guard.py).
     watch = {
         "integrity": guard.Integrity([sys.modules[__name__], inworker, timing, gpu_timer, guard]),
@@ -194,8 +196,13 @@ def main() -> int:
     _report_tamper(watch, "import")
     cand_fn = impls["candidate"][1]
     for call in job["calls"]:
+        fn, inputs = cand_fn, make_inputs
+        if call.get("e2e") and e2e is not None:
+            # The model calls the candidate as its op; its final output is this call's.
+            names = {*job["params"], *call["params"]}
+            fn, inputs = e2e_model.bind(e2e[0], cand_fn, names), e2e_model.make_inputs(e2e[1])
         try:
-            run_call(job, call, cand_fn, make_inputs, counter, watch)
+            run_call(job, call, fn, inputs, counter, watch)
         except BaseException as e:  # noqa: BLE001 - reported, then the trusted side rejects
             send("call", id=call["id"], ok=False, error=_tail(e))
             if inworker.sticky_cuda_error(e):
