@@ -106,6 +106,23 @@ def _sizes(
     return rows, max((t.numel() for _, t in tensors), default=0)
 
 
+def _shape_dims(path: Path, dims: dict[str, int]) -> dict[str, int]:
+    """The sizes that size a tensor (an input or a weight): a constant that only configures
+    the model (GroupNorm's num_groups = 128) reaches the judge's Model through
+    get_init_inputs as the number it was at import, whatever a shape says, so varying it
+    would describe shapes that are never run (and unseen shapes that fail). Kept fixed."""
+    base, _ = _sizes(path, dims, forward=False)
+    kept = {}
+    for k, v in dims.items():
+        try:
+            moved, _ = _sizes(path, {**dims, k: v * 2}, forward=False)
+        except Exception:  # noqa: BLE001 - the problem refuses it: it matters
+            moved = None
+        if moved != base:
+            kept[k] = v
+    return kept or dims
+
+
 def sizes_ok(path: Path, dims: dict[str, int]) -> bool:
     """Whether the problem at `path` builds its inputs and Model at `dims` and runs its
     forward there (on the meta device: no memory; an op without a meta kernel passes)."""
@@ -128,7 +145,7 @@ def _scaled(path: Path, dims: dict[str, int], budget: int) -> dict[str, int]:
     for forward in (False, True):
         for _ in range(400):
             try:
-                _, largest = _sizes(path, cur, forward=forward)
+                _, largest = _sizes(path, cur, forward=forward, strict=forward)
             except Exception:  # noqa: BLE001 - the problem's own check of its sizes
                 if last is None:
                     raise
@@ -299,6 +316,7 @@ def import_problem(
         raise KernelloopError(
             f"{path} has no top-level integer size (e.g. batch_size = 4096) to make shapes of."
         )
+    dims = _shape_dims(path, dims)
     mod = load_problem(path, dims)
     args = forward_args(mod.Model)
     with torch.device("meta"):

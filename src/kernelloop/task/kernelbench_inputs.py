@@ -60,11 +60,32 @@ def _values(node: ast.expr) -> list[int] | int | None:
     return _int_value(node)
 
 
+def _body(source: str) -> list[ast.stmt]:
+    """The file's top-level statements, `height, width = 224, 224` split into one
+    assignment per name (KernelBench's DenseNets size their images that way)."""
+    out: list[ast.stmt] = []
+    for node in ast.parse(source).body:
+        t = node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else None
+        if (
+            isinstance(t, ast.Tuple)
+            and isinstance(node.value, ast.Tuple | ast.List)  # type: ignore[union-attr]
+            and len(t.elts) == len(node.value.elts)  # type: ignore[union-attr]
+            and all(isinstance(e, ast.Name) for e in t.elts)
+            and all(_int_value(e) is not None for e in node.value.elts)  # type: ignore[union-attr]
+        ):
+            for name, value in zip(t.elts, node.value.elts, strict=True):  # type: ignore[union-attr]
+                target = ast.Name(id=name.id, ctx=ast.Store())  # type: ignore[attr-defined]
+                out.append(ast.copy_location(ast.Assign(targets=[target], value=value), node))
+        else:
+            out.append(node)
+    return out
+
+
 def int_constants(source: str) -> dict[str, int]:
     """The file's top-level integer sizes, in order: `NAME = <int>` (literals only, e.g.
     `2048 * 2`; not bools) as NAME, and `NAME = [<int>, ...]` (or a tuple) as NAME_0, ..."""
     out: dict[str, int] = {}
-    for node in ast.parse(source).body:
+    for node in _body(source):
         if not isinstance(node, ast.Assign):
             continue
         v = _values(node.value)
@@ -81,7 +102,7 @@ def int_constants(source: str) -> dict[str, int]:
 def _rewritten(source: str, dims: dict[str, int]) -> ast.Module:
     tree = ast.parse(source)
     body: list[ast.stmt] = []
-    for node in tree.body:
+    for node in _body(source):
         v = _values(node.value) if isinstance(node, ast.Assign) else None
         names = [t.id for t in node.targets if isinstance(t, ast.Name)] if v is not None else []
         if v is None or len(names) != len(node.targets):  # type: ignore[union-attr]

@@ -84,7 +84,7 @@ def bind(cfg: SandboxConfig, source: bytes, native: bool = False) -> SandboxConf
     return replace(cfg, rw_paths=[*cfg.rw_paths, path], extra_env=env)
 
 
-def bind_compiled(cfg: SandboxConfig, source: bytes, native: bool = False) -> SandboxConfig:
+def bind_compiled(cfg: SandboxConfig, source: bytes) -> SandboxConfig:
     """`cfg` for the benchmark's "compiled" slot, which runs the reference `source` under
     torch.compile: a folder of its own for inductor's and Triton's caches (also on the
     CPU, where inductor compiles C++), and no compile worker pool.

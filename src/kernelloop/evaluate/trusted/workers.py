@@ -76,12 +76,16 @@ class TimingWorker:
         }
         # Its own folder, and the compile cache of exactly the bytes it runs (compile_cache.py);
         # the compiled slot (the reference under torch.compile) a cache folder of its own.
-        cache = compile_cache.bind_compiled if job.get("compile") else compile_cache.bind
-        cfg = cache(
-            replace(cfg, rw_paths=[self.dir]),
-            impl_copy.read_bytes(),
-            native=job.get("language") == "cuda",
-        )
+        if job.get("compile"):
+            cfg = compile_cache.bind_compiled(
+                replace(cfg, rw_paths=[self.dir]), impl_copy.read_bytes()
+            )
+        else:
+            cfg = compile_cache.bind(
+                replace(cfg, rw_paths=[self.dir]),
+                impl_copy.read_bytes(),
+                native=job.get("language") == "cuda",
+            )
         self.sp = SandboxProcess(
             [sys.executable, "-m", "kernelloop.evaluate.worker"],
             self.dir,
