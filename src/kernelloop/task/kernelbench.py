@@ -137,12 +137,23 @@ def _scaled(path: Path, dims: dict[str, int], budget: int) -> dict[str, int]:
     """`dims` with the largest one halved until no tensor has more than `budget` elements:
     first by the inputs and weights alone (cheap), then with the output too (one forward
     on the meta device per further step, usually none). A halving the problem refuses
-    (num_channels no longer divisible by num_groups, an image no longer a whole number of
-    patches) is undone and that size kept; the next largest is halved instead."""
+    (num_channels no longer divisible by num_groups, a kernel larger than its input) is
+    undone and that size kept; the next largest is halved instead. When the sizes the
+    cheap pass reached already fail the forward, it runs again with the forward checked
+    at every step."""
+    try:
+        return _halved(path, dims, budget, (False, True))
+    except Exception:  # noqa: BLE001 - the cheap pass went too far: check every step
+        return _halved(path, dims, budget, (True,))
+
+
+def _halved(
+    path: Path, dims: dict[str, int], budget: int, passes: tuple[bool, ...]
+) -> dict[str, int]:
     cur = dict(dims)
     kept: set[str] = set()
     last: tuple[str, int] | None = None  # the halving just made: (name, value before)
-    for forward in (False, True):
+    for forward in passes:
         for _ in range(400):
             try:
                 _, largest = _sizes(path, cur, forward=forward, strict=forward)
@@ -157,7 +168,17 @@ def _scaled(path: Path, dims: dict[str, int], budget: int) -> dict[str, int]:
                 break
             free = [k for k in cur if k not in kept and cur[k] > 2]
             if not free:
-                return cur
+                # Sizes that must move together (a loss whose two inputs broadcast): all
+                # halved at once, or none.
+                both = {k: max(2, v // 2) for k, v in cur.items()}
+                try:
+                    _sizes(path, both, forward=forward, strict=forward)
+                except Exception:  # noqa: BLE001 - refused together too
+                    return cur
+                if both == cur:
+                    return cur
+                cur, kept = both, set()
+                continue
             name = max(free, key=lambda k: cur[k])
             last = (name, cur[name])
             cur[name] = max(2, cur[name] // 2)
