@@ -3,7 +3,7 @@
 # checkout: .whl/ (pydantic, pydantic_core cp312, annotated_types, typing_inspection)
 # and .carry/bubblewrap_*.deb — see benchmarks/README.md for how to download them.
 python3 -m pip install -q --no-index --no-deps --no-compile --target "$PWD/.site" .whl/*.whl >/dev/null 2>&1
-export PYTHONPATH="$PWD/src:$PWD/.site" PYTHONUNBUFFERED=1
+export PYTHONPATH="$PWD/src:$PWD/.site" PYTHONUNBUFFERED=1 PATH="$PWD/.site/bin:$PATH"
 mkdir -p /tmp/bw && dpkg -x .carry/bubblewrap_*.deb /tmp/bw && export KERNELLOOP_BWRAP=/tmp/bw/usr/bin/bwrap
 : "${OUT:=/tmp/kernelloop_out}"; mkdir -p "$OUT"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader > "$OUT/env.txt"

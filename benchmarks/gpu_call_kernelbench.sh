@@ -17,19 +17,22 @@ KB=tests/task/fixtures/kernelbench
 SOL=benchmarks/candidates/kernelbench
 CLI="python3 -m kernelloop.cli"
 start=$(date +%s)
-for pair in level1/23_Softmax:level1_23_softmax level1/95_CrossEntropyLoss:level1_95_cross_entropy \
-  level2/12_Gemm_Multiply_LeakyReLU:level2_12_gemm_mul_leakyrelu; do
+# KernelBench's atol (1e-2) accepts any output of the softmax (rows of 393216 values, all
+# below 2e-4): it is imported with --atol 1e-7 (session 11: the default was refused as proving nothing).
+for pair in ${PAIRS:-level1/23_Softmax:level1_23_softmax level1/95_CrossEntropyLoss:level1_95_cross_entropy \
+  level2/12_Gemm_Multiply_LeakyReLU:level2_12_gemm_mul_leakyrelu}; do
   prob=${pair%%:*}; sol=$SOL/${pair##*:}.py; name=${prob%%/*}_$(basename "$prob")
+  tol=""; [ "$prob" = level1/23_Softmax ] && tol="--atol 1e-7"
   echo "==== $name ($(basename "$sol"))" >> "$S"
-  $CLI import kernelbench "$KB/$prob.py" --out "$T/tasks" > "$L/$name.import.txt" 2>&1 \
+  $CLI import kernelbench "$KB/$prob.py" --out "$T/tasks" $tol > "$L/$name.import.txt" 2>&1 \
     || { echo "import failed:"; tail -5 "$L/$name.import.txt"; } >> "$S"
   s=$(date +%s)
-  COLUMNS=160 timeout 80 $CLI evaluate "$T/tasks/$name" "$sol" --device cuda --no-timing \
+  COLUMNS=160 timeout 120 $CLI evaluate "$T/tasks/$name" "$sol" --device cuda --no-timing \
     > "$L/$name.evaluate.txt" 2>&1
   echo "== evaluate rc=$? $(( $(date +%s) - s ))s" >> "$S"
   grep -E "ACCEPTED|REJECTED|stages:|timing" "$L/$name.evaluate.txt" | head -6 >> "$S"
   s=$(date +%s)
-  COLUMNS=160 timeout 90 $CLI bench "$T/tasks/$name" "$sol" --device cuda --no-aa --compiled \
+  COLUMNS=160 timeout ${BENCH_LIMIT:-150} $CLI bench "$T/tasks/$name" "$sol" --device cuda --no-aa --compiled \
     --record "$L/$name.bench.json" > "$L/$name.bench.txt" 2>&1
   echo "== bench rc=$? $(( $(date +%s) - s ))s" >> "$S"
   python3 - "$L/$name.bench.json" >> "$S" 2>&1 <<'PY' || tail -8 "$L/$name.bench.txt" >> "$S"
@@ -47,8 +50,8 @@ PY
 done
 s=$(date +%s); left=$(( ${KB_LIMIT:-300} - (s - start) )); [ "$left" -lt 30 ] && left=30
 timeout "$left" python3 -m pytest -m gpu -v -p no:cacheprovider --durations=0 \
-  tests/task/test_kernelbench_solutions.py > "$L/pytest.txt" 2>&1
-echo "== pytest -m gpu tests/task/test_kernelbench_solutions.py rc=$? $(( $(date +%s) - s ))s (limit ${left}s)" >> "$S"
+  ${TESTS:-tests/task/test_kernelbench_solutions.py} > "$L/pytest.txt" 2>&1
+echo "== pytest -m gpu ${TESTS:-tests/task/test_kernelbench_solutions.py} rc=$? $(( $(date +%s) - s ))s (limit ${left}s)" >> "$S"
 grep -E "PASSED|FAILED|ERROR|SKIPPED|passed|failed|^[0-9.]+s call" "$L/pytest.txt" | tail -20 >> "$S"
 echo "== total $(( $(date +%s) - start ))s" >> "$S"
 tar czf "$OUT/logs.tgz" -C "$T" logs

@@ -38,10 +38,46 @@ tag = "wide"
 @pytest.fixture(scope="module")
 def tasks(tmp_path_factory) -> dict[str, Path]:
     out = tmp_path_factory.mktemp("kb_solutions")
-    folders = {p: import_problem(KB / p, out, ["float32"]) for p in CASES}
+    # KernelBench's atol of 1e-2 accepts any output for the problem's softmax (every value
+    # of a 393216-wide row is below 2e-4; the H200 run refused it on sensitivity): 1e-7.
+    tol = {"level1/23_Softmax.py": {"atol": 1e-7}}
+    folders = {p: import_problem(KB / p, out, ["float32"], **tol.get(p, {})) for p in CASES}
     toml = folders["level1/23_Softmax.py"] / "task.toml"
     toml.write_text(toml.read_text().replace("\n[roofline]", WIDE_SOFTMAX + "\n[roofline]"))
     return folders
+
+
+SOFTMAX_WIDE_ONLY = """
+[[cpu_shapes]]
+dims = { batch_size = 2, dim = 393216 }
+weight = 1.0
+tag = "common"
+"""
+
+
+def _wide_softmax(out: Path, **tol) -> Path:
+    folder = import_problem(KB / "level1/23_Softmax.py", out, ["float32"], **tol)
+    toml = folder / "task.toml"
+    head, _, tail = toml.read_text().partition("[[cpu_shapes]]")
+    tail = tail[tail.index("\n[roofline]") :]
+    toml.write_text(head + SOFTMAX_WIDE_ONLY + tail)
+    return folder
+
+
+def test_kernelbench_default_tolerance_proves_nothing_on_wide_softmax_rows_and_atol_fixes_it(
+    tmp_path,
+):
+    """At the problem's row width (393216) every softmax value is below 1e-2, KernelBench's
+    atol: a constant output passes every check, so the judge refuses the evaluation as
+    proving nothing; imported again with --atol the same baseline is accepted."""
+    loose = load_task(_wide_softmax(tmp_path / "loose"))
+    rec = evaluate(loose, loose.baseline_path, **CPU)
+    assert rec.verdict.category == "setup", rec.verdict.reasons
+    assert any("trivial output (constant)" in r and "--atol" in r for r in rec.verdict.reasons)
+    tight = load_task(_wide_softmax(tmp_path / "tight", atol=1e-7))
+    assert "atol = 1e-07" in (tight.folder / "task.toml").read_text()
+    rec = evaluate(tight, tight.baseline_path, **CPU)
+    assert rec.verdict.accepted, rec.verdict.reasons
 
 
 @pytest.mark.parametrize("problem", list(CASES))

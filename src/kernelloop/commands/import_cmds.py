@@ -37,17 +37,27 @@ def kernelbench_cmd(
             help="the candidates' language: triton, or cuda (C++/CUDA built with load_inline)"
         ),
     ] = "triton",
+    atol: Annotated[
+        float | None,
+        typer.Option(help="absolute tolerance for every dtype instead of KernelBench's"),
+    ] = None,
+    rtol: Annotated[
+        float | None,
+        typer.Option(help="relative tolerance for every dtype instead of KernelBench's"),
+    ] = None,
 ) -> None:
     """One task folder per problem: the Model verbatim as the reference and the PyTorch
     baseline, its own get_inputs/get_init_inputs under kernelloop's seeded RNG, its size as
-    the GPU shape and scaled-down CPU shapes, KernelBench's tolerances."""
+    the GPU shape and scaled-down CPU shapes, KernelBench's tolerances (or --atol/--rtol)."""
     from kernelloop.task.kernelbench import import_problem, problem_files
 
     files = problem_files(source)
     console = Console()
     wanted = [d.strip() for d in dtypes.split(",") if d.strip()]
     for k, path in enumerate(files, 1):
-        folder = import_problem(path, out, wanted, force=force, language=language)
+        folder = import_problem(
+            path, out, wanted, force=force, language=language, atol=atol, rtol=rtol
+        )
         task = load_task(folder)  # what was written must load
         shapes = ", ".join(s.label for s in task.spec.shapes)
         console.print(

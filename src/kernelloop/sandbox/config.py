@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -106,6 +107,11 @@ def scrubbed_env(
     `keep_path(dir)` says whether a PYTHONPATH entry is visible in the sandbox; the
     others are dropped (they would only fail, or name a host path for nothing)."""
     env = {k: os.environ[k] for k in ENV_ALLOW if k in os.environ}
+    # The interpreter's own bin folder first: tools installed beside it (the `ninja` that
+    # torch's C++ extension builds call by name) are found in an unactivated venv too.
+    bindir = str(Path(sys.executable).parent)
+    path = env.get("PATH", os.defpath).split(os.pathsep)
+    env["PATH"] = os.pathsep.join([bindir, *[p for p in path if p and p != bindir]])
     if "PYTHONPATH" in env:
         kept = [
             p

@@ -367,8 +367,9 @@ class Judge(InterfaceMixin, StochasticMixin, E2EMixin):
         for name in self.sensitivity.uncaught():
             reason = (
                 f"no planned check rejects a trivial output ({name}), so a pass would prove "
-                "nothing; tighten the task's tolerances or add an input case where it differs "
-                "from the reference"
+                "nothing; tighten the task's tolerances ([tolerances] in task.toml; an imported "
+                "KernelBench problem: import it again with --atol) or add an input case where "
+                "it differs from the reference"
             )
             self.checks.append(
                 CheckResult(
