@@ -1,6 +1,7 @@
 """Why the honest tiled GEMM's run-through units took longer than its events (issue 12,
 H200, 2026-12-01): per unit, the trusted-style wall time of the layout GpuSlot.through
-uses (inputs made, host wait, units + commitments queued, host wait), the same behind a
+uses (inputs made, host wait, units + commitments queued, host wait; host time counts the
+unit's call and its commitment's launch, since session 11), the same behind a
 GPU sleep that keeps the GPU ahead of the host (host-bound units then hide), the host time
 of the launch path alone, and CUDA-event time per call. A benchmark, not a test.
 
@@ -18,7 +19,7 @@ import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "src")]
-from kernelloop.evaluate.commitment import digest_launch  # noqa: E402
+from kernelloop.evaluate.commitment import Commits  # noqa: E402
 
 T = ROOT / "examples" / "matmul_bias_gelu"
 
@@ -60,12 +61,13 @@ for shape in ["128x4096x4096", "16x8192x8192", "1000x3000x1000", "4096x4096x4096
                 if variant == "behind_sleep":
                     torch.cuda._sleep(20_000_000)  # ~10 ms at 2 GHz
                 kept, h = [], 0.0
-                for s in sets:
+                commits = Commits(12345, N, "cuda")
+                for j, s in enumerate(sets):
                     a = time.perf_counter()
                     out = fn(**s)
-                    h += time.perf_counter() - a
                     if variant != "no_digest":
-                        kept.append(digest_launch(out, 12345))
+                        commits.launch(j, out)
+                    h += time.perf_counter() - a
                     kept.append(out)
                 torch.cuda.synchronize()
                 t2 = time.perf_counter()

@@ -409,6 +409,16 @@ def test_a_commitment_binds_every_byte_and_the_batch_key(dtype):
     assert commitment.check_digest(t, 7, "cpu") == commitment.digest(t, 7)
 
 
+def test_the_trusted_digest_in_chunks_equals_the_digest_whole():
+    """The trusted side digests a large output a chunk of words at a time; the lane sums
+    must be the same as over the whole (an odd chunk: the index offsets must carry)."""
+    t = (torch.randn(1001, 37) * 1e3).to(torch.bfloat16)
+    whole = commitment.digest_torch(t, 5, chunk=1 << 30)
+    assert commitment.digest_torch(t, 5, chunk=997) == whole
+    assert commitment.digest_torch(t, 5, chunk=4096) == whole
+    assert commitment.digest_torch(t, 6, chunk=997) != whole
+
+
 def test_the_triton_digest_equals_the_trusted_sides_torch_digest():
     """The worker's one-pass kernel and the trusted side's torch ops must agree exactly
     (exact integer arithmetic): checked here in Triton's interpreter, in a subprocess."""
@@ -419,6 +429,12 @@ def test_the_triton_digest_equals_the_trusted_sides_torch_digest():
         "    for n in (1, 3, 1000, 4099):\n"
         "        t = (torch.randn(n) * 1e3).to(dt)\n"
         "        assert c.digest_triton(t, 99) == c.digest_torch(t, 99), (dt, n)\n"
+        "outs = [torch.randn(n) for n in (5, 2049, 1)]\n"
+        "run = c.Commits(41, 4, 'cpu')\n"
+        "for j in (0, 1, 3):\n"
+        "    run.launch(j, outs[min(j, 2)])\n"
+        "want = [c.digest_torch(o, 41) for o in outs]\n"
+        "assert run.texts() == [want[0], want[1], '', want[2]], run.texts()\n"
         "print('same')\n"
     )
     env = {**os.environ, "TRITON_INTERPRET": "1"}

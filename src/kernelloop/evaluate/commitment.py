@@ -66,41 +66,65 @@ def _mul32(x: torch.Tensor, k: int) -> torch.Tensor:
     return ((x & 0xFFFF) * k + ((((x >> 16) * k) & 0xFFFF) << 16)) & 0xFFFFFFFF
 
 
-def digest_torch(t: torch.Tensor, key: int) -> str:
-    """The digest with torch ops (any device; the trusted side's path on a GPU)."""
+def digest_torch(t: torch.Tensor, key: int, chunk: int = 1 << 24) -> str:
+    """The digest with torch ops (any device; the trusted side's path on a GPU), over
+    `chunk` words at a time: each word's term depends only on the word and its index, so
+    the lane sums add up exactly; whole, a 6.4 GB output (KernelBench level1/23) needed
+    ~60 GB of int64 temporaries beside the timing workers (H200, 2026-12-01: they ran out)."""
     n_bytes = t.numel() * t.element_size()
-    w = _words(t).to(torch.int64) & 0xFFFFFFFF
-    i = torch.arange(w.numel(), dtype=torch.int64, device=w.device) & 0xFFFFFFFF
-    lanes = []
-    for k1, k2, k3 in lane_keys(key):
-        x = w ^ _mul32(i, k1)
-        x = _mul32(x, k2)
-        x = x ^ (x >> 15)
-        x = _mul32(x, k3)
-        x = x ^ (x >> 13)
-        lanes.append(int(x.sum().item()))
+    words = _words(t)
+    keys = lane_keys(key)
+    lanes = [0] * len(keys)
+    for start in range(0, words.numel(), chunk):
+        w = words[start : start + chunk].to(torch.int64) & 0xFFFFFFFF
+        i = (torch.arange(w.numel(), dtype=torch.int64, device=w.device) + start) & 0xFFFFFFFF
+        for lane, (k1, k2, k3) in enumerate(keys):
+            x = w ^ _mul32(i, k1)
+            x = _mul32(x, k2)
+            x = x ^ (x >> 15)
+            x = _mul32(x, k3)
+            x = x ^ (x >> 13)
+            lanes[lane] += int(x.sum().item())
+        del w, i
     return _text(n_bytes, lanes)
 
 
-def digest_launch(t: torch.Tensor, key: int) -> tuple[int, torch.Tensor]:
-    """The digest's Triton kernel, launched on the current stream and not waited for:
-    (bytes, lane sums on the device). `digest_text` reads it once the stream is synced —
-    a run of calls committed this way never stops the GPU between them."""
-    n_bytes = t.numel() * t.element_size()
-    w = _words(t)
-    out = torch.zeros(LANES, dtype=torch.int64, device=w.device)
-    flat = [int(x) for lane in lane_keys(key) for x in lane]
-    n = w.numel()
-    grid = (max(1, -(-n // _BLOCK)),)
-    from kernelloop.evaluate.commitment_kernel import digest_kernel
+class Commits:
+    """The commitments of a run of outputs under one key, launched on the current stream and
+    never waited for: the keys go to the device once, every output's lane sums land in one
+    buffer made once, and `texts()` reads them all after the stream is synced. Per output
+    the host does one kernel launch of four arguments (a run-through unit of a short kernel
+    is made of host time: each launch saved is time the trusted clock does not add)."""
 
-    digest_kernel[grid](w, n, out, *flat, BLOCK=_BLOCK)
-    return n_bytes, out
+    def __init__(self, key: int, n: int, device) -> None:
+        flat = [x for lane in lane_keys(key) for x in lane]
+        self.keys = torch.tensor(flat, dtype=torch.int64, device=device)
+        self.lanes = torch.zeros((max(n, 1), LANES), dtype=torch.int64, device=device)
+        self.sizes: list[int | None] = [None] * n
+
+    def launch(self, j: int, t: torch.Tensor) -> None:
+        w = _words(t)
+        n = w.numel()
+        from kernelloop.evaluate.commitment_kernel import digest_kernel
+
+        digest_kernel[(max(1, -(-n // _BLOCK)),)](w, n, self.keys, self.lanes[j], BLOCK=_BLOCK)
+        self.sizes[j] = t.numel() * t.element_size()
+
+    def texts(self) -> list[str]:
+        """Every output's digest ("" where none was launched); syncs on the lane sums."""
+        rows = self.lanes.tolist()
+        return ["" if b is None else _text(b, rows[j]) for j, b in enumerate(self.sizes)]
 
 
-def digest_text(pending: tuple[int, torch.Tensor]) -> str:
-    n_bytes, lanes = pending
-    return _text(n_bytes, [int(x) for x in lanes.tolist()])
+def digest_launch(t: torch.Tensor, key: int) -> Commits:
+    """One output's commitment launched and not waited for (`digest_text` reads it)."""
+    c = Commits(key, 1, t.device)
+    c.launch(0, t)
+    return c
+
+
+def digest_text(pending: Commits) -> str:
+    return pending.texts()[0]
 
 
 def digest_triton(t: torch.Tensor, key: int) -> str:

@@ -95,6 +95,11 @@ class AuditMixin:
                 return False
             audited = replace(call, input_seed=call_seed(seed, j))
             why = self.judge.value_problem(audited, out)
+            del out
+        if self.cuda:
+            # The audit's float64 work stays in this process's cache otherwise: memory the
+            # timing workers of a large problem need (KernelBench level1/23: 6.4 GB outputs).
+            torch.cuda.empty_cache()
         if why is not None:
             self.problem(
                 "timing",

@@ -18,7 +18,7 @@ import time
 
 import torch
 
-from kernelloop.evaluate.commitment import digest, digest_launch, digest_text
+from kernelloop.evaluate.commitment import Commits, digest
 from kernelloop.evaluate.protocol import IDLE_TRIES, call_seed, idle_busy
 from kernelloop.evaluate.worker.calls import pack_output
 
@@ -312,10 +312,10 @@ class GpuSlot:
         shorter than its own launch path shows that host time instead
         (timing_checks.THROUGH_HOST_MS)."""
         sets = [self.make(call_seed(seed, j)) for j in range(n)]
-        pending = []
+        commits = Commits(key, n, "cuda")
         self.kept = []
         _sync()
-        for new in sets:
+        for j, new in enumerate(sets):
             if self.graph:
                 for k, t in self.inputs.items():
                     if isinstance(t, _Tensor):
@@ -326,11 +326,12 @@ class GpuSlot:
                 out = _packed(self.fn(**new, **self.kwargs), False)
             if not self.spin:
                 _sync()
-            pending.append(digest_launch(out, key) if out is not None else None)
+            if out is not None:
+                commits.launch(j, out)
             self.kept.append(out)
         _sync()
         self.last = self.kept[-1] if self.kept else None
-        return {"commits": [digest_text(p) if p is not None else "" for p in pending]}
+        return {"commits": commits.texts()}
 
     def top_up(self, at_least: int = 3) -> list[tuple[float, float]]:
         extra = [
