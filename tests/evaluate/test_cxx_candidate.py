@@ -44,6 +44,8 @@ def test_a_cpp_extension_candidate_builds_in_the_sandbox_and_is_accepted(task):
     assert rec.environment.sandbox != "none"
     compile_stage = next(s for s in rec.stages if s.name == "compile")
     assert compile_stage.status == "passed" and compile_stage.seconds > 0
+    # Triton's launch hook cannot see C++ launches: not measured, rather than a false 0.
+    assert rec.kernel_launches_per_call is None
 
 
 def test_a_build_error_comes_back_as_the_compilers_first_error_line(task, tmp_path):
@@ -56,3 +58,24 @@ def test_a_build_error_comes_back_as_the_compilers_first_error_line(task, tmp_pa
     assert "Error building extension 'kl_rmsnorm_cpu'" in reason, reason
     assert "main.cpp:" in reason and "error:" in reason and "undefined_symbol_here" in reason
     assert "ninja: build stopped" not in reason and "/home/sandbox" not in reason
+
+
+def test_a_build_longer_than_the_compile_budget_is_stopped_and_rejected_as_compile(task, tmp_path):
+    """rules.compile_budget_s bounds the compile stage: the worker building the extension
+    (~30-60 s here) is stopped once the budget has passed, not at the evaluation's limit."""
+    import time
+
+    folder = tmp_path / "budget"
+    shutil.copytree(task.folder, folder)
+    toml = folder / "task.toml"
+    toml.write_text(toml.read_text().replace("[rules]\n", "[rules]\ncompile_budget_s = 2\n"))
+    slow = tmp_path / "slow.py"  # a fresh name: nothing cached from the tests above
+    slow.write_text(CAND.read_text().replace("kl_rmsnorm_cpu", "kl_rmsnorm_cpu_budget"))
+    t0 = time.monotonic()
+    rec = evaluate(load_task(folder), slow, device="cpu", timing=False, shapes="256x1024")
+    spent = time.monotonic() - t0
+    assert rec.verdict.category == "compile", rec.verdict.reasons
+    assert "compile budget of 2 s" in rec.verdict.reasons[0]
+    compile_stage = next(s for s in rec.stages if s.name == "compile")
+    assert compile_stage.status == "failed" and compile_stage.seconds < 10
+    assert spent < 25, spent

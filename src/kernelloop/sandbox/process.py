@@ -306,6 +306,8 @@ class SandboxProcess:
         wall-clock limit passes."""
         deadline = self.t0 + self.cfg.timeout_s
         while True:
+            if self.stopped:  # the launcher needs nothing more from it
+                return
             left = deadline - time.monotonic()
             if left <= 0:
                 self.timed_out = True

@@ -150,6 +150,12 @@ class Rules(_Strict):
     bound_fraction: float = Field(default=0.95, gt=0, le=1.5)
     approvals_for_new_arch: int = Field(default=1, ge=0)
     eval_timeout_s: float = Field(default=600.0, gt=0)
+    compile_budget_s: float = Field(
+        default=300.0,
+        gt=0,
+        description="seconds an evaluation's compile stage (a CUDA C++ build, the first call "
+        "of every dtype) may take before the candidate is rejected as `compile`",
+    )
     max_cost_usd: float | None = None
     max_wall_s: float | None = None
     candidates: int | None = Field(

@@ -294,7 +294,15 @@ def _evaluate(
             limit = len(part.calls) + len(shape_list) * 2 + 16
             lanes.append(shards.Lane(proc, part, outputs, key, limit))
         try:
-            states = shards.consume(lanes, judge, say, clock, stop_at_failure=True, plan=plan)
+            states = shards.consume(
+                lanes,
+                judge,
+                say,
+                clock,
+                stop_at_failure=True,
+                plan=plan,
+                compile_budget_s=task.spec.rules.compile_budget_s,
+            )
         finally:
             while procs:  # always: a worker is never left running
                 results.append(procs.pop(0).finish())
@@ -402,7 +410,11 @@ def _evaluate(
             for kf in kernels
             if kf.get("impl") == "candidate"
         ],
-        kernel_launches_per_call=launches[-1] if launches else None,
+        # Counted at Triton's launch hook: a C++ candidate's <<<>>> launches are not seen
+        # there (its fusion lock counts them in the source, policy/static.py).
+        kernel_launches_per_call=(
+            launches[-1] if launches and task.spec.task.language != "cuda" else None
+        ),
         checks=judge.checks,
         timings=timings,
         timings_count=counts,

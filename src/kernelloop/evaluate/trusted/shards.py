@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from kernelloop.evaluate.trusted import channel
-from kernelloop.evaluate.trusted.judge import Judge
+from kernelloop.evaluate.trusted.judge import Failure, Judge
 from kernelloop.evaluate.trusted.outputs import OutputDir, OutputError
 from kernelloop.evaluate.trusted.plan import STAGES, Call, Plan
 from kernelloop.evaluate.trusted.stages import StageClock
@@ -96,6 +96,7 @@ def consume(
     clock: StageClock,
     stop_at_failure: bool = False,
     plan: Plan | None = None,
+    compile_budget_s: float | None = None,
 ) -> list[dict]:
     """Read every lane's channel (channel.Reader: every line validated, nothing raises) and
     judge each call's output as it arrives, until every worker ends. One lane is read in
@@ -108,7 +109,59 @@ def consume(
     its own that comes before the earliest failure so far is judged (a failure there
     moves that point earlier), so every call one worker would have judged before its
     first failure is judged, and `judge.failures` ends in plan order: the verdict's first
-    reason and category are the ones one worker gives, whichever worker got there first."""
+    reason and category are the ones one worker gives, whichever worker got there first.
+
+    `compile_budget_s`: once the compile stage (a C++ build, the first call of every dtype)
+    has run that long, every worker is stopped and the candidate rejected as `compile`."""
+    watch = _CompileBudget(lanes, clock, compile_budget_s)
+    try:
+        return _consume(lanes, judge, say, clock, stop_at_failure, plan)
+    finally:
+        if watch.stop():
+            judge.failures.append(
+                Failure(
+                    "compile",
+                    f"the compile stage (building the candidate and the first call of every "
+                    f"dtype) took more than the compile budget of {compile_budget_s:g} s; "
+                    "make the build smaller or raise rules.compile_budget_s in task.toml",
+                )
+            )
+
+
+class _CompileBudget:
+    """A thread that stops every lane once the compile stage outlasts its budget."""
+
+    def __init__(self, lanes: list[Lane], clock: StageClock, budget: float | None) -> None:
+        self.over = False
+        self._done = threading.Event()
+        if budget is None:
+            return
+
+        def watch() -> None:
+            while not self._done.wait(0.25):
+                spent = clock.elapsed_in("compile")
+                if spent is not None and spent > budget:
+                    self.over = True
+                    for lane in lanes:
+                        lane.proc.stop()
+                    return
+
+        threading.Thread(target=watch, daemon=True, name="compile-budget").start()
+
+    def stop(self) -> bool:
+        """End the watch; True when the budget ran out."""
+        self._done.set()
+        return self.over
+
+
+def _consume(
+    lanes: list[Lane],
+    judge: Judge,
+    say: Callable[[str], None],
+    clock: StageClock,
+    stop_at_failure: bool,
+    plan: Plan | None,
+) -> list[dict]:
     whole = plan if plan is not None else lanes[0].plan
     order = {c.id: i for i, c in enumerate(whole.calls)}
     readers = [

@@ -56,6 +56,10 @@ class StageClock:
             self._close(name, "passed")
         self.current = to
 
+    def elapsed_in(self, stage: str) -> float | None:
+        """Seconds since `stage` began, while it is the stage in progress (else None)."""
+        return time.monotonic() - self.t if self.current == stage else None
+
     def judged(self, stage: str, failed: bool, seconds: float = 0.0) -> None:
         """One call of `stage` was judged in `seconds`; `failed`: it rejected the candidate.
 
