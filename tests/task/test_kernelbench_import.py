@@ -4,6 +4,7 @@ baseline is accepted on the CPU; a Triton candidate is judged on them like on an
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -244,3 +245,22 @@ def test_sizes_that_must_divide_each_other_and_batchnorm_in_training_mode(tmp_pa
     assert rec.verdict.accepted, rec.verdict.reasons
     unseen = {c.shape for c in rec.checks} - {s.label for s in task.spec.cpu_shapes}
     assert unseen, "an unseen shape the problem accepts was drawn and judged"
+
+
+def test_what_stopped_four_upstream_problems_imports_and_the_baseline_is_accepted(tmp_path):
+    problem = Path(__file__).parent / "fixtures" / "kernelbench_extra" / "swin_mamba_like.py"
+    folder = import_problem(problem, tmp_path, ["float32"])
+    task = load_task(folder)
+    assert json.loads((folder / "kernelbench.json").read_text())["forward_args"] == ["x"]
+    # The width the forward asserts is never halved, even though the Linear's weight
+    # (9216 elements) stays above the CPU budget whatever the sizes.
+    assert all(s.dims["width"] == 96 for s in task.spec.cpu_shapes), task.spec.cpu_shapes
+    rec = evaluate(task, folder / "baseline.py", **CPU)
+    assert rec.verdict.accepted, rec.verdict.reasons
+    # The screen is skipped for the task's own baseline bytes only: the same code as a
+    # candidate (one byte different) is an agent's, and its imports are refused.
+    other = tmp_path / "candidate.py"
+    other.write_text((folder / "baseline.py").read_text() + "\n")
+    rec = evaluate(task, other, **CPU)
+    assert rec.verdict.category == "static", rec.verdict.reasons
+    assert "collections.abc" in rec.verdict.reasons[0]

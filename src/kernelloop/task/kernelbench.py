@@ -86,9 +86,9 @@ def _sizes(
     recurrent model's meta forward steps through every time step in Python: 23 s for
     KernelBench level3/41's GRU at its own size)."""
     mod = load_problem(path, dims)
+    model = meta_model(mod.Model, mod.get_init_inputs())
     with torch.device("meta"):
         args = list(mod.get_inputs())
-        model = mod.Model(*mod.get_init_inputs())
         tensors = [("input", a) for a in args if isinstance(a, torch.Tensor)]
         tensors += [("state", t) for _, t in _state(model)]
         out = None
@@ -105,6 +105,19 @@ def _sizes(
         tensors.append(("output", out))
     rows = [(role, list(t.shape), t.is_floating_point()) for role, t in tensors]
     return rows, max((t.numel() for _, t in tensors), default=0)
+
+
+def meta_model(cls, init) -> torch.nn.Module:
+    """`cls(*init)` on the meta device (structure and shapes, no memory). A constructor that
+    reads tensor values (Swin's stochastic-depth rates: `x.item()` of a linspace) cannot run
+    there: it is built on the CPU and then moved to meta."""
+    try:
+        with torch.device("meta"):
+            return cls(*init)
+    except RuntimeError as e:
+        if "meta" not in str(e):
+            raise
+        return cls(*init).to("meta")
 
 
 def _shape_dims(path: Path, dims: dict[str, int]) -> dict[str, int]:
@@ -171,13 +184,16 @@ def _halved(
             if not free:
                 # Sizes that must move together (a loss whose two inputs broadcast): all
                 # halved at once, or none.
+                # Nothing left to halve ends this pass, never the forward-checked one
+                # (a weight larger than the budget that no size moves: SwinMLP's image
+                # size had reached 2 unchecked).
                 both = {k: max(2, v // 2) for k, v in cur.items()}
                 try:
                     _sizes(path, both, forward=forward, strict=forward)
                 except Exception:  # noqa: BLE001 - refused together too
-                    return cur
+                    break
                 if both == cur:
-                    return cur
+                    break
                 cur, kept = both, set()
                 continue
             name = max(free, key=lambda k: cur[k])
@@ -228,8 +244,7 @@ def _init_template(path: Path, dims: dict[str, int]) -> list:
     # A size no argument has (a Linear's out_features) may be a parameter's: it then comes
     # from the weight the call is given, so the model built matches it on every shape.
     try:
-        with torch.device("meta"):
-            model = mod.Model(*init)
+        model = meta_model(mod.Model, init)
         for name, t in _state(model):
             for ax, n in enumerate(t.shape):
                 where.setdefault(int(n), ("@state", name, ax))
@@ -278,13 +293,26 @@ def {name}(*, {params}):
     init = _kl_init(_KL_INIT, args, state)
     key = repr(init)
     if key not in _KL_MODELS:
-        with torch.device("meta"):  # structure only: the weights are arguments
-            _KL_MODELS[key] = Model(*init)
+        try:
+            with torch.device("meta"):  # structure only: the weights are arguments
+                _KL_MODELS[key] = Model(*init)
+        except RuntimeError:  # its constructor reads values (Swin: Tensor.item()): moved after
+            _KL_MODELS[key] = Model(*init).to("meta")
     model = _KL_MODELS[key]
     # Buffers copied: a BatchNorm in training mode updates its running statistics in place.
     buffers = {{n for n, _ in model.named_buffers()}}
     state = {{n: (t.clone() if n in buffers else t) for n, t in state.items()}}
-    return torch.func.functional_call(model, state, args)
+    return _kl_dense(torch.func.functional_call(model, state, args))
+
+
+def _kl_dense(out):
+    # kernelloop's output contract is contiguous tensors: a view the model returns (einops'
+    # rearrange in Mamba2) is made dense here, as a candidate's output must be.
+    if isinstance(out, torch.Tensor):
+        return out.contiguous()
+    if isinstance(out, (tuple, list)):
+        return type(out)(_kl_dense(o) for o in out)
+    return out
 '''
 
 
@@ -344,9 +372,13 @@ def import_problem(
         )
     dims = _shape_dims(path, dims)
     mod = load_problem(path, dims)
-    args = forward_args(mod.Model)
     with torch.device("meta"):
-        state = [n for n, _ in _state(mod.Model(*mod.get_init_inputs()))]
+        given = len(mod.get_inputs())
+    try:
+        args = forward_args(mod.Model, given)
+    except ValueError as e:
+        raise KernelloopError(f"{path}: {e}; make get_inputs() match forward.") from None
+    state = [n for n, _ in _state(meta_model(mod.Model, mod.get_init_inputs()))]
     clash = sorted(set(args) & {state_arg(s) for s in state})
     if clash or len({state_arg(s) for s in state}) != len(state):
         raise KernelloopError(

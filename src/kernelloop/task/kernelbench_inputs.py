@@ -139,13 +139,23 @@ def load_problem(path: Path, dims: dict[str, int] | None = None) -> types.Module
     return _load(str(Path(path).resolve()), tuple(sorted((dims or {}).items())))
 
 
-def forward_args(model_cls: type) -> list[str]:
-    """The names of `Model.forward`'s arguments (after self); *args/**kwargs refused."""
+def forward_args(model_cls: type, given: int | None = None) -> list[str]:
+    """The names of `Model.forward`'s arguments (after self) that get_inputs() fills: the
+    first `given` (default all); the ones after them keep their defaults (Mamba2's
+    `initial_states=None`). *args/**kwargs refused."""
     params = list(inspect.signature(model_cls.forward).parameters.values())[1:]
     bad = [p.name for p in params if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
     if bad:
         raise ValueError(f"Model.forward takes *{bad[0]}; name every argument")
-    return [p.name for p in params]
+    n = len(params) if given is None else given
+    unfilled = [p.name for p in params[n:] if p.default is inspect.Parameter.empty]
+    if n > len(params) or unfilled:
+        raise ValueError(
+            f"get_inputs() gives {n} value(s) for Model.forward's {len(params)} "
+            f"argument(s) {[p.name for p in params]}"
+            + (f"; {unfilled} have no default" if unfilled else "")
+        )
+    return [p.name for p in params[:n]]
 
 
 def state_arg(name: str) -> str:
@@ -200,12 +210,7 @@ def make(
         init = list(mod.get_init_inputs())
         torch.manual_seed(seed ^ 0x5EED)
         model = mod.Model(*init)
-    names = forward_args(mod.Model)
-    if len(args) != len(names):
-        raise ValueError(
-            f"get_inputs() gave {len(args)} value(s) for Model.forward's {len(names)} "
-            f"argument(s) {names}"
-        )
+    names = forward_args(mod.Model, len(args))
     if case in CASES:
         args = [
             CASES[case](a) if isinstance(a, torch.Tensor) and a.is_floating_point() else a

@@ -63,7 +63,7 @@ from kernelloop.evaluate.trusted.run import (
     select_shapes,
     timings_count,
 )
-from kernelloop.evaluate.trusted.static import screen_source
+from kernelloop.evaluate.trusted.static import screen_candidate
 from kernelloop.task import Shape, Task
 from kernelloop.task.roofline import floor_on
 
@@ -135,7 +135,9 @@ def benchmark(
     started = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     t0 = time.monotonic()
     findings = (
-        screen_source(sources["candidate"].decode(errors="replace"), task.spec.task.language)
+        screen_candidate(
+            sources["candidate"], task.spec.task.language, task.baseline_path.read_bytes()
+        )
         if screen
         else []
     )

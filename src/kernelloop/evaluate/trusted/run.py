@@ -45,7 +45,7 @@ from kernelloop.evaluate.trusted.record import (
 )
 from kernelloop.evaluate.trusted.refcache import References
 from kernelloop.evaluate.trusted.stages import StageClock
-from kernelloop.evaluate.trusted.static import screen_source
+from kernelloop.evaluate.trusted.static import screen_candidate
 from kernelloop.evaluate.trusted.text import (
     LOG_CHARS,
     candidate_text,
@@ -197,7 +197,9 @@ def _evaluate(
     t0 = time.monotonic()
     clock = StageClock(plan, say)
     findings = (
-        screen_source(source.decode(errors="replace"), task.spec.task.language) if screen else []
+        screen_candidate(source, task.spec.task.language, _bytes(task.baseline_path))
+        if screen
+        else []
     )
     if findings:
         clock.close("failed")
@@ -468,6 +470,13 @@ def as_judged(task: Task, candidate: Path) -> Task:
         update={"task": info.model_copy(update={"language": info.baseline_language})}
     )
     return replace(task, spec=spec)
+
+
+def _bytes(path: Path) -> bytes | None:
+    try:
+        return path.read_bytes()
+    except OSError:
+        return None
 
 
 def timings_count(device: str, interpreter: bool, language: str) -> bool:

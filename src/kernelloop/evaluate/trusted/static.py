@@ -79,6 +79,16 @@ def screen_source(source: str, language: str = "triton") -> list[Finding]:
     return _Screen(language).run(tree, source)
 
 
+def screen_candidate(source: bytes, language: str, baseline: bytes | None) -> list[Finding]:
+    """The screen as a command applies it: none for the bytes of the task's own baseline
+    (`baseline`), which is the task author's code, not an agent's — an imported KernelBench
+    model may use what its problem file imports (einops, numpy, collections.abc), and it
+    still runs in the sandbox like everything else; the screen is a policy for candidates."""
+    if baseline is not None and source == baseline:
+        return []
+    return screen_source(source.decode(errors="replace"), language)
+
+
 def allowed_modules(language: str) -> tuple[str, ...]:
     return (*LANG_MODULES.get(language, LANG_MODULES["triton"]), *COMMON_MODULES)
 
