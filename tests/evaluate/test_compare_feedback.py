@@ -36,6 +36,26 @@ def test_a_non_finite_output_names_its_first_position_and_values():
     assert cmp.category == "nonfinite" and "first at [1, 2]: expected 1, got nan" in cmp.reason
 
 
+def test_a_reference_beyond_the_output_dtypes_range_expects_its_infinity():
+    """A float64 reference past float32's (or float16's) largest value rounds to infinity
+    in the output's dtype: that infinity is the right answer, anything finite is not."""
+    ref = torch.tensor([1e39, -1e39, 1.0, 7e4], dtype=torch.float64)
+    out = ref.to(torch.float32)  # inf, -inf, 1, 7e4
+    assert within_tolerance(out, ref, TOL).passed
+    saturated = out.clone()
+    saturated[0] = torch.finfo(torch.float32).max
+    assert not within_tolerance(saturated, ref, TOL).passed
+    wrong_sign = out.clone()
+    wrong_sign[1] = float("inf")
+    assert not within_tolerance(wrong_sign, ref, TOL).passed
+    half = ref.to(torch.float16)  # 7e4 is past float16's 65504 as well
+    assert torch.isinf(half[3]) and within_tolerance(half, ref, TOL).passed
+    # a float32 infinity where the reference is finite in float32's range still fails
+    early = out.clone()
+    early[2] = float("inf")
+    assert within_tolerance(early, ref, TOL).category == "nonfinite"
+
+
 def test_a_value_neither_kept_nor_dropped_names_both_candidates():
     keep = torch.full((2, 4), 2.0, dtype=torch.float64)
     drop = torch.zeros(2, 4, dtype=torch.float64)

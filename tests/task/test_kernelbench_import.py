@@ -264,3 +264,22 @@ def test_what_stopped_four_upstream_problems_imports_and_the_baseline_is_accepte
     rec = evaluate(task, other, **CPU)
     assert rec.verdict.category == "static", rec.verdict.reasons
     assert "collections.abc" in rec.verdict.reasons[0]
+
+
+def test_a_size_only_a_weight_follows_is_found_where_primes_cannot_build_the_model(tmp_path):
+    """Depthwise Conv2d: out_channels must be a multiple of in_channels, so the all-primes
+    probe cannot build the model; out_channels is then found by moving one size at a time
+    and comes from the weight a call is given — at in 6 / out 12 the model built for the
+    call matches (a constant 64 would have been refused: 64 is not a multiple of 6)."""
+    problem = Path(__file__).parent / "fixtures" / "kernelbench_extra" / "depthwise_conv.py"
+    folder = import_problem(problem, tmp_path, ["float32"])
+    init = json.loads((folder / "kernelbench.json").read_text())["init"]
+    assert init == [["@arg", 0, 1], ["@state", "conv2d.weight", 0], 3], init
+    toml = folder / "task.toml"
+    head, _, tail = toml.read_text().partition("[[cpu_shapes]]")
+    tail = tail[tail.index("\n[roofline]") :]
+    odd = "dims = { batch_size = 2, in_channels = 6, out_channels = 12, height = 9, width = 11 }"
+    toml.write_text(f'{head}[[cpu_shapes]]\n{odd}\nweight = 1.0\ntag = "common"\n{tail}')
+    task = load_task(folder)
+    rec = evaluate(task, folder / "baseline.py", shapes="2x6x12x9x11", **CPU)
+    assert rec.verdict.accepted, rec.verdict.reasons

@@ -248,8 +248,9 @@ def _init_template(path: Path, dims: dict[str, int]) -> list:
         for name, t in _state(model):
             for ax, n in enumerate(t.shape):
                 where.setdefault(int(n), ("@state", name, ax))
-    except Exception:  # noqa: BLE001 - the arguments' sizes alone
-        pass
+    except Exception:  # noqa: BLE001 - primes it cannot be built with: one size at a time
+        for dim, found in _state_axes(path, dims).items():
+            where.setdefault(probe[dim], found)
     primes = set(probe.values())
 
     def walk(p, b):
@@ -260,6 +261,42 @@ def _init_template(path: Path, dims: dict[str, int]) -> list:
         return b
 
     return walk(init, base) if len(init) == len(base) else base
+
+
+def _state_axes(path: Path, dims: dict[str, int]) -> dict[str, tuple[str, str, int]]:
+    """{dim: ("@state", parameter, axis)} for the sizes a parameter's shape follows, found
+    by moving one size at a time from the problem's own (doubled, else halved) where a
+    model with every size a distinct prime cannot be built: a depthwise Conv2d needs
+    out_channels divisible by in_channels (KernelBench level1/84), so its out_channels
+    was left a constant and a call at other sizes built a model that refused them."""
+
+    def shapes(at: dict[str, int]) -> dict[str, list[int]]:
+        mod = load_problem(path, at)
+        return {n: list(t.shape) for n, t in _state(meta_model(mod.Model, mod.get_init_inputs()))}
+
+    try:
+        base = shapes(dims)
+    except Exception:  # noqa: BLE001 - nothing to compare against
+        return {}
+    found: dict[str, tuple[str, str, int]] = {}
+    for dim, v in dims.items():
+        for new in (v * 2, v // 2):
+            if new < 2:
+                continue
+            try:
+                moved = shapes({**dims, dim: new})
+            except Exception:  # noqa: BLE001 - the problem refuses this size
+                continue
+            hits = [
+                (name, ax)
+                for name, shape in moved.items()
+                for ax, n in enumerate(shape)
+                if n == new and ax < len(base.get(name, [])) and base[name][ax] == v
+            ]
+            if hits:
+                found[dim] = ("@state", *hits[0])
+            break
+    return found
 
 
 def _wrapper(name: str, args: list[str], state: list[str], doc: str, template: list) -> str:
