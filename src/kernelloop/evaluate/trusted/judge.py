@@ -47,6 +47,11 @@ class Failure:
     reason: str
 
 
+class TaskFault(Exception):
+    """The task's own inputs or reference failed on a call (never the candidate's doing:
+    both run here, on inputs from the trusted seeds)."""
+
+
 @dataclass
 class Judge(InterfaceMixin, StochasticMixin, E2EMixin):
     task: Task
@@ -70,9 +75,12 @@ class Judge(InterfaceMixin, StochasticMixin, E2EMixin):
     # ---- helpers -------------------------------------------------------------
     def _inputs(self, call: Call) -> dict:
         g = torch.Generator(device=self.device).manual_seed(call.input_seed)
-        return self.make_inputs(
-            call.shape.dims, getattr(torch, call.dtype), self.device, g, call.case
-        )
+        try:
+            return self.make_inputs(
+                call.shape.dims, getattr(torch, call.dtype), self.device, g, call.case
+            )
+        except Exception as e:  # noqa: BLE001 - the task's own code, not the candidate's
+            raise TaskFault(f"{type(e).__name__}: {str(e)[:200]}") from e
 
     def _ref(self, inputs: dict, call: Call, keep_mask=None) -> torch.Tensor:
         up = {
@@ -138,6 +146,18 @@ class Judge(InterfaceMixin, StochasticMixin, E2EMixin):
         if call.suite == "e2e":
             self._judge_e2e(call, msg, outputs)
             return
+        try:
+            self._judge_output(call, msg, outputs)
+        except TaskFault as e:
+            self._fail(
+                call,
+                call.suite,
+                "setup",
+                f"the task's inputs or reference failed on this call ({e}); the task is at "
+                "fault, not the candidate: fix its shapes or reference",
+            )
+
+    def _judge_output(self, call: Call, msg: dict, outputs: OutputDir) -> None:
         inputs = self._inputs(call)
         like = self.output_like(call, inputs)
         if not self._interface(call, msg, like, self.output_parts(call, inputs)):
@@ -270,6 +290,12 @@ class Judge(InterfaceMixin, StochasticMixin, E2EMixin):
         the judge has one (refcache.py: keyed by everything the reference depends on)."""
 
         def compute() -> dict:
+            try:
+                return refs()
+            except Exception as e:  # noqa: BLE001 - the task's own code, not the candidate's
+                raise TaskFault(f"{type(e).__name__}: {str(e)[:200]}") from e
+
+        def refs() -> dict:
             given = self._inputs(call) if inputs is None else inputs
             if call.suite == "stochastic" and call.rate > 0:
                 like = given[self.task.spec.task.output_like]  # required with [stochastic]
