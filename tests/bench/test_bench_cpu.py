@@ -16,6 +16,7 @@ import pytest
 
 from kernelloop.evaluate.trusted.bench import BenchmarkRecord, benchmark, noise
 from kernelloop.evaluate.trusted.run import evaluate
+from kernelloop.evaluate.trusted.timing_checks import BUSY
 from kernelloop.gate import decide, performance_gate
 from kernelloop.task import load_task
 
@@ -30,11 +31,24 @@ def task():
     return load_task(CPU_TASK)
 
 
+def bench_when_idle(*args, **kwargs) -> BenchmarkRecord:
+    """benchmark(), run again (at most twice) when its only problems are the machine being
+    too busy — an infrastructure verdict the tool gives, correctly, on a loaded 2-core CI
+    runner (the CI rehearsal of 2026-12-01 met it here); these tests are about the verdicts
+    on an idle machine, so a busy one is measured again rather than judged."""
+    rec = benchmark(*args, **kwargs)
+    for _ in range(2):
+        if not rec.problems or not all(BUSY in p for p in rec.problems):
+            break
+        rec = benchmark(*args, **kwargs)
+    return rec
+
+
 @pytest.fixture(scope="module")
 def timed(task, tmp_path_factory) -> BenchmarkRecord:
     copy = tmp_path_factory.mktemp("best") / "fast_copy.py"
     shutil.copyfile(CANDS / "fast.py", copy)
-    return benchmark(
+    return bench_when_idle(
         task,
         CANDS / "fast.py",
         best=copy,
@@ -98,8 +112,11 @@ def test_tail_trap_wins_common_shapes_but_is_refused_on_the_long_tail(task, time
 def test_full_verdict_with_a_real_correctness_record(task):
     rec = evaluate(task, CANDS / "fast.py", device="cpu", shapes="256x1024,2048x16", timing=False)
     assert rec.verdict.accepted, rec.verdict.reasons
-    bench = benchmark(
-        task, CANDS / "fast.py", device="cpu", shapes="256x1024,2048x16", max_s_per_shape=0.3
+    # 1 s per shape: at 0.3 s the noise estimate at 256x1024 ranged 0.5-1.3 on the 2-core
+    # box (2026-12-01, before and after that session's changes alike) and the gate rightly
+    # refused a 2.5x speedup under it; at 1 s it was 0.14-0.33.
+    bench = bench_when_idle(
+        task, CANDS / "fast.py", device="cpu", shapes="256x1024,2048x16", max_s_per_shape=1.0
     )
     verdict = decide(rec, bench, task.spec.rules)
     assert verdict.accepted, verdict.reasons

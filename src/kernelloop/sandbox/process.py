@@ -306,8 +306,6 @@ class SandboxProcess:
         wall-clock limit passes."""
         deadline = self.t0 + self.cfg.timeout_s
         while True:
-            if self.stopped:  # the launcher needs nothing more from it
-                return
             left = deadline - time.monotonic()
             if left <= 0:
                 self.timed_out = True
@@ -331,6 +329,16 @@ class SandboxProcess:
         """End the worker now instead of waiting for it (the launcher has what it needs,
         e.g. a verdict already decided): `finish()` then kills it without waiting."""
         self.stopped = True
+
+    def end_now(self) -> None:
+        """stop(), and end the sandbox's top process now, so `lines()` ends too (a worker
+        building past its compile budget: evaluate's watchdog). `finish()` still reaps
+        whatever it left."""
+        self.stopped = True
+        try:
+            self.proc.kill()
+        except OSError:
+            pass
 
     def finish(self) -> SandboxResult:
         waiting = not (self.timed_out or self.stopped or self.protocol is not None)

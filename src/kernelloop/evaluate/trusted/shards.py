@@ -42,6 +42,7 @@ CALL_OVERHEAD = 2048
 class Lines(Protocol):
     def lines(self): ...
     def stop(self) -> None: ...
+    def end_now(self) -> None: ...
 
 
 @dataclass
@@ -143,7 +144,7 @@ class _CompileBudget:
                 if spent is not None and spent > budget:
                     self.over = True
                     for lane in lanes:
-                        lane.proc.stop()
+                        lane.proc.end_now()
                     return
 
         threading.Thread(target=watch, daemon=True, name="compile-budget").start()
