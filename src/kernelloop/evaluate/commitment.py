@@ -89,6 +89,15 @@ def digest_torch(t: torch.Tensor, key: int, chunk: int = 1 << 24) -> str:
     return _text(n_bytes, lanes)
 
 
+@functools.lru_cache(maxsize=8)
+def _key_tensor(key: int, device: str) -> torch.Tensor:
+    """The 12 lane keys on `device`, sent once per key: a timed batch commits every call
+    under one key (digest_launch per call would otherwise copy them to the GPU each time).
+    Only ever read."""
+    flat = [x for lane in lane_keys(key) for x in lane]
+    return torch.tensor(flat, dtype=torch.int64, device=device)
+
+
 class Commits:
     """The commitments of a run of outputs under one key, launched on the current stream and
     never waited for: the keys go to the device once, every output's lane sums land in one
@@ -97,8 +106,7 @@ class Commits:
     is made of host time: each launch saved is time the trusted clock does not add)."""
 
     def __init__(self, key: int, n: int, device) -> None:
-        flat = [x for lane in lane_keys(key) for x in lane]
-        self.keys = torch.tensor(flat, dtype=torch.int64, device=device)
+        self.keys = _key_tensor(key, str(device))
         self.lanes = torch.zeros((max(n, 1), LANES), dtype=torch.int64, device=device)
         self.sizes: list[int | None] = [None] * n
 
