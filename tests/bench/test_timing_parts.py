@@ -321,6 +321,31 @@ def test_contended_batches_are_left_out_and_too_few_quiet_ones_refuse_the_measur
     assert "crowd" in crowded and "150.0 ms" in crowded and "3.0 ms" in crowded
 
 
+def test_a_candidate_short_alone_with_small_waits_is_bad_luck_not_crowding():
+    # CI, 2026-12-01: an honest candidate (identical code to the best) left short alone on a
+    # busy 2-core runner, waiting 1.6 ms per ~20 ms batch against 0.3 ms for the others.
+    def acc(waits):
+        a = checks.Acc()
+        for w in waits:
+            ans = _answer([[0.1]] * 10, 20.0 / 1e3)
+            ans.waited_s = w / 1e3
+            a.add(ans)
+        return a
+
+    accs = {
+        "candidate": acc([1.6, 1.7, 1.5, 1.6, 0.3]),
+        "best": acc([0.3, 0.2, 1.5, 0.3, 0.4]),
+        "baseline": acc([0.3, 0.3, 0.2, 1.2, 0.3]),
+    }
+    assert len(accs["candidate"].batches) == 1 and len(accs["best"].batches) == 4
+    busy = checks.busy_problem("s", accs, "candidate")
+    assert busy and checks.BUSY in busy and "crowd" not in busy
+    # The same rounds with waits filling most of each of its batches: its own doing.
+    accs["candidate"] = acc([15.0, 14.0, 16.0, 15.0, 0.3])
+    crowded = checks.busy_problem("s", accs, "candidate")
+    assert crowded and "crowd" in crowded and checks.BUSY not in crowded
+
+
 def test_run_queue_wait_is_read_from_the_kernel_for_a_crowded_process():
     spin = "import time\nt = time.monotonic()\nwhile time.monotonic() - t < 1.5: pass\n"
     procs = [

@@ -69,6 +69,12 @@ QUIET_MIN = 2
 # its own worker (CI's 2-core runner: the red team's busy candidate waited 100-1500 ms per
 # batch, while the best, on that runner, had waits of a few ms in 4 of 5 batches).
 CROWDED_RATIO = 10.0
+# ... and in either case the candidate's typical wait must be at least this share of its
+# typical batch: a worker crowded by its own spinning threads or children waits most of
+# each batch (the red team's: several times the batch, summed over its threads), while an
+# honest worker on a busy 2-core runner was left short alone, identical code to the best,
+# with 1.6 ms waits in ~20 ms batches (CI, 2026-12-01): bad luck, refused as BUSY.
+CROWDED_SHARE = 0.25
 
 
 # Run-through batches (GPU; worker/gpu_timer.GpuSlot.through): per implementation, the
@@ -118,6 +124,7 @@ class Acc:
     )  # (wall - probes ms, calls, cals), uncontended batches only
     contended: int = 0  # batches left out: the worker waited for a CPU (CONTENDED)
     waits_ms: list[float] = field(default_factory=list)  # every batch's run-queue wait
+    walls_ms: list[float] = field(default_factory=list)  # and its trusted wall time
     no_launch: int = 0
     # run-through batches: (trusted wall - probes ms, units) of the uncontended ones; and
     # of every one (for the candidate, whose own crowding only ever adds to its time)
@@ -153,6 +160,7 @@ class Acc:
         self.probe_ms += probe_ms
         wall_ms, waited_ms = ans.wall_s * 1e3, getattr(ans, "waited_s", 0.0) * 1e3
         self.waits_ms.append(waited_ms)
+        self.walls_ms.append(wall_ms)
         if waited_ms > max(CONTENDED[0] * wall_ms, CONTENDED[1]):
             self.contended += 1
         else:
@@ -218,8 +226,9 @@ def busy_problem(label: str, accs: dict[str, Acc], candidate: str) -> str | None
     either every other implementation had its quiet batches in the same shuffled rounds,
     or the candidate's typical wait per batch is CROWDED_RATIO times theirs (a machine's
     load delays every worker alike), the candidate crowded its own worker (threads or
-    processes of its own): that is its doing, said as such; otherwise the machine was busy
-    (an infrastructure fault: BUSY)."""
+    processes of its own): that is its doing, said as such — provided its waits fill a
+    good share of its batches (CROWDED_SHARE); otherwise the machine was busy (an
+    infrastructure fault: BUSY)."""
     short = {s: a for s, a in accs.items() if a.calls and len(a.batches) < QUIET_MIN}
     if not short or candidate not in accs:
         return None
@@ -232,10 +241,12 @@ def busy_problem(label: str, accs: dict[str, Acc], candidate: str) -> str | None
     ]
     own_w = statistics.median(cand.waits_ms) if cand.waits_ms else 0.0
     other_w = statistics.median(others) if others else 0.0
+    own_wall = statistics.median(cand.walls_ms) if cand.walls_ms else 0.0
     dominant = (
         candidate in short and bool(others) and own_w > max(CROWDED_RATIO * other_w, CONTENDED[1])
     )
-    if (set(short) == {candidate} and len(accs) > 1) or dominant:
+    alone = set(short) == {candidate} and len(accs) > 1
+    if (alone or dominant) and own_w >= CROWDED_SHARE * own_wall:
         return (
             f"{label}: the candidate's worker waited for a CPU in {cand.contended} of "
             f"{cand.contended + len(cand.batches)} batches (median {own_w:.1f} ms per batch, "
