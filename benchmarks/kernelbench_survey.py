@@ -38,7 +38,7 @@ def _run(args: list[str], timeout: float) -> tuple[int | None, str, float]:
             capture_output=True,
             text=True,
             timeout=timeout,
-            env={**os.environ, "COLUMNS": "200"},
+            env={**os.environ, "COLUMNS": "1000"},
         )
         return p.returncode, p.stdout + p.stderr, time.monotonic() - t0
     except subprocess.TimeoutExpired as e:
@@ -78,6 +78,10 @@ def main() -> int:
         level = f.parent.name
         rc, out, s_imp = _run(["import", "kernelbench", str(f), "--out", str(work)], 300)
         row = {"problem": f"{level}/{f.name}", "import_s": round(s_imp, 1)}
+        said = " ".join(ln.split("warning:", 1)[1].strip() for ln in out.splitlines()
+                        if "warning:" in ln)  # fmt: skip
+        if said:
+            row["import_warning"] = said[:300]
         folder = work / task_name(f)
         if rc != 0 or not folder.is_dir():
             row.update(imported=False, verdict="", reason=_verdict(out)[:300])
@@ -138,6 +142,8 @@ def main() -> int:
     for r in rows:
         verdict = r.get("verdict") or "import failed"
         reason = r.get("reason", "").replace("|", "/")
+        if r.get("import_warning"):
+            reason = f"{reason} (import: {r['import_warning']})".replace("|", "/").strip()
         md.append(
             f"| {r['problem']} | {r['import_s']} | {r.get('evaluate_s', '')} | {verdict} | "
             f"{reason} |"

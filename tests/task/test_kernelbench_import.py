@@ -16,6 +16,7 @@ from kernelloop.evaluate.trusted.run import evaluate
 from kernelloop.task import load_task
 from kernelloop.task.kernelbench import import_problem, problem_files
 from kernelloop.task.kernelbench_inputs import int_constants, load_problem, make
+from kernelloop.task.kernelbench_sizes import flat_output
 
 KB = Path(__file__).parent / "fixtures" / "kernelbench"
 CPU = {"device": "cpu", "timing": False}
@@ -283,3 +284,58 @@ def test_a_size_only_a_weight_follows_is_found_where_primes_cannot_build_the_mod
     task = load_task(folder)
     rec = evaluate(task, folder / "baseline.py", shapes="2x6x12x9x11", **CPU)
     assert rec.verdict.accepted, rec.verdict.reasons
+
+
+def test_a_shape_the_scaling_made_constant_grows_back_and_a_constant_problem_is_named(tmp_path):
+    """KernelBench level2/62, 88, 94 were refused on the CPU as proving nothing: out_features
+    scaled down to num_groups left groups of one channel, whose GroupNorm output is its
+    bias everywhere. level2/23, 80, 83 compute a constant at any size: said at import."""
+    extra = Path(__file__).parent / "fixtures" / "kernelbench_extra"
+    said: list[str] = []
+    folder = import_problem(extra / "groupnorm_flat.py", tmp_path, ["float32"], warn=said.append)
+    task = load_task(folder)
+    assert said == []
+    for shape in task.spec.cpu_shapes:
+        assert shape.dims["out_features"] >= 2 * 256, shape.dims  # groups of two at least
+        assert not flat_output(extra / "groupnorm_flat.py", shape.dims)
+    # The scaled-down size it started from was flat: that is what was grown back.
+    assert flat_output(
+        extra / "groupnorm_flat.py", {**task.spec.cpu_shapes[0].dims, "out_features": 256}
+    )
+    rec = evaluate(task, folder / "baseline.py", **CPU)
+    assert rec.verdict.accepted, rec.verdict.reasons
+
+    folder = import_problem(extra / "constant_output.py", tmp_path, ["float32"], warn=said.append)
+    assert len(said) == 1 and "constant" in said[0] and "constant_output.py" in said[0], said
+    assert "# The output is constant at every CPU size tried" in (folder / "task.toml").read_text()
+    rec = evaluate(load_task(folder), folder / "baseline.py", **CPU)
+    assert not rec.verdict.accepted and rec.verdict.category == "setup", rec.verdict.reasons
+    assert any("prove nothing" in r for r in rec.verdict.reasons), rec.verdict.reasons
+
+
+def test_a_tolerance_that_accepts_a_constant_output_is_tightened_at_import(tmp_path):
+    """KernelBench level2/38's outputs (a softmax over the spatial positions) are far below
+    its atol of 1e-2 at the CPU shapes: every evaluation was refused as proving nothing.
+    The import now tightens the tolerance to a thousandth of the outputs' spread, says so,
+    and the baseline is accepted (the sensitivity proof passed: a zero and a constant
+    output each failed a check). A tolerance the user chose is kept as given."""
+    problem = Path(__file__).parent / "fixtures" / "kernelbench_extra" / "small_softmax.py"
+    said: list[str] = []
+    folder = import_problem(problem, tmp_path / "auto", ["float32"], warn=said.append)
+    assert len(said) == 1 and "accepts an all-zero or constant output" in said[0], said
+    text = (folder / "task.toml").read_text()
+    atol = float(text.split("[tolerances.float32]")[1].split("atol = ")[1].split("\n")[0])
+    assert atol <= 1e-7 and "# KernelBench's float32 tolerance (atol 0.01" in text, text
+    rec = evaluate(load_task(folder), folder / "baseline.py", **CPU)
+    assert rec.verdict.accepted, rec.verdict.reasons
+    caught = [c for c in rec.checks if c.suite == "sensitivity"]
+    assert caught and all(c.passed for c in caught), caught
+
+    said.clear()
+    folder = import_problem(
+        problem, tmp_path / "given", ["float32"], atol=1e-2, rtol=1e-2, warn=said.append
+    )
+    assert said == [] and "atol = 0.01" in (folder / "task.toml").read_text()
+    rec = evaluate(load_task(folder), folder / "baseline.py", **CPU)
+    assert rec.verdict.category == "setup", rec.verdict.reasons
+    assert any("prove nothing" in r for r in rec.verdict.reasons), rec.verdict.reasons

@@ -56,7 +56,14 @@ def kernelbench_cmd(
     wanted = [d.strip() for d in dtypes.split(",") if d.strip()]
     for k, path in enumerate(files, 1):
         folder = import_problem(
-            path, out, wanted, force=force, language=language, atol=atol, rtol=rtol
+            path,
+            out,
+            wanted,
+            force=force,
+            language=language,
+            atol=atol,
+            rtol=rtol,
+            warn=lambda m: console.print(f"[yellow]warning:[/] {escape(m)}"),
         )
         task = load_task(folder)  # what was written must load
         shapes = ", ".join(s.label for s in task.spec.shapes)

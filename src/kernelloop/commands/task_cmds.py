@@ -49,9 +49,16 @@ def init(
 
         if not from_file.is_file():
             raise KernelloopError(f"{from_file} is not a file; pass a KernelBench-style .py file.")
-        import_problem(from_file, dst.parent, ["float32"], name=dst.name)
+        console = Console()
+        import_problem(
+            from_file,
+            dst.parent,
+            ["float32"],
+            name=dst.name,
+            warn=lambda m: console.print(f"[yellow]warning:[/] {escape(m)}"),
+        )
         load_task(dst)
-        Console().print(
+        console.print(
             f"created task [bold]{dst}[/] from {from_file}: check it with "
             f"`kernelloop evaluate {dst} {dst}/baseline.py`."
         )

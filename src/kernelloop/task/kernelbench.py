@@ -27,6 +27,7 @@ import json
 import math
 import re
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -40,6 +41,15 @@ from kernelloop.task.kernelbench_inputs import (
     load_problem,
     state_arg,
 )
+from kernelloop.task.kernelbench_sizes import (
+    meta_model,
+    reference_outputs,
+    scaled,
+    shape_dims,
+    tensor_sizes,
+    unflattened,
+)
+from kernelloop.task.kernelbench_tolerance import tightened
 
 SCALABLE_MIN = 16  # integer constants below this are axes, kernel sizes, counts: kept
 CPU_BUDGETS = (1 << 12, 1 << 15)  # the largest tensor's elements on each CPU shape
@@ -76,131 +86,6 @@ def _check_source(path: Path, source: str) -> str:
     model = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Model")
     doc = (ast.get_docstring(model) or "").strip().splitlines()
     return doc[0].strip() if doc else ""
-
-
-def _sizes(
-    path: Path, dims: dict[str, int], forward: bool = True, strict: bool = False
-) -> tuple[list[tuple[str, list[int], bool]], int]:
-    """(every tensor's (role, shape, floating) with the output last, its largest numel), by
-    running the problem on the meta device (`forward=False`: inputs and weights only — a
-    recurrent model's meta forward steps through every time step in Python: 23 s for
-    KernelBench level3/41's GRU at its own size)."""
-    mod = load_problem(path, dims)
-    model = meta_model(mod.Model, mod.get_init_inputs())
-    with torch.device("meta"):
-        args = list(mod.get_inputs())
-        tensors = [("input", a) for a in args if isinstance(a, torch.Tensor)]
-        tensors += [("state", t) for _, t in _state(model)]
-        out = None
-        if forward:
-            try:
-                out = model(*args)
-            except NotImplementedError:  # an op without a meta kernel: no output bytes
-                out = None
-            except Exception:  # noqa: BLE001 - the problem refuses these sizes
-                if strict:
-                    raise
-                out = None
-    if isinstance(out, torch.Tensor):
-        tensors.append(("output", out))
-    rows = [(role, list(t.shape), t.is_floating_point()) for role, t in tensors]
-    return rows, max((t.numel() for _, t in tensors), default=0)
-
-
-def meta_model(cls, init) -> torch.nn.Module:
-    """`cls(*init)` on the meta device (structure and shapes, no memory). A constructor that
-    reads tensor values (Swin's stochastic-depth rates: `x.item()` of a linspace) cannot run
-    there: it is built on the CPU and then moved to meta."""
-    try:
-        with torch.device("meta"):
-            return cls(*init)
-    except RuntimeError as e:
-        if "meta" not in str(e):
-            raise
-        return cls(*init).to("meta")
-
-
-def _shape_dims(path: Path, dims: dict[str, int]) -> dict[str, int]:
-    """The sizes that size a tensor (an input or a weight): a constant that only configures
-    the model (GroupNorm's num_groups = 128) reaches the judge's Model through
-    get_init_inputs as the number it was at import, whatever a shape says, so varying it
-    would describe shapes that are never run (and unseen shapes that fail). Kept fixed."""
-    base, _ = _sizes(path, dims, forward=False)
-    kept = {}
-    for k, v in dims.items():
-        try:
-            moved, _ = _sizes(path, {**dims, k: v * 2}, forward=False)
-        except Exception:  # noqa: BLE001 - the problem refuses it: it matters
-            moved = None
-        if moved != base:
-            kept[k] = v
-    return kept or dims
-
-
-def sizes_ok(path: Path, dims: dict[str, int]) -> bool:
-    """Whether the problem at `path` builds its inputs and Model at `dims` and runs its
-    forward there (on the meta device: no memory; an op without a meta kernel passes)."""
-    try:
-        _sizes(path, dims, forward=True, strict=True)
-    except Exception:  # noqa: BLE001 - the problem's own check of its sizes
-        return False
-    return True
-
-
-def _scaled(path: Path, dims: dict[str, int], budget: int) -> dict[str, int]:
-    """`dims` with the largest one halved until no tensor has more than `budget` elements:
-    first by the inputs and weights alone (cheap), then with the output too (one forward
-    on the meta device per further step, usually none). A halving the problem refuses
-    (num_channels no longer divisible by num_groups, a kernel larger than its input) is
-    undone and that size kept; the next largest is halved instead. When the sizes the
-    cheap pass reached already fail the forward, it runs again with the forward checked
-    at every step."""
-    try:
-        return _halved(path, dims, budget, (False, True))
-    except Exception:  # noqa: BLE001 - the cheap pass went too far: check every step
-        return _halved(path, dims, budget, (True,))
-
-
-def _halved(
-    path: Path, dims: dict[str, int], budget: int, passes: tuple[bool, ...]
-) -> dict[str, int]:
-    cur = dict(dims)
-    kept: set[str] = set()
-    last: tuple[str, int] | None = None  # the halving just made: (name, value before)
-    for forward in passes:
-        for _ in range(400):
-            try:
-                _, largest = _sizes(path, cur, forward=forward, strict=forward)
-            except Exception:  # noqa: BLE001 - the problem's own check of its sizes
-                if last is None:
-                    raise
-                cur[last[0]] = last[1]
-                kept.add(last[0])
-                last = None
-                continue
-            if largest <= budget:
-                break
-            free = [k for k in cur if k not in kept and cur[k] > 2]
-            if not free:
-                # Sizes that must move together (a loss whose two inputs broadcast): all
-                # halved at once, or none.
-                # Nothing left to halve ends this pass, never the forward-checked one
-                # (a weight larger than the budget that no size moves: SwinMLP's image
-                # size had reached 2 unchecked).
-                both = {k: max(2, v // 2) for k, v in cur.items()}
-                try:
-                    _sizes(path, both, forward=forward, strict=forward)
-                except Exception:  # noqa: BLE001 - refused together too
-                    break
-                if both == cur:
-                    break
-                cur, kept = both, set()
-                continue
-            name = max(free, key=lambda k: cur[k])
-            last = (name, cur[name])
-            cur[name] = max(2, cur[name] // 2)
-        last = None
-    return cur
 
 
 def _roofline_bytes(rows: list[tuple[str, list[int], bool]]) -> str:
@@ -384,12 +269,15 @@ def import_problem(
     language: str = "triton",
     atol: float | None = None,
     rtol: float | None = None,
+    warn: Callable[[str], None] | None = None,
 ) -> Path:
     """Write one task folder for the problem at `path` under `out` (named `name`, default
     from the file's level and name) whose candidates are written in `language` (Triton, or
     CUDA C++ built with load_inline); its path. `atol`/`rtol` replace KernelBench's
     tolerance for every dtype (where an output is much smaller than 1e-2 its default
-    accepts anything: level1/23's softmax rows of 393216 are all below 2e-4)."""
+    accepts anything: level1/23's softmax rows of 393216 are all below 2e-4). A CPU shape
+    whose output the scaling made constant is grown back until it is not; `warn` hears of
+    a problem whose output stays constant (it computes a constant: no check can judge it)."""
     if language not in LANGUAGES:
         raise KernelloopError(f"language {language!r} is not one of {list(LANGUAGES)}.")
     source = path.read_text()
@@ -407,7 +295,7 @@ def import_problem(
         raise KernelloopError(
             f"{path} has no top-level integer size (e.g. batch_size = 4096) to make shapes of."
         )
-    dims = _shape_dims(path, dims)
+    dims = shape_dims(path, dims)
     mod = load_problem(path, dims)
     with torch.device("meta"):
         given = len(mod.get_inputs())
@@ -421,9 +309,16 @@ def import_problem(
         raise KernelloopError(
             f"{path}: parameter names collide with forward arguments ({clash}); rename them."
         )
-    rows, _ = _sizes(path, dims)
-    cpu = [_scaled(path, dims, b) for b in CPU_BUDGETS]
-    cpu = [c for i, c in enumerate(cpu) if c not in cpu[:i]]
+    rows, _ = tensor_sizes(path, dims)
+    sized = [unflattened(path, dims, scaled(path, dims, b), b) for b in CPU_BUDGETS]
+    cpu = [c for i, (c, _) in enumerate(sized) if c not in [d for d, _ in sized[:i]]]
+    flat = all(f for _, f in sized)
+    if flat and warn is not None:
+        warn(
+            f"{path.name}: the output is constant at every CPU size tried (on the problem's "
+            "own inputs), so no check can tell a computed output from a constant one: "
+            "evaluations will be refused as proving nothing; the problem computes a constant."
+        )
     folder.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(path, folder / "problem.py")
     ref_doc = "The problem's Model on the inputs it is given (the judge passes float64)."
@@ -439,11 +334,31 @@ def import_problem(
     for what, v in (("atol", atol), ("rtol", rtol)):
         if v is not None and not (v >= 0 and math.isfinite(v)):
             raise KernelloopError(f"--{what} {v} is not a finite number >= 0.")
-    tol = "\n".join(
-        f"[tolerances.{d}]\n"
-        f"atol = {TOLERANCE[d] if atol is None else atol:g}\n"
-        f"rtol = {TOLERANCE[d] if rtol is None else rtol:g}\n"
+    tols = {
+        d: (TOLERANCE[d] if atol is None else atol, TOLERANCE[d] if rtol is None else rtol)
         for d in dtypes
+    }
+    notes = dict.fromkeys(dtypes, "")
+    given = atol is not None or rtol is not None
+    outputs = [] if flat or given else [reference_outputs(path, c) for c in cpu]
+    for d, (a, r) in tols.items() if outputs and all(outputs) else ():
+        new = tightened(outputs, a, r)
+        if new is None:
+            continue
+        tols[d] = new
+        said = (
+            f"KernelBench's {d} tolerance (atol {a:g}, rtol {r:g}) accepts an all-zero or "
+            f"constant output at every CPU shape: the task uses atol {new[0]:g}, rtol "
+            f"{new[1]:g} (--atol/--rtol choose one)"
+        )
+        notes[d] = f"# {said}.\n"
+        if warn is not None:
+            warn(
+                f"{path.name}: {said}; the GPU shape's outputs may be smaller still — if its "
+                "evaluation is refused as proving nothing, import again with a smaller --atol."
+            )
+    tol = "\n".join(
+        f"[tolerances.{d}]\n{notes[d]}atol = {a:g}\nrtol = {r:g}\n" for d, (a, r) in tols.items()
     )
     shapes = _shape_toml("shapes", dims, "common") + "\n".join(
         _shape_toml("cpu_shapes", c, "common") for c in cpu
@@ -452,7 +367,13 @@ def import_problem(
     (folder / "task.toml").write_text(
         f"# Imported from KernelBench ({path.name}) by `kernelloop import kernelbench`.\n"
         f"# dims: the problem's top-level integer sizes; the GPU shape is its own size.\n"
-        f"dtypes = {dtypes!r}\n\n"
+        + (
+            "# The output is constant at every CPU size tried: no check can tell a computed\n"
+            "# output from a constant one, so evaluations are refused as proving nothing.\n"
+            if flat
+            else ""
+        )
+        + f"dtypes = {dtypes!r}\n\n"
         f"[task]\n"
         f'name = "{name}"\n'
         f'description = "{description}"\n'

@@ -65,7 +65,7 @@ class Task:
         takes every size in its ranges."""
         if not self.spec.task.kernelbench:
             return True
-        from kernelloop.task.kernelbench import sizes_ok
+        from kernelloop.task.kernelbench_sizes import sizes_ok
 
         return sizes_ok(self.folder / "problem.py", dims)
 
