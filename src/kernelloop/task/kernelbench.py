@@ -340,16 +340,17 @@ def import_problem(
     }
     notes = dict.fromkeys(dtypes, "")
     given = atol is not None or rtol is not None
-    outputs = [] if flat or given else [reference_outputs(path, c) for c in cpu]
+    cases = ("random", *CASES)
+    outputs = [] if flat or given else [reference_outputs(path, c, k) for c in cpu for k in cases]
     for d, (a, r) in tols.items() if outputs and all(outputs) else ():
-        new = tightened(outputs, a, r)
+        new = tightened(outputs, a, r, d)
         if new is None:
             continue
         tols[d] = new
         said = (
             f"KernelBench's {d} tolerance (atol {a:g}, rtol {r:g}) accepts an all-zero or "
-            f"constant output at every CPU shape: the task uses atol {new[0]:g}, rtol "
-            f"{new[1]:g} (--atol/--rtol choose one)"
+            f"constant output on every CPU shape and input case: the task uses atol "
+            f"{new[0]:g}, rtol {new[1]:g} (--atol/--rtol choose one)"
         )
         notes[d] = f"# {said}.\n"
         if warn is not None:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import torch
 
-from kernelloop.task.kernelbench_inputs import _state, load_problem
+from kernelloop.task.kernelbench_inputs import CASES, _state, load_problem
 
 
 def tensor_sizes(
@@ -144,12 +144,15 @@ GROW_STEPS = 4  # doublings back, at most
 FLAT_MAX_STATE = 1 << 24
 
 
-def reference_outputs(path: Path, dims: dict[str, int]) -> list[torch.Tensor] | None:
+def reference_outputs(
+    path: Path, dims: dict[str, int], case: str = "random"
+) -> list[torch.Tensor] | None:
     """The problem's floating outputs of more than one element at `dims`, on the CPU in
     float64 (as the reference runs: float32 rounding noise, 3e-5 out of a one-channel
-    GroupNorm, is not a signal), on its own inputs under a fixed seed; None where it does
-    not run here (the sizing already vouched for these sizes on the meta device), gives a
-    non-finite value, or holds more than FLAT_MAX_STATE weight elements (not run)."""
+    GroupNorm, is not a signal), on its own inputs under a fixed seed (`case`: as the
+    judge's input case of that name transforms them, kernelbench_inputs.CASES); None where
+    it does not run here (the sizing already vouched for these sizes on the meta device),
+    gives a non-finite value, or holds more than FLAT_MAX_STATE weight elements (not run)."""
     try:
         mod = load_problem(path, dims)
         state = _state(meta_model(mod.Model, mod.get_init_inputs()))
@@ -162,6 +165,11 @@ def reference_outputs(path: Path, dims: dict[str, int]) -> list[torch.Tensor] | 
                 a.double() if isinstance(a, torch.Tensor) and a.is_floating_point() else a
                 for a in mod.get_inputs()
             ]
+            if case != "random":
+                args = [
+                    CASES[case](a) if isinstance(a, torch.Tensor) and a.is_floating_point() else a
+                    for a in args
+                ]
             with torch.no_grad():
                 out = model(*args)
     except Exception:  # noqa: BLE001 - not ours to judge here
