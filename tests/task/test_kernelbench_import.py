@@ -339,3 +339,16 @@ def test_a_tolerance_that_accepts_a_constant_output_is_tightened_at_import(tmp_p
     rec = evaluate(load_task(folder), folder / "baseline.py", **CPU)
     assert rec.verdict.category == "setup", rec.verdict.reasons
     assert any("prove nothing" in r for r in rec.verdict.reasons), rec.verdict.reasons
+
+
+def test_a_count_of_blocks_is_not_a_size(tmp_path):
+    """A constant that changes how many weights there are (ResNet101's 23 blocks) stays as
+    the problem says: scaled like a size, the CPU shape's model had fewer blocks than the
+    weights named at import, and every call crashed on the missing names."""
+    problem = Path(__file__).parent / "fixtures" / "kernelbench_extra" / "many_blocks.py"
+    folder = import_problem(problem, tmp_path, ["float32"])
+    task = load_task(folder)
+    assert all("num_blocks" not in s.dims for s in (*task.spec.shapes, *task.spec.cpu_shapes))
+    assert len(json.loads((folder / "kernelbench.json").read_text())["state"]) == 32
+    rec = evaluate(task, folder / "baseline.py", **CPU)
+    assert rec.verdict.accepted, rec.verdict.reasons

@@ -57,7 +57,10 @@ def shape_dims(path: Path, dims: dict[str, int]) -> dict[str, int]:
     """The sizes that size a tensor (an input or a weight): a constant that only configures
     the model (GroupNorm's num_groups = 128) reaches the judge's Model through
     get_init_inputs as the number it was at import, whatever a shape says, so varying it
-    would describe shapes that are never run (and unseen shapes that fail). Kept fixed."""
+    would describe shapes that are never run (and unseen shapes that fail). Kept fixed.
+    So is a constant that changes how many tensors there are, not their sizes (ResNet101's
+    23 blocks in layer3, KernelBench level3/10): the task's weights are named at import,
+    and a model with fewer blocks at a CPU shape had none of layer3_14's."""
     base, _ = tensor_sizes(path, dims, forward=False)
     kept = {}
     for k, v in dims.items():
@@ -65,6 +68,8 @@ def shape_dims(path: Path, dims: dict[str, int]) -> dict[str, int]:
             moved, _ = tensor_sizes(path, {**dims, k: v * 2}, forward=False)
         except Exception:  # noqa: BLE001 - the problem refuses it: it matters
             moved = None
+        if moved is not None and len(moved) != len(base):
+            continue
         if moved != base:
             kept[k] = v
     return kept or dims
