@@ -16,10 +16,10 @@ import math
 import torch
 
 SHARE = 1e-3  # the tightened atol: this share of the smallest output spread, a power of ten
+RTOL_SHARE = 0.1  # where a large offset is the hole: rtol this share of spread / magnitude
 # rtol is never tightened below what the dtype's honest rounding needs (a float32 conv or
 # GEMM is ~1e-5 off a float64 reference; KernelBench level2/36 at rtol 1e-9 failed 126 of
 # 128 elements): where only a smaller one would reject a trivial output, nothing changes.
-RTOL_SHARE = 0.1  # where a large offset is the hole: rtol this share of spread / magnitude
 RTOL_FLOOR = {"float32": 1e-4, "float16": 1e-2, "bfloat16": 1e-2}
 
 
