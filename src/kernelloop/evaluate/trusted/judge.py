@@ -28,6 +28,7 @@ from kernelloop.evaluate.trusted.plan import Call
 from kernelloop.evaluate.trusted.record import CheckResult
 from kernelloop.evaluate.trusted.refcache import References
 from kernelloop.evaluate.trusted.sensitivity import Sensitivity, matching_trivial, trivial_outputs
+from kernelloop.evaluate.trusted.staging import Staging
 from kernelloop.evaluate.trusted.text import (  # noqa: F401  (last_line: re-exported)
     candidate_text,
     compiler_lines,
@@ -65,6 +66,7 @@ class Judge(InterfaceMixin, StochasticMixin, E2EMixin):
     _interface_bad: set[str] = field(default_factory=set)
     sensitivity: Sensitivity = field(default_factory=Sensitivity)
     _diagnosed: int = 0
+    _staging: Staging = field(default_factory=Staging)
 
     def __post_init__(self) -> None:
         self.make_inputs = with_generic_cases(self.task.load_function("inputs"))
@@ -163,7 +165,7 @@ class Judge(InterfaceMixin, StochasticMixin, E2EMixin):
         if not self._interface(call, msg, like, self.output_parts(call, inputs)):
             return
         self._audit(call, msg)
-        out = read_output(outputs, call.id, like).to(self.device)
+        out = self._staging.load(outputs, call.id, like)
         tol = self.tolerance(call, like)
         stochastic = call.suite == "stochastic" and call.rate > 0
         refs = self.value_refs(call, inputs)
@@ -424,12 +426,3 @@ def unpack(packed: torch.Tensor, likes: list[torch.Tensor]) -> list[torch.Tensor
         out.append(flat[at : at + n].view(like.dtype).reshape(like.shape))
         at += n
     return out
-
-
-def read_output(outputs: OutputDir, call_id: str, like: torch.Tensor) -> torch.Tensor:
-    """The call's output bytes (outputs.read checks the file) as a tensor shaped like `like`."""
-    nbytes = like.numel() * like.element_size()
-    raw = outputs.read(call_id, nbytes)
-    if nbytes == 0:
-        return torch.empty_like(like, device="cpu")
-    return torch.frombuffer(raw, dtype=torch.uint8).view(like.dtype).reshape(like.shape)

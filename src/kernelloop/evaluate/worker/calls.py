@@ -315,11 +315,65 @@ def wait_for_room(out_dir: Path, max_outstanding: int, timeout_s: float = 600.0)
         time.sleep(0.002)
 
 
+STAGE_CHUNK = 64 << 20  # bytes per page-locked staging buffer (two of them)
+_stage: list[torch.Tensor] = []
+
+
 def write_raw(out: torch.Tensor, path: Path) -> None:
-    data = out.detach().contiguous().reshape(-1).view(torch.uint8).cpu().numpy()
+    """The output's bytes into `path` (written under another name, then renamed, so the
+    trusted side never sees a partial file). A GPU output goes through two page-locked
+    64 MB buffers, one copied from the device while the other is written: a whole-output
+    `.cpu()` into pageable memory cost ~0.1 s per 512 MB output on the H200."""
+    flat = out.detach().contiguous().reshape(-1).view(torch.uint8)
     tmp = path.with_suffix(".part")
-    data.tofile(tmp)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+    try:
+        if flat.device.type != "cuda":
+            _write_all(fd, memoryview(flat.numpy()))
+        elif flat.numel():
+            _write_from_gpu(fd, flat)
+    finally:
+        os.close(fd)
     os.replace(tmp, path)
+
+
+def _write_from_gpu(fd: int, flat: torch.Tensor) -> None:
+    if not _stage:
+        _stage.extend(_host_buffer() for _ in "ab")
+    n = flat.numel()
+    starts = list(range(0, n, STAGE_CHUNK))
+    events: list = [None, None]
+
+    def copy(k: int) -> None:
+        a = starts[k]
+        b = min(a + STAGE_CHUNK, n)
+        _stage[k % 2][: b - a].copy_(flat[a:b], non_blocking=True)
+        events[k % 2] = torch.cuda.Event()
+        events[k % 2].record()
+
+    with torch.cuda.device(flat.device):
+        copy(0)
+        for k, a in enumerate(starts):
+            events[k % 2].synchronize()
+            if k + 1 < len(starts):
+                copy(k + 1)  # into the other buffer, while this one is written
+            size = min(STAGE_CHUNK, n - a)
+            _write_all(fd, memoryview(_stage[k % 2].numpy())[:size])
+        for ev in events:
+            if ev is not None:
+                ev.synchronize()
+
+
+def _host_buffer() -> torch.Tensor:
+    try:
+        return torch.empty(STAGE_CHUNK, dtype=torch.uint8, pin_memory=True)
+    except RuntimeError:  # no page-locked memory to be had: slower, same bytes
+        return torch.empty(STAGE_CHUNK, dtype=torch.uint8)
+
+
+def _write_all(fd: int, view: memoryview) -> None:
+    while len(view):
+        view = view[os.write(fd, view) :]
 
 
 def sticky_cuda_error(e: BaseException) -> bool:
