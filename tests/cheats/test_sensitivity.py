@@ -57,3 +57,26 @@ def test_loose_task_is_refused_as_unproven(tmp_path):
     assert judge.failures and {f.category for f in judge.failures} == {"setup"}
     assert any("pass-through of residual" in f.reason for f in judge.failures)
     assert all("tighten the task's tolerances" in f.reason for f in judge.failures)
+
+
+def test_trivial_outputs_are_named_at_once_and_made_only_when_looked_at():
+    x = torch.randn(4, 6, dtype=torch.float64)
+    like = torch.empty(4, 6, dtype=torch.bfloat16)
+    ref = torch.tensor([[1.0, float("nan")], [3.0, 5.0]], dtype=torch.float64).repeat(2, 3)
+    inputs = {"x": x, "w": torch.ones(6), "eps": 1e-5}
+    # Named without any tensor made: a reference that cannot be read is never read.
+    lazy = trivial_outputs(inputs, like, ref=None)
+    assert list(lazy) == ["zeros", "constant", "pass-through of x"] and len(lazy) == 3
+    assert torch.equal(lazy["zeros"], torch.zeros_like(like))
+    assert torch.equal(lazy["pass-through of x"], x.to(torch.bfloat16))
+    try:
+        lazy["constant"]
+    except TypeError:
+        pass
+    else:
+        raise AssertionError("the constant was made from a reference that is not there")
+    # Made when looked at: the finite reference's mean, in the output's dtype, once.
+    made = trivial_outputs(inputs, like, ref)
+    assert torch.equal(made["constant"], torch.full_like(like, 3.0))
+    assert made["constant"] is made["constant"]
+    assert "pass-through of w" not in made and dict(made).keys() == set(lazy)

@@ -13,30 +13,67 @@ shaped like the output, passed through.
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
 import torch
 
 
-def trivial_outputs(inputs: dict, like: torch.Tensor, ref: torch.Tensor) -> dict[str, torch.Tensor]:
-    """Outputs a candidate could return without computing anything, in the output's dtype."""
-    outs = {"zeros": torch.zeros_like(like)}
-    finite = ref[torch.isfinite(ref)].to(torch.float64)
-    mean = float(finite.mean().item()) if finite.numel() else 0.0
-    if like.is_floating_point():
-        info = torch.finfo(like.dtype)
-        mean = min(max(mean, info.min), info.max)
-    elif like.dtype == torch.bool:
-        mean = mean >= 0.5
-    else:  # indices, counts: the nearest value the dtype holds
-        info = torch.iinfo(like.dtype)
-        mean = int(min(max(round(mean), info.min), info.max))
-    if like.numel() > 1:  # a single value's own mean is the answer, not a trivial output
-        outs["constant"] = torch.full_like(like, mean)
-    for name, t in inputs.items():
-        if isinstance(t, torch.Tensor) and t.shape == like.shape:
-            outs[f"pass-through of {name}"] = t.to(like.dtype)
-    return outs
+class TrivialOutputs(Mapping):
+    """Outputs a candidate could return without computing anything, in the output's dtype,
+    by name: each made only when it is looked at. Once a check has caught one, later calls
+    only need its name (Sensitivity.pending), so most calls of an evaluation make none —
+    making all of them for every call cost the judge ~1 s of a flagship evaluation on the
+    H200 (a full-size tensor each, and a host sync for the mean)."""
+
+    def __init__(self, inputs: dict, like: torch.Tensor, ref: torch.Tensor) -> None:
+        self._like, self._ref, self._made = like, ref, {}
+        self._names = ["zeros"]
+        if like.numel() > 1:  # a single value's own mean is the answer, not a trivial output
+            self._names.append("constant")
+        self._inputs = {
+            f"pass-through of {name}": t
+            for name, t in inputs.items()
+            if isinstance(t, torch.Tensor) and t.shape == like.shape
+        }
+        self._names += list(self._inputs)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names)
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+    def __getitem__(self, name: str) -> torch.Tensor:
+        if name not in self._made:
+            if name not in self._names:
+                raise KeyError(name)
+            self._made[name] = self._make(name)
+        return self._made[name]
+
+    def _make(self, name: str) -> torch.Tensor:
+        like = self._like
+        if name == "zeros":
+            return torch.zeros_like(like)
+        if name == "constant":
+            ref = self._ref
+            finite = ref[torch.isfinite(ref)].to(torch.float64)
+            mean = float(finite.mean().item()) if finite.numel() else 0.0
+            if like.is_floating_point():
+                info = torch.finfo(like.dtype)
+                mean = min(max(mean, info.min), info.max)
+            elif like.dtype == torch.bool:
+                mean = mean >= 0.5
+            else:  # indices, counts: the nearest value the dtype holds
+                info = torch.iinfo(like.dtype)
+                mean = int(min(max(round(mean), info.min), info.max))
+            return torch.full_like(like, mean)
+        return self._inputs[name].to(like.dtype)
+
+
+def trivial_outputs(inputs: dict, like: torch.Tensor, ref: torch.Tensor) -> TrivialOutputs:
+    """Outputs a candidate could return without computing anything (TrivialOutputs)."""
+    return TrivialOutputs(inputs, like, ref)
 
 
 def matching_trivial(out: torch.Tensor, trivial: dict[str, torch.Tensor], close) -> str | None:
