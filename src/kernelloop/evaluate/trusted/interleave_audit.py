@@ -79,7 +79,7 @@ class AuditMixin:
             return False
         with _one_thread(self.cuda):
             out = (
-                torch.frombuffer(bytearray(data), dtype=torch.uint8)
+                torch.frombuffer(data, dtype=torch.uint8)
                 .view(like.dtype)
                 .reshape(like.shape)
             )

