@@ -78,11 +78,7 @@ class AuditMixin:
             self.problem("timing", slot, f"{label}: {slot}'s timed output could not be read ({e})")
             return False
         with _one_thread(self.cuda):
-            out = (
-                torch.frombuffer(data, dtype=torch.uint8)
-                .view(like.dtype)
-                .reshape(like.shape)
-            )
+            out = torch.frombuffer(data, dtype=torch.uint8).view(like.dtype).reshape(like.shape)
             del data
             if check_digest(out, key, self.device) != commits[j]:
                 self.problem(
