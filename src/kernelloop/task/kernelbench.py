@@ -33,6 +33,7 @@ from pathlib import Path
 import torch
 
 from kernelloop.errors import KernelloopError
+from kernelloop.task.kernelbench_cases import unfit_cases
 from kernelloop.task.kernelbench_inputs import (
     CASES,
     _state,
@@ -362,6 +363,29 @@ def import_problem(
     tol = "\n".join(
         f"[tolerances.{d}]\n{notes[d]}atol = {a:g}\nrtol = {r:g}\n" for d, (a, r) in tols.items()
     )
+    unfit = {} if flat else unfit_cases(folder, cpu, tols)
+    extreme = [c for c in CASES if c not in unfit]
+    case_notes = "".join(
+        f"# {c} is left out: {why}; a check the baseline itself misses proves nothing.\n"
+        for c, why in unfit.items()
+        if c != "random"
+    )
+    if "random" in unfit:
+        case_notes += (
+            f"# On its own inputs {unfit['random']}: its baseline will be rejected at that\n"
+            "# shape unless the tolerance is loosened (import again with --atol/--rtol).\n"
+        )
+    for c, why in unfit.items():
+        if warn is not None:
+            warn(
+                f"{path.name}: {why}; "
+                + (
+                    "its baseline will be rejected unless the tolerance is loosened "
+                    "(--atol/--rtol)."
+                    if c == "random"
+                    else f"the {c} case is left out of the task's checks."
+                )
+            )
     shapes = _shape_toml("shapes", dims, "common") + "\n".join(
         _shape_toml("cpu_shapes", c, "common") for c in cpu
     )
@@ -387,7 +411,7 @@ def import_problem(
         f'inputs = "inputs.py:make_inputs"\n'
         f'output_like = ""\n'
         f'kernelbench = "kernelbench.json"\n\n'
-        f"[suites]\nextreme = {list(CASES)!r}\nrandom_repeats = 2\n\n"
+        f"[suites]\n{case_notes}extreme = {extreme!r}\nrandom_repeats = 2\n\n"
         f"{tol}\n{shapes}\n"
         f"# Minimal DRAM traffic at the problem's own size (inputs, weights and output once).\n"
         f"[roofline]\n"
