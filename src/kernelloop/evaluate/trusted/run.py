@@ -15,9 +15,7 @@ import datetime as dt
 import hashlib
 import json
 import os
-import platform
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -28,7 +26,6 @@ from pathlib import Path
 import torch
 
 from kernelloop.errors import KernelloopError
-from kernelloop.evaluate.protocol import quantiles
 from kernelloop.evaluate.trusted import channel, compile_cache, shards
 from kernelloop.evaluate.trusted.gpu_bind import bound_to_gpu
 from kernelloop.evaluate.trusted.interleave import Settings, run_timing
@@ -37,25 +34,25 @@ from kernelloop.evaluate.trusted.judge_e2e import e2e_job
 from kernelloop.evaluate.trusted.outputs import OutputDir, output_file_limit
 from kernelloop.evaluate.trusted.plan import Plan, Seeds, plan_calls
 from kernelloop.evaluate.trusted.record import (
-    Environment,
     EvaluationRecord,
     KernelInfo,
     TimingStats,
     Verdict,
 )
 from kernelloop.evaluate.trusted.refcache import References
+from kernelloop.evaluate.trusted.run_record import (
+    _environment,
+    _log_tail,
+    _process_verdict,
+    _screened_out,
+    _timing,
+    _Verdict,
+)
 from kernelloop.evaluate.trusted.stages import StageClock
 from kernelloop.evaluate.trusted.static import screen_candidate
-from kernelloop.evaluate.trusted.text import (
-    LOG_CHARS,
-    candidate_text,
-    compiler_lines,
-    import_reason,
-    last_line,
-)
+from kernelloop.evaluate.trusted.text import compiler_lines
 from kernelloop.sandbox import SandboxConfig, SandboxProcess, detect_mode
 from kernelloop.task import Shape, Task, files
-from kernelloop.task.roofline import floor_on
 
 Progress = Callable[[str], None]
 
@@ -427,22 +424,6 @@ def _evaluate(
     )
 
 
-def _log_tail(results: list) -> str:
-    """The end of each worker's stderr (cleaned; with several workers, each under its own
-    line and an equal share of the record's characters)."""
-    if len(results) == 1:
-        return candidate_text(results[0].stderr.decode(errors="replace"), LOG_CHARS, multiline=True)
-    share = LOG_CHARS // len(results)
-    parts = []
-    for k, r in enumerate(results):
-        head = f"[worker {k + 1} of {len(results)}]"
-        room = share - len(head) - 2  # its line's newline, the newline between parts
-        text = candidate_text(r.stderr.decode(errors="replace"), room, multiline=True)
-        if text:
-            parts.append(f"{head}\n{text}")
-    return "\n".join(parts)
-
-
 def default_workers(device: str) -> int:
     """Correctness workers per evaluation: two on the CPU when it has two cores (the
     interpreter runs one thread per worker), one on a GPU until the H200 shows two pay
@@ -487,72 +468,6 @@ def timings_count(device: str, interpreter: bool, language: str) -> bool:
     return device == "cuda" or language == "torch"
 
 
-class _Verdict:
-    """Reasons in the order found; the first rejection's category is the verdict's."""
-
-    def __init__(self) -> None:
-        self.category = "accepted"
-        self.reasons: list[str] = []
-        self.warnings: list[str] = []
-
-    def reject(self, category: str, why: str) -> None:
-        if self.category == "accepted":
-            self.category = category
-        if why not in self.reasons:  # several workers can say the same (an import error)
-            self.reasons.append(why)
-
-
-def _process_verdict(verdict: _Verdict, state: dict, result, plan: Plan, timeout_s: float) -> None:
-    """What the worker's facts, its process and its messages' completeness add."""
-    for cat, why in channel.worker_facts(state):
-        verdict.reject(cat, why)
-    if getattr(result, "stopped", False):
-        # Stopped at its first failed check: the verdict is already a rejection, and the
-        # kill, the unfinished protocol and the calls never run are the trusted side's doing.
-        if result.stray_killed:
-            verdict.warnings.append(
-                f"killed {result.stray_killed} process(es) when the worker was stopped"
-            )
-        verdict.warnings.extend(state["warnings"])
-        return
-    if result.stray_killed and state["done"] and not result.timed_out:
-        # After a clean finish nothing may be left; after a kill, the dying worker itself counts.
-        verdict.reject(
-            "tamper", f"killed {result.stray_killed} process(es) the worker left running"
-        )
-    elif result.stray_killed:
-        verdict.warnings.append(f"killed {result.stray_killed} process(es) the worker left running")
-    if state["import_error"]:
-        who = (
-            state["import_impl"]
-            if state.get("import_impl") not in (None, "candidate")
-            else "the candidate"
-        )
-        verdict.reject("compile", f"{who} failed to import: {import_reason(state['import_error'])}")
-    if result.timed_out:
-        verdict.reject(
-            "timeout", f"the worker exceeded its {timeout_s:g} s wall-clock limit and was killed"
-        )
-    elif state["protocol"]:
-        pass  # already the first reason
-    elif state["fatal"]:
-        verdict.reject("crash", f"the worker stopped: {last_line(state['fatal'])}")
-    elif result.returncode != 0:
-        verdict.reject(
-            "crash",
-            f"the worker died with exit code {result.returncode} "
-            f"({_signal_name(result.returncode)})",
-        )
-    elif not state["done"] and not state["import_error"]:
-        verdict.reject("crash", "the worker ended without finishing its protocol")
-    missing = [c.id for c in plan.calls if c.id not in state["seen"]]
-    if missing and not state["import_error"]:
-        verdict.reject(
-            "crash", f"{len(missing)} planned call(s) produced no result, e.g. {missing[0]}"
-        )
-    verdict.warnings.extend(state["warnings"])
-
-
 def _consume(
     proc,
     plan: Plan,
@@ -569,99 +484,6 @@ def _consume(
     return shards.consume([lane], judge, say, clock or StageClock(plan), stop_at_failure)[0]
 
 
-def _screened_out(
-    task: Task,
-    candidate: Path,
-    source: bytes,
-    started: str,
-    t0: float,
-    device: str,
-    findings: list,
-    clock: StageClock,
-) -> EvaluationRecord:
-    """The record of a candidate the static screen refused: no worker ever started."""
-    category = "compile" if findings[0].rule == "syntax" else "static"
-    reasons = [f"static screen: {f.render()}" for f in findings]
-    return EvaluationRecord(
-        task=task.name,
-        task_digest=task.digest(),
-        candidate=str(candidate),
-        candidate_sha256=hashlib.sha256(source).hexdigest(),
-        started_at=started,
-        wall_s=round(time.monotonic() - t0, 3),
-        environment=_environment({}, device, "not started"),
-        stages=clock.stages(),
-        verdict=Verdict(accepted=False, category=category, reasons=reasons[:20]),
-    )
-
-
 # evaluate()'s timing is a first look, not the gate's benchmark (kernelloop bench): few
 # rounds, no A/A slot, no second timer.
 EVAL_TIMING = Settings(reps=50, min_reps=10, cpu_reps=3, cpu_min_reps=3, max_s_per_shape=2.0)
-
-
-def _timing(task: Task, shape: Shape, slot: str, r, dtype: str, device_name: str) -> TimingStats:
-    floor = floor_on(task, shape, dtype, device_name)  # the roofline floor (task/roofline.py)
-    floor_ms = floor.ms if floor else None
-    med, p20, p80 = quantiles(r.samples_ms)
-    pct = 100.0 * floor_ms / med if floor_ms and med > 0 else None
-    return TimingStats(
-        impl=slot,
-        shape=shape.label,
-        dtype=dtype,
-        median_ms=med,
-        p20_ms=p20,
-        p80_ms=p80,
-        n=len(r.samples_ms),
-        method=r.method,
-        floor_ms=floor_ms,
-        floor_bound=floor.bound if floor else None,
-        pct_of_floor=pct,
-    )
-
-
-def _environment(hello: dict, device: str, mode: str, gpu: int | None = None) -> Environment:
-    clocks: dict[str, str] = {}
-    driver = None
-    if device == "cuda" and shutil.which("nvidia-smi"):
-        q = (
-            "driver_version,clocks.sm,clocks.mem,clocks_throttle_reasons.active,"
-            "temperature.gpu,power.draw"
-        )
-        try:
-            line = subprocess.run(
-                ["nvidia-smi", f"--query-gpu={q}", "--format=csv,noheader"]
-                + (["-i", str(gpu)] if gpu is not None else []),
-                capture_output=True,
-                text=True,
-                timeout=10,
-            ).stdout.splitlines()[0]
-            vals = [v.strip() for v in line.split(",")]
-            driver = vals[0]
-            clocks = dict(zip(q.split(",")[1:], vals[1:], strict=False))
-        except (OSError, IndexError, subprocess.TimeoutExpired):
-            pass
-    return Environment(
-        device=device,
-        device_name=str(hello.get("device_name") or platform.machine()),
-        compute_capability=hello.get("compute_capability"),
-        driver=driver,
-        torch=str(hello.get("torch") or torch.__version__),
-        triton=hello.get("triton"),
-        cuda=hello.get("cuda"),
-        python=str(hello.get("python") or platform.python_version()),
-        sandbox=mode,
-        interpreter=bool(hello.get("interpreter", device == "cpu")),
-        clocks=clocks,
-    )
-
-
-def _signal_name(code: int | None) -> str:
-    import signal
-
-    if code is not None and code < 0:
-        try:
-            return f"killed by {signal.Signals(-code).name}"
-        except ValueError:
-            pass
-    return "non-zero exit"
