@@ -41,7 +41,7 @@ BUDGET_S = 20.0
 MAX_STATE = 16 << 20  # weight elements above which the check is not run (time, memory)
 
 
-def _floats(out) -> list[torch.Tensor]:
+def _tensors(out) -> list[torch.Tensor]:
     outs = out if isinstance(out, tuple | list) else [out]
     return [o for o in outs if isinstance(o, torch.Tensor)]
 
@@ -117,8 +117,8 @@ def _run(make, reference, baseline, dims, dtype, case, seed, atol, rtol) -> floa
                 else v
                 for k, v in inputs.items()
             }
-            ref = _floats(reference(**up))
-            out = _floats(baseline(**inputs))
+            ref = _tensors(reference(**up))
+            out = _tensors(baseline(**inputs))
     except Exception:  # noqa: BLE001 - a problem that fails here fails in the evaluation too
         return None
     if len(out) != len(ref):

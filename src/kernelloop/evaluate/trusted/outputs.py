@@ -75,14 +75,15 @@ def _closer(fds: queue.SimpleQueue) -> None:
             pass
 
 
-def _fill(fd: int, view: memoryview, name: str) -> None:
-    """Read exactly len(view) bytes from `fd` into `view`."""
+def read_exactly(fd: int, view: memoryview) -> bool:
+    """Fill `view` from `fd`; False when the file ends first."""
     got = 0
     while got < len(view):
         n = os.readv(fd, [view[got:]])
         if n <= 0:
-            raise OutputError(f"its output file {name} shrank while it was read")
+            return False
         got += n
+    return True
 
 
 class OutputError(Exception):
@@ -150,7 +151,8 @@ class OutputDir:
             while got < nbytes:
                 view = views[k % len(views)]
                 want = min(len(view), nbytes - got)
-                _fill(fd, view[:want], name)
+                if not read_exactly(fd, view[:want]):
+                    raise OutputError(f"its output file {name} shrank while it was read")
                 done(k % len(views), want)
                 got += want
                 k += 1

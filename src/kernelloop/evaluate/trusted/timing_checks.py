@@ -28,6 +28,7 @@ import statistics
 from dataclasses import dataclass, field
 
 from kernelloop.evaluate.protocol import idle_busy, idle_stats
+from kernelloop.evaluate.trusted.outputs import read_exactly
 
 BATCH_SLACK = (
     1.01,
@@ -370,12 +371,8 @@ def read_output(path: os.PathLike, nbytes: int) -> bytearray:
         if st.st_size != nbytes:
             raise ValueError(f"the output file has {st.st_size} bytes, expected {nbytes}")
         buf = bytearray(nbytes)
-        view, at = memoryview(buf), 0
-        while at < nbytes:
-            got = os.readv(fd, [view[at:]])
-            if got <= 0:
-                raise ValueError("the output file ended early")
-            at += got
+        if not read_exactly(fd, memoryview(buf)):
+            raise ValueError("the output file ended early")
         return buf
     finally:
         os.close(fd)
