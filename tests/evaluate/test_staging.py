@@ -39,6 +39,33 @@ def test_read_into_delivers_every_byte_in_order_through_two_small_views(tmp_path
     outputs.close()
 
 
+def test_large_views_are_read_in_parallel_slices_each_at_its_own_offset(tmp_path, monkeypatch):
+    # Slices of 4 KiB (READ_SLICE lowered), so a 64 KiB view is read by 4 threads at
+    # once: every byte must still land at its own place, across chunks of uneven length.
+    from kernelloop.evaluate.trusted import outputs as out_mod
+
+    monkeypatch.setattr(out_mod, "READ_SLICE", 4096)
+    monkeypatch.setattr(out_mod, "READ_THREADS", 4)
+    data = os.urandom(3 * 65536 + 777)
+    outputs = _write(tmp_path, data)
+    bufs = [bytearray(65536), bytearray(65536)]
+    got = bytearray()
+    outputs.read_into(
+        CID, len(data), [memoryview(b) for b in bufs], lambda k, n: got.extend(bufs[k][:n])
+    )
+    assert bytes(got) == data
+    outputs.close()
+    # A file that ends inside a slice is a short read, whichever thread meets the end.
+    (tmp_path / "short.bin").write_bytes(data[:10000])
+    fd = os.open(tmp_path / "short.bin", os.O_RDONLY)
+    try:
+        assert not out_mod.read_exactly_at(fd, memoryview(bytearray(16384)), 0)
+        view = memoryview(bytearray(8192))
+        assert out_mod.read_exactly_at(fd, view, 1000) and bytes(view) == data[1000:9192]
+    finally:
+        os.close(fd)
+
+
 def test_read_into_refuses_a_file_of_the_wrong_size_and_removes_it(tmp_path):
     outputs = _write(tmp_path, b"x" * 100)
     with pytest.raises(OutputError, match="100 bytes, expected 128"):

@@ -21,6 +21,7 @@ import os
 import queue
 import stat
 import threading
+from concurrent.futures import ThreadPoolExecutor, wait
 from pathlib import Path
 
 from kernelloop.evaluate.trusted.messages import CALL_ID
@@ -75,15 +76,45 @@ def _closer(fds: queue.SimpleQueue) -> None:
             pass
 
 
-def read_exactly(fd: int, view: memoryview) -> bool:
-    """Fill `view` from `fd`; False when the file ends first."""
+def read_exactly(fd: int, view: memoryview, offset: int | None = None) -> bool:
+    """Fill `view` from `fd` (at `offset` when given, leaving the file position alone);
+    False when the file ends first."""
     got = 0
     while got < len(view):
-        n = os.readv(fd, [view[got:]])
+        if offset is None:
+            n = os.readv(fd, [view[got:]])
+        else:
+            n = os.preadv(fd, [view[got:]], offset + got)
         if n <= 0:
             return False
         got += n
     return True
+
+
+READ_THREADS = min(4, os.cpu_count() or 1)
+READ_SLICE = 8 << 20  # a chunk is read in parallel only in slices at least this large
+_readers = None
+_readers_lock = threading.Lock()
+
+
+def read_exactly_at(fd: int, view: memoryview, offset: int) -> bool:
+    """`read_exactly` at `offset`, in up to READ_THREADS slices read at once: one thread
+    copies from tmpfs at ~3.2 GB/s (the judge's reading, measured on the H200,
+    2026-12-01: 6.9 s of a flagship evaluation); `os.preadv` releases the GIL."""
+    parts = min(READ_THREADS, len(view) // READ_SLICE)
+    if parts < 2:
+        return read_exactly(fd, view, offset)
+    global _readers
+    with _readers_lock:
+        if _readers is None:
+            _readers = ThreadPoolExecutor(READ_THREADS, thread_name_prefix="output-reader")
+    step = -(-len(view) // parts)
+    jobs = [
+        _readers.submit(read_exactly, fd, view[a : a + step], offset + a)
+        for a in range(0, len(view), step)
+    ]
+    wait(jobs)  # every slice finished (or failed) before the descriptor can be closed
+    return all([j.result() for j in jobs])
 
 
 class OutputError(Exception):
@@ -151,7 +182,7 @@ class OutputDir:
             while got < nbytes:
                 view = views[k % len(views)]
                 want = min(len(view), nbytes - got)
-                if not read_exactly(fd, view[:want]):
+                if not read_exactly_at(fd, view[:want], got):
                     raise OutputError(f"its output file {name} shrank while it was read")
                 done(k % len(views), want)
                 got += want
