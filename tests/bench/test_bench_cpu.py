@@ -256,3 +256,37 @@ def test_cli_prints_the_per_shape_table(tmp_path):
         timeout=60,
     )
     assert bad.returncode == 2 and "does not exist" in bad.stderr
+
+
+def test_the_second_timer_runs_after_every_shapes_events(task, monkeypatch):
+    # Kineto leaves CUPTI attached once a process has profiled, so the profile turns come
+    # after the last timed batch of the last shape, one per shape and profiled slot, each
+    # on its own shape's inputs (on a CPU the worker answers "no profiler time").
+    from kernelloop.evaluate.trusted import workers
+    from kernelloop.evaluate.trusted.interleave import Settings, run_timing
+
+    sent: list[tuple[str, str, dict]] = []
+    send = workers.TimingWorker.send
+
+    def record(self, cmd, **args):
+        sent.append((self.slot, cmd, args))
+        return send(self, cmd, **args)
+
+    monkeypatch.setattr(workers.TimingWorker, "send", record)
+    shapes = task.spec.cpu_shapes[:2]
+    out = run_timing(
+        task,
+        {"candidate": CANDS / "fast.py", "baseline": task.baseline_path},
+        shapes,
+        task.spec.dtypes[0],
+        "cpu",
+        settings=Settings(reps=6, min_reps=3, cpu_reps=6, cpu_min_reps=3, profile=["candidate"]),
+    )
+    assert not out.problems, out.problems
+    cmds = [c for _, c, _ in sent]
+    profiles = [(slot, args) for slot, c, args in sent if c == "profile"]
+    assert [slot for slot, _ in profiles] == ["candidate", "candidate"]
+    assert [a["dims"] for _, a in profiles] == [s.dims for s in shapes]
+    last_batch = max(i for i, c in enumerate(cmds) if c == "batch")
+    assert min(i for i, c in enumerate(cmds) if c == "profile") > last_batch
+    assert all(out.shapes[s.label]["candidate"].profiler_ms is None for s in shapes)

@@ -106,6 +106,8 @@ class Session(RoundsMixin, AuditMixin):
         self.evidence = {s: e for s, e in (evidence or {}).items() if s in slots}
         self._gone: dict[str, TimingWorker] = {}  # dropped evidence slots' workers
         self._prepare_spent = 0.0  # evidence slots' `prepare` time so far (the compile budget)
+        # (shape label, its `prepare` arguments) for the second timer after every shape
+        self._profile_after: list[tuple[str, dict]] = []
 
     # ---- helpers ------------------------------------------------------------------
     def left(self, cap: float) -> float:
@@ -215,6 +217,7 @@ class Session(RoundsMixin, AuditMixin):
             t_phase = time.monotonic()
             for k, shape in enumerate(self.shapes):
                 self._shape(k, shape)
+            self._second_timer()
             self.out.timing_phase_s = round(time.monotonic() - t_phase, 3)
             self._stop()
         except WorkerFailed as e:

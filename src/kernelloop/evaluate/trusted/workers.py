@@ -25,6 +25,10 @@ from kernelloop.evaluate.trusted.judge import last_line
 from kernelloop.evaluate.trusted.text import import_reason
 from kernelloop.sandbox import SandboxConfig, SandboxProcess, SandboxResult
 
+# A developer's diagnosis (benchmarks/worker_profile.py): when set, every timing worker runs
+# under cProfile and its profile is copied here as <slot>-<pid>.prof when it finishes.
+PROFILE_DIR: Path | None = None
+
 
 class WorkerFailed(Exception):
     """The worker cannot go on; `category` and the message say why (one sentence)."""
@@ -74,6 +78,8 @@ class TimingWorker:
             "out_dir": str(self.out_dir),
             "channel_key": key,
         }
+        if PROFILE_DIR is not None:
+            job["cprofile"] = True
         # Its own folder, and the compile cache of exactly the bytes it runs (compile_cache.py);
         # the compiled slot (the reference under torch.compile) a cache folder of its own.
         if job.get("compile"):
@@ -198,6 +204,11 @@ class TimingWorker:
             except OSError:
                 pass
             self.result = self.sp.finish()
+            prof = self.dir / "worker.prof"
+            if PROFILE_DIR is not None and prof.is_file() and not prof.is_symlink():
+                shutil.copyfile(
+                    prof, PROFILE_DIR / f"{file_name(self.slot)}-{self.sp.proc.pid}.prof"
+                )
         return self.result
 
 

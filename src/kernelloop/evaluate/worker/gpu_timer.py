@@ -159,6 +159,18 @@ class IdleProbe:
         return tries
 
 
+def _kineto():
+    """The profiler with CUDA kernel events, through torch.autograd.profiler: the same
+    events `torch.profiler.profile` collects, without its wrappers in `torch._disable_dynamo`,
+    whose first use imports torch._dynamo (measured on the H200, 2026-12-02,
+    benchmarks/worker_profile.py: ~6 s of each profiled worker's first `profile` turn,
+    most of it compiling modules that had no bytecode cache, while every other worker was
+    stopped; after the change the turns took 13-29 ms)."""
+    from torch.autograd.profiler import profile
+
+    return profile(use_device="cuda", use_kineto=True)
+
+
 class GpuSlot:
     """One implementation on one shape: its untimed output, warm-up, rough time, escape
     probe, method (per-call events behind a spin, device-wide from an idle GPU, or graph
@@ -348,7 +360,6 @@ class GpuSlot:
         input sets (≥ 2× L2 in total) in place of a flush, so that every kernel in the
         trace belongs to the call."""
         from torch.autograd import DeviceType
-        from torch.profiler import ProfilerActivity, profile
 
         one = sum(
             t.numel() * t.element_size()
@@ -362,12 +373,14 @@ class GpuSlot:
         n = max(10, len(sets))
         try:
             _sync()
-            with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            with _kineto() as prof:
                 for i in range(n):
                     self.fn(**sets[i % len(sets)], **self.kwargs)
                 _sync()
             us = sum(
-                e.time_range.elapsed_us() for e in prof.events() if e.device_type == DeviceType.CUDA
+                e.time_range.elapsed_us()
+                for e in prof.function_events
+                if e.device_type == DeviceType.CUDA
             )
         except Exception:  # noqa: BLE001 - the second timer is advisory; absence is recorded
             return None

@@ -106,11 +106,12 @@ class Server:
             "tampered": self.integrity.changed()[:10],
         }
 
-    def prepare(self, cmd: dict) -> dict:
+    def _new_slot(self, cmd: dict):
+        """One shape's slot: its inputs (from the command's seed) and how to make more."""
         dtype = getattr(torch, cmd["dtype"])
         dev = self.job["device"]
         dims = cmd["dims"]
-        self.spec = {**cmd.get("settings", {}), "input_seed": int(cmd["input_seed"])}
+        spec = {**cmd.get("settings", {}), "input_seed": int(cmd["input_seed"])}
 
         def make(seed: int) -> dict:
             g = torch.Generator(device=dev).manual_seed(seed)
@@ -119,10 +120,14 @@ class Server:
         inputs = make(int(cmd["input_seed"]))
         kwargs = {**self.job["params"], **cmd.get("params", {})}
         if self.cuda:
+            return GpuSlot(self._device(), self.fn, inputs, make, kwargs, spec)
+        return CpuSlot(self.fn, inputs, make, kwargs, spec)
+
+    def prepare(self, cmd: dict) -> dict:
+        if self.cuda:
             self._device().ramp(float(cmd.get("ramp_s", 0.0)))
-            self.slot = GpuSlot(self._device(), self.fn, inputs, make, kwargs, self.spec)
-        else:
-            self.slot = CpuSlot(self.fn, inputs, make, kwargs, self.spec)
+        self.slot = self._new_slot(cmd)
+        self.spec = self.slot.spec
         return self.slot.prepare()
 
     def rough(self, cmd: dict) -> dict:
@@ -192,7 +197,12 @@ class Server:
         return {"file": name, "nbytes": out.numel() * out.element_size()}
 
     def profile(self, cmd: dict) -> dict:
-        return {"ms": self.slot.profile() if self.cuda else None}
+        """The second timer on the shape the command names (after every shape's events:
+        trusted/interleave_rounds._second_timer says why)."""
+        if not self.cuda:
+            return {"ms": None}
+        self.slot = None  # the last shape's inputs and kept outputs are released first
+        return {"ms": self._new_slot(cmd).profile()}
 
     def stop(self, cmd: dict) -> dict:
         job = self.job
@@ -223,6 +233,22 @@ HANDLERS = {
 
 
 def serve(job: dict, send, harness_modules: list, marker: str) -> int:
+    if not job.get("cprofile"):
+        return _serve(job, send, harness_modules, marker)
+    # A developer's diagnosis (benchmarks/worker_profile.py): where this worker's time goes,
+    # written into its own folder when the commands end. Set only by the trusted side.
+    import cProfile
+
+    prof = cProfile.Profile()
+    prof.enable()
+    try:
+        return _serve(job, send, harness_modules, marker)
+    finally:
+        prof.disable()
+        prof.dump_stats(str(Path(job["out_dir"]).parent / "worker.prof"))
+
+
+def _serve(job: dict, send, harness_modules: list, marker: str) -> int:
     server = Server(job, send, harness_modules, marker)
     # Only the reference worker describes the machine (the record's device, versions); the
     # others skip it (it imports triton: ~0.6 s of each worker's start on a loaded runner).
