@@ -79,3 +79,12 @@ def test_a_build_longer_than_the_compile_budget_is_stopped_and_rejected_as_compi
     compile_stage = next(s for s in rec.stages if s.name == "compile")
     assert compile_stage.status == "failed" and compile_stage.seconds < 10
     assert spent < 25, spent
+
+
+def test_a_cpp_source_file_is_judged_as_the_module_that_builds_it(task):
+    # The same op as a .cpp file with its own PYBIND11_MODULE: `kernelloop evaluate TASK
+    # kernel.cpp` builds it in the sandbox like an inline candidate and accepts it.
+    rec = evaluate(task, CAND.with_suffix(".cpp"), device="cpu", timing=False, shapes="256x1024")
+    assert rec.verdict.accepted, rec.verdict.reasons
+    assert rec.environment.sandbox != "none"
+    assert next(s for s in rec.stages if s.name == "compile").status == "passed"

@@ -23,7 +23,13 @@ def register(app: typer.Typer) -> None:
 
 def bench_cmd(
     task: Annotated[Path, typer.Argument(help="task folder (with task.toml)")],
-    candidate: Annotated[Path, typer.Argument(help="candidate .py file")],
+    candidate: Annotated[
+        Path,
+        typer.Argument(
+            help="candidate .py file (a cuda task: or a .cu/.cpp source binding it with "
+            "PYBIND11_MODULE)"
+        ),
+    ],
     against: Annotated[
         list[Path] | None,
         typer.Option("--against", help="another implementation to time beside it (repeatable)"),

@@ -76,7 +76,11 @@ def init(
 def evaluate_cmd(
     task: Annotated[Path, typer.Argument(help="task folder (with task.toml)")],
     candidate: Annotated[
-        Path, typer.Argument(help="candidate .py file defining the task's entry function")
+        Path,
+        typer.Argument(
+            help="candidate .py file defining the task's entry function (a cuda task: "
+            "or a .cu/.cpp source binding it with PYBIND11_MODULE)"
+        ),
     ],
     json_out: Annotated[
         bool, typer.Option("--json", help="print the evaluation record as JSON")

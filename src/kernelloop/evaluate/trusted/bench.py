@@ -38,6 +38,7 @@ import torch
 
 from kernelloop.errors import KernelloopError
 from kernelloop.evaluate.protocol import COMPILED, aa_slot, quantiles
+from kernelloop.evaluate.trusted import native_source
 from kernelloop.evaluate.trusted.bench_record import (  # noqa: F401  (re-exported: bench.X is the public path)
     BenchmarkRecord,
     CompiledSlot,
@@ -107,7 +108,7 @@ def benchmark(
     `compiled`: also time the task's reference under torch.compile (the "compiled" slot,
     `compiled_evidence`), for the record's speedup over torch.compile; never the gate's."""
     say = progress or (lambda _m: None)
-    task = as_judged(task, candidate)
+    task = as_judged(task, native_source.as_module(task, Path(candidate)))
     device = resolve_device(device)
     dtype = dtype or task.spec.dtypes[0]
     if dtype not in task.spec.dtypes:
@@ -125,8 +126,11 @@ def benchmark(
     for name, path in impls.items():
         if not path.is_file():
             raise KernelloopError(
-                f"{name} file {path} does not exist; pass the path of a .py file."
+                f"{name} file {path} does not exist; pass the path of a .py file "
+                f"(or, for a cuda task, a .cu/.cpp source)."
             )
+    # A C++/CUDA source file is timed as the module that builds it (native_source.py).
+    impls = {n: native_source.as_module(task, p) for n, p in impls.items()}
     sources = {n: p.read_bytes() for n, p in impls.items()}
     limit = timeout_s or task.spec.rules.eval_timeout_s
     evidence = compiled_evidence(task, limit) if compiled else {}

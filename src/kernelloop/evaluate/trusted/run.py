@@ -26,7 +26,7 @@ from pathlib import Path
 import torch
 
 from kernelloop.errors import KernelloopError
-from kernelloop.evaluate.trusted import channel, compile_cache, shards
+from kernelloop.evaluate.trusted import channel, compile_cache, native_source, shards
 from kernelloop.evaluate.trusted.gpu_bind import bound_to_gpu
 from kernelloop.evaluate.trusted.interleave import Settings, run_timing
 from kernelloop.evaluate.trusted.judge import Judge
@@ -119,6 +119,9 @@ def evaluate(
     runtime defences). `gpu`: the GPU (nvidia-smi's index) the workers and the trusted
     side's torch work use (None: GPU 0 for the workers, torch's current device here)."""
     device = resolve_device(device)
+    # A C++/CUDA source file is judged as the module that builds it (native_source.py).
+    candidate = native_source.as_module(task, candidate)
+    against = {k: native_source.as_module(task, v) for k, v in (against or {}).items()} or None
     task = as_judged(task, candidate)
     threads = torch.get_num_threads()
     if device == "cpu":
