@@ -26,11 +26,20 @@ def test_side_stream_refused_and_not_faster_behind_the_screen(flagship):
         flagship, CANDIDATES / "side_stream_gpu.py", against={"fused": FUSED}, screen=False, **GPU
     )
     # The cheat orders its side stream after the calling stream, and correctness syncs the
-    # whole device, so its result is right: only the timer stands in its way. The probe
-    # from an idle GPU sees the escaped work and the shape is timed device-wide, so the
-    # hidden kernel is counted: it must not look faster than the same kernel run honestly.
+    # whole device, so its result is right: only the timer stands in its way. Two paths
+    # count its hidden kernel, both by design: when its calling stream looks shorter than
+    # 15 µs, the probe from an idle GPU sees the escaped work and the shape is timed
+    # device-wide; when the host's launches outlast the pre-call spin, the stream looks
+    # longer, no probe runs (it guards graph replay, not used then) and every call's
+    # device-synced end counts the side work (seen once in two runs on the H200,
+    # 2026-12-02: 0.280 ms against the honest kernel's 0.240). Either way it must not look
+    # faster than the same kernel run honestly.
     assert rec.verdict.accepted, rec.verdict.reasons
-    assert {t.method.split(" (")[0] for t in rec.timings} == {"device-wide per call"}, rec.timings
+    methods = {t.method.split(" (")[0] for t in rec.timings}
+    assert len(methods) == 1, rec.timings  # every slot of a shape is timed alike
+    assert methods <= {"device-wide per call"} or all("device-synced" in m for m in methods), (
+        rec.timings
+    )
     med = {t.impl: t.median_ms for t in rec.timings}
     assert med["candidate"] >= 0.8 * med["fused"], med
 
