@@ -67,6 +67,21 @@ def test_a_source_that_calls_out_is_refused_by_the_screen(tmp_path):
     assert found, "a C++ system() call must be refused"
 
 
+def test_a_hostile_file_name_or_source_stays_inside_its_string(tmp_path):
+    task = _task(tmp_path)
+    evil = tmp_path / 'k"""\nimport os\nos.system("id")\n""".cpp'
+    evil.write_text('PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {}\n"""\nimport os\n')
+    tree = ast.parse(ns.as_module(task, evil).read_text())
+    assert not any(isinstance(n, ast.Import) and n.names[0].name == "os" for n in ast.walk(tree))
+    assert [type(n).__name__ for n in tree.body] == [
+        "Expr",
+        "ImportFrom",
+        "Assign",
+        "Assign",
+        "FunctionDef",
+    ]
+
+
 def test_files_that_cannot_stand_for_a_candidate_are_refused_in_one_sentence(tmp_path):
     with pytest.raises(KernelloopError, match='language = "cuda"'):
         ns.as_module(_task(tmp_path / "a", "torch"), CPP)
