@@ -34,3 +34,41 @@ def test_gpu_the_cuda_baseline_builds_in_the_sandbox_and_is_accepted():
     assert rec.verdict.accepted, rec.verdict.reasons
     compile_stage = next(s for s in rec.stages if s.name == "compile")
     print(f"compile {compile_stage.seconds:.1f} s; stages {rec.stages}")
+
+
+def _cu_file(folder: Path) -> Path:
+    """The example baseline's CUDA source as a `.cu` file binding the entry itself."""
+    import ast
+
+    tree = ast.parse((EXAMPLE / "baseline.py").read_text())
+    cuda = next(
+        n.value.value
+        for n in tree.body
+        if isinstance(n, ast.Assign) and getattr(n.targets[0], "id", "") == "CUDA"
+    )
+    path = folder / "ln_softmax_dropout.cu"
+    path.write_text(
+        cuda
+        + '\nPYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def("forward", &ln_softmax_dropout); }\n'
+    )
+    return path
+
+
+def test_the_cuda_source_as_a_cu_file_passes_the_screen(tmp_path):
+    from kernelloop.evaluate.trusted import native_source
+
+    task = load_task(EXAMPLE)
+    mod = native_source.as_module(task, _cu_file(tmp_path))
+    assert screen_source(mod.read_text(), "cuda") == []
+    assert "_ext.forward(x, residual, weight, bias, p, eps, seed)" in mod.read_text()
+
+
+@pytest.mark.gpu
+def test_gpu_the_cuda_baseline_as_a_cu_file_is_accepted(tmp_path):
+    # `kernelloop evaluate TASK ln_softmax_dropout.cu` (native_source.py): built with nvcc in
+    # the sandbox like the inline baseline, its arguments passed in the baseline's order.
+    from kernelloop.evaluate.trusted.run import evaluate
+
+    task = load_task(EXAMPLE)
+    rec = evaluate(task, _cu_file(tmp_path), device="cuda", timing=False, shapes="4096x8000")
+    assert rec.verdict.accepted, rec.verdict.reasons
