@@ -16,6 +16,7 @@ from kernelloop.errors import KernelloopError
 from kernelloop.evaluate.trusted import native_source as ns
 from kernelloop.evaluate.trusted.static import screen_candidate
 from kernelloop.task import load_task
+from kernelloop.task import native_source as tns
 
 ROOT = Path(__file__).resolve().parents[2]
 CPP = Path(__file__).parent / "cxx" / "rmsnorm_residual_cpu.cpp"
@@ -36,7 +37,7 @@ def _task(tmp_path, language="cuda"):
     ['a """ b', "a ''' b", "both \"\"\" and '''", "ends in a backslash \\", 'ends "', "x\\ny"],
 )
 def test_the_source_is_embedded_byte_for_byte(text):
-    assert ast.literal_eval(ns._literal(text)) == text
+    assert ast.literal_eval(tns._literal(text)) == text
 
 
 def test_the_module_binds_the_baseline_signature_in_order_and_passes_the_screen(tmp_path):

@@ -38,6 +38,11 @@ class AgentContext:
     contract: str = ""
     # Whether timings on the judged device can accept a speedup (False: correctness only).
     timings_count: bool = True
+    # A `cuda` task (not a module task): the baseline entry's parameters as written and
+    # their names in order, so a C++ source the agent writes can stand for a candidate
+    # (task/native_source.py); empty where a C++ source cannot.
+    native_params: str = ""
+    native_names: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,7 @@ text view of the best's evaluation used where no profiler summary is available."
 from __future__ import annotations
 
 from kernelloop.agents.base import AgentContext
+from kernelloop.errors import KernelloopError
 from kernelloop.evaluate.trusted.record import EvaluationRecord
 from kernelloop.evaluate.trusted.run import select_shapes, timings_count
 from kernelloop.loop.state import Best, Run
@@ -11,6 +12,7 @@ from kernelloop.objective import floor_by_shape, floors
 from kernelloop.policy import rules_text
 from kernelloop.task import Task
 from kernelloop.task.contract import Contract, Judging, render_contract
+from kernelloop.task.native_source import entry_args
 
 
 def agent_context(
@@ -47,7 +49,19 @@ def agent_context(
         contract=render_contract(task, judging).text(),
         # An unknown device (no run, no record) hides no numbers the best has.
         timings_count=judging.timings_count or not judging.device_name,
+        **native_fields(task),
     )
+
+
+def native_fields(task: Task) -> dict:
+    """The entry's parameters for C++ sources an agent writes (cuda tasks only)."""
+    if task.spec.task.language != "cuda" or task.model_class():
+        return {}
+    try:
+        params, names = entry_args(task)
+    except KernelloopError:
+        return {}
+    return {"native_params": params, "native_names": tuple(names)}
 
 
 def judging_for(

@@ -91,9 +91,11 @@ def build_server(session: ExternalSession) -> MCPServer:
         source: str, claim: str, prediction: str, ctx: Context, direction: str = ""
     ) -> dict:
         """Submit one candidate (the full Python source defining the task's entry function
-        with the baseline's signature) as one round of the loop. `claim`: what you changed
-        and why it should help; `prediction`: the effect you expect (e.g. "1.3x on
-        16384x8192"); `direction`: a short tag such as fusion, rng, tiling. Returns the
+        with the baseline's signature; in a cuda task, or a C++/CUDA source binding the entry
+        with PYBIND11_MODULE, its arguments in the baseline's order) as one round of the
+        loop. `claim`: what you changed and why it should help; `prediction`: the effect
+        you expect (e.g. "1.3x on 16384x8192"); `direction`: a short tag such as fusion,
+        rng, tiling. Returns the
         verdict (accepted | rejected | refused | correct, unmeasured) with its category,
         reasons, speedups, proposal id, commit and branch, the best after this round and the
         run's budget."""

@@ -39,6 +39,7 @@ from kernelloop.loop.view import RunView
 from kernelloop.policy import budget_check, rules_text
 from kernelloop.profile.budget import ProfileBudget
 from kernelloop.task import Task
+from kernelloop.task.native_source import python_source
 
 AGENT_NAME = "external"
 
@@ -193,7 +194,7 @@ class ExternalSession:
             self._check_budget(run)
             r = self.round + 1
             prop = Proposal(
-                source=source,
+                source=python_source(self.task, source),  # a cuda task's C++ source: its module
                 hypothesis=claim,
                 predicted_effect=prediction,
                 direction=direction,
@@ -285,7 +286,7 @@ class ExternalSession:
                 summary = best.profile_text or context_profile(best.record)
                 return {"of": f"best #{best.pid}", "summary": summary}
             path = self.scratch / f"profile_{int(time.time() * 1000)}.py"
-            path.write_text(source)
+            path.write_text(python_source(self.task, source))
             with self.profiles.spend():
                 out = profile_candidate(
                     self.task,

@@ -48,6 +48,7 @@ class Asker:
                 context.entry,
                 require_source=require_source,
                 truncated=done.truncated,
+                native=_native(context),
             )
             self.last_errors = errors
             if found:
@@ -71,7 +72,18 @@ class Asker:
         )
 
     def _answer_format(self, context: AgentContext) -> str:
-        return self.prompts.render("answer_format", {"entry": context.entry})
+        forms = ""
+        if _native(context) is not None:
+            forms = "\n\n" + (
+                "For this task you may instead send the complete C++/CUDA source in a ```cuda "
+                f"block: it binds `{context.entry}` itself with `PYBIND11_MODULE("
+                f'TORCH_EXTENSION_NAME, m) {{ m.def("{context.entry}", &{context.entry}); }}`'
+                f", taking ({context.native_params}) in that order (tensors as torch::Tensor, "
+                "floats as double, integers as int64_t). kernelloop builds it with load_inline; "
+                "the current best you see next is the Python module that embeds it, and a "
+                "diff against that module also works."
+            )
+        return self.prompts.render("answer_format", {"entry": context.entry, "source_forms": forms})
 
     def values(
         self, context: AgentContext, max_cost_usd: float | None, feedback: str = ""
@@ -154,3 +166,10 @@ class LLMAgent:
 
     def cost_summary(self) -> dict[str, object]:
         return self.ledger.summary()
+
+
+def _native(context: AgentContext) -> tuple[str, tuple[str, ...]] | None:
+    """The entry's parameters with which a C++ answer stands for a candidate (cuda tasks)."""
+    if context.language != "cuda" or not context.native_names:
+        return None
+    return context.native_params, context.native_names

@@ -14,6 +14,8 @@ import re
 from dataclasses import dataclass
 
 from kernelloop.agents.llm.patch import PatchError, apply_diff, looks_like_diff
+from kernelloop.errors import KernelloopError
+from kernelloop.task.native_source import is_cuda_text, module_for
 
 _FENCE = re.compile(r"^\s*(`{3,}|~{3,})\s*([\w+.-]*)")
 # "### Candidate 2", "## Proposal", "### Direction 3: ..." (a bare "## Direction" heading is
@@ -39,6 +41,7 @@ _LABEL_LINE = re.compile(
 _LABEL_HEADING = re.compile(rf"^\s*#{{1,6}}\s*\**\s*({_LABEL_ALT})\s*\**\s*:?\s*$", re.I)
 _DIFF_LANGS = {"diff", "patch", "udiff"}
 _CODE_LANGS = {"", "python", "py", "python3", "triton"}
+_CPP_LANGS = {"cuda", "cu", "cpp", "c++", "cxx", "cc"}
 
 
 @dataclass(frozen=True)
@@ -138,9 +141,42 @@ def check_source(source: str, base_source: str, entry: str) -> str:
     return ""
 
 
-def _source_from(blocks: list[_Block], base: str, entry: str) -> tuple[str | None, bool, str]:
-    """(source, from_diff, problem); a full file wins over a diff when both are given."""
+def _native_source(
+    blocks: list[_Block], base: str, entry: str, native: tuple[str, tuple[str, ...]]
+) -> tuple[str | None, str]:
+    """(module, problem) from the last C++/CUDA block that binds its functions: the module
+    that stands for it (task/native_source.py), checked like a Python answer."""
+    cpp = [b for b in blocks if b.lang in _CPP_LANGS]
+    for b in reversed(cpp):
+        if "PYBIND11_MODULE" not in b.body:
+            continue
+        try:
+            source = module_for(entry, *native, b.body, "answer.cu", is_cuda_text(b.body))
+        except KernelloopError as e:
+            return None, str(e)
+        problem = check_source(source, base, entry)
+        return (None, problem) if problem else (source, "")
+    if cpp:
+        return None, (
+            f"the C++ block does not bind its functions: add `PYBIND11_MODULE("
+            f'TORCH_EXTENSION_NAME, m) {{ m.def("{entry}", &{entry}); }}`'
+        )
+    return None, ""
+
+
+def _source_from(
+    blocks: list[_Block], base: str, entry: str, native: tuple[str, tuple[str, ...]] | None = None
+) -> tuple[str | None, bool, str]:
+    """(source, from_diff, problem); a full file wins over a diff when both are given; with
+    `native` (a cuda task's entry parameters), a C++ source in a ```cuda block is a full
+    file too."""
     problems: list[str] = []
+    if native is not None:
+        source, problem = _native_source(blocks, base, entry, native)
+        if source is not None:
+            return source, False, ""
+        if problem:
+            problems.append(problem)
     code = [b for b in blocks if b.lang in _CODE_LANGS and not looks_like_diff(b.body)]
     # Prefer blocks that look like the whole file; otherwise judge the longest one, so the
     # model hears the precise problem ("does not define forward") rather than a vague one.
@@ -175,8 +211,11 @@ def parse_answer(
     *,
     require_source: bool = True,
     truncated: bool = False,
+    native: tuple[str, tuple[str, ...]] | None = None,
 ) -> tuple[list[ParsedCandidate], list[str]]:
-    """All usable candidates in the answer, and one sentence per unusable section."""
+    """All usable candidates in the answer, and one sentence per unusable section.
+    `native`: a cuda task's entry parameters (as written, and their names), with which a
+    C++ source in a ```cuda block stands for a candidate."""
     candidates: list[ParsedCandidate] = []
     errors: list[str] = []
     sections = _split_sections(text or "")
@@ -193,7 +232,7 @@ def parse_answer(
         if not hypothesis and not (direction and not require_source):
             errors.append(f"{where}there is no 'Hypothesis:' line saying why it should be faster")
             continue
-        source, from_diff, problem = _source_from(blocks, base_source, entry)
+        source, from_diff, problem = _source_from(blocks, base_source, entry, native)
         if problem and require_source:
             errors.append(f"{where}{problem}")
             continue

@@ -34,6 +34,7 @@ PLACEHOLDERS = frozenset(
         "rounds_left", "budget", "rules", "best_id", "best_status", "best_source",
         "profile_summary", "history_digest", "tunables", "n_candidates", "n_directions",
         "directions", "errors", "answer_format", "contract", "feedback", "judged_on",
+        "source_forms",
     }
 )  # fmt: skip
 
