@@ -108,13 +108,15 @@ def benchmark(
     `compiled`: also time the task's reference under torch.compile (the "compiled" slot,
     `compiled_evidence`), for the record's speedup over torch.compile; never the gate's."""
     say = progress or (lambda _m: None)
-    task = as_judged(task, native_source.as_module(task, Path(candidate)))
+    # A C++/CUDA source file is timed as the module that builds it (native_source.py).
+    module = native_source.as_module(task, Path(candidate))
+    task = as_judged(task, module)
     device = resolve_device(device)
     dtype = dtype or task.spec.dtypes[0]
     if dtype not in task.spec.dtypes:
         raise KernelloopError(f"dtype {dtype!r} is not in the task; use one of {task.spec.dtypes}.")
     shape_list = select_shapes(task, device, shapes)
-    impls: dict[str, Path] = {"candidate": Path(candidate), "baseline": task.baseline_path}
+    impls: dict[str, Path] = {"candidate": module, "baseline": task.baseline_path}
     if best is not None:
         impls["best"] = Path(best)
     for name, path in (against or {}).items():
@@ -129,8 +131,7 @@ def benchmark(
                 f"{name} file {path} does not exist; pass the path of a .py file "
                 f"(or, for a cuda task, a .cu/.cpp source)."
             )
-    # A C++/CUDA source file is timed as the module that builds it (native_source.py).
-    impls = {n: native_source.as_module(task, p) for n, p in impls.items()}
+    impls = {n: native_source.as_module(task, p) for n, p in impls.items()}  # --best, --against
     sources = {n: p.read_bytes() for n, p in impls.items()}
     limit = timeout_s or task.spec.rules.eval_timeout_s
     evidence = compiled_evidence(task, limit) if compiled else {}
