@@ -5,8 +5,10 @@
 #                 ~55 s) and the both-timers bench test (~450 s);
 #   PARTS=tests2  red-team d (~290 s by design: its worker is killed at the deadline) and
 #                 the side-stream test;
-#   PARTS=speed   eval_speed.py, median of 3, fused and wrong (~190 s; session 14's call
-#                 with a 150 s cap finished 2 repeats).
+#   PARTS=speed   eval_speed.py, median of 3, fused and wrong, the benchmark's workers
+#                 started during correctness (~190 s; session 14's call with a 150 s cap
+#                 finished 2 repeats), then stage_write.py (how fast a worker can write
+#                 one 512 MiB output to /dev/shm, ~30 s).
 # Each test runs under pytest-timeout with short tracebacks. Output is written under
 # $OUT/l as it goes (a cut call keeps what ran): env.txt, summary.txt, l/*.
 set -u
@@ -39,5 +41,7 @@ if [[ $PARTS == *speed* ]]; then
   echo "== eval_speed rc=$? $(( $(date +%s) - s ))s" >> "$S"
   grep -E "accepted in|wrong in|rejected in|UNEXPECTED" "$L/eval_speed.txt" >> "$S"
   grep -E "^\| |trusted side" "$L"/eval-speed-*.md 2>/dev/null | cut -c1-400 >> "$S"
+  timeout 90 python3 benchmarks/stage_write.py "$L/stage-write.json" > "$L/stage_write.txt" 2>&1
+  echo "== stage_write rc=$?" >> "$S"; cat "$L/stage_write.txt" >> "$S"
 fi
 cat "$S"

@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 from kernelloop.agents.scripted import ScriptedAgent
+from kernelloop.evaluate.trusted.bench import PendingBenchmark
 from kernelloop.executor import InTurn
 from kernelloop.executor.local import LocalJobs
 from kernelloop.loop import Options, run_loop
@@ -102,10 +103,18 @@ class Spans:
     def __init__(self, monkeypatch) -> None:
         self.log: list[tuple[str, str, float, float]] = []
         self._lock = threading.Lock()
-        for name in ("evaluate", "benchmark"):
-            monkeypatch.setattr(
-                loop_evaluation, name, self._wrap(name, getattr(loop_evaluation, name))
-            )
+        monkeypatch.setattr(
+            loop_evaluation, "evaluate", self._wrap("evaluate", loop_evaluation.evaluate)
+        )
+        # The benchmark's timing is its `run` (its workers may start before it, untimed).
+        real_run = PendingBenchmark.run
+        monkeypatch.setattr(
+            PendingBenchmark,
+            "run",
+            lambda pending: self._wrap("benchmark", lambda _t, _p: real_run(pending))(
+                pending.task, pending.candidate
+            ),
+        )
 
     def _wrap(self, kind: str, real):
         def timed(task, path, **kw):

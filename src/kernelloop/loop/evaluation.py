@@ -42,7 +42,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from kernelloop.errors import SandboxError
-from kernelloop.evaluate.trusted.bench import benchmark
+from kernelloop.evaluate.trusted.bench import PendingBenchmark, start_benchmark
 from kernelloop.evaluate.trusted.refcache import References
 from kernelloop.evaluate.trusted.run import evaluate
 from kernelloop.evaluate.trusted.timing_checks import BUSY
@@ -95,6 +95,8 @@ class EvaluationJob:
     # Why this is a second attempt: the executor lost the first (its Ray actor died).
     retried_after: str = ""
     compiled: bool = False  # also time the reference under torch.compile (evidence only)
+    # Start the benchmark's workers while correctness runs (None: on a GPU; see _overlap).
+    overlap: bool | None = None
 
     def __call__(self, slot: Slot) -> Evaluated:
         ev = self._judged(slot)
@@ -127,7 +129,13 @@ class EvaluationJob:
         task, say, name = self.task, self.progress, self.name
         dtypes = list(self.dtypes) if self.dtypes else None
         turns = of_device(slot.device_key)
+        pending: PendingBenchmark | None = None
         try:
+            if self.measured and self._overlap():
+                # The benchmark's workers start (import Python and torch, then wait) while
+                # correctness runs; none imports an implementation before correctness
+                # passed, and a rejected candidate's are killed unused.
+                pending = self._benchmark(slot, dtypes, spawn=True)
             say(f"checking {name}" + (f" on {slot.label}" if slot.gpu is not None else ""))
             with turns.shared():
                 record = evaluate(
@@ -146,24 +154,38 @@ class EvaluationJob:
             if record.verdict.accepted and self.measured:
                 say(f"benchmarking {name}")
                 with turns.exclusive():
-                    bench = benchmark(
-                        task,
-                        self.path,
-                        best=self.best,
-                        device=self.device,
-                        shapes=self.shapes,
-                        dtype=(dtypes or task.spec.dtypes)[0],
-                        sandbox=self.sandbox,
-                        progress=say,
-                        gpu=slot.gpu,
-                        compiled=self.compiled,
-                    )
+                    bench = (pending or self._benchmark(slot, dtypes, spawn=False)).run()
                 gate = decide(record, bench, task.spec.rules)
                 ev = Evaluated(record, bench, gate, shape_table(bench, gate), slot=slot.label)
         except SandboxError as e:
             return Evaluated(None, infrastructure=f"the sandbox could not start ({e})")
+        finally:
+            if pending is not None:
+                pending.cancel()  # a no-op once it ran
         ev.infrastructure = infrastructure_fault(ev)
         return ev
+
+    def _overlap(self) -> bool:
+        """Whether the benchmark's workers start during correctness: `overlap`, or by
+        default on a GPU (a CPU's cores are the correctness workers' own)."""
+        return self.overlap if self.overlap is not None else self.device == "cuda"
+
+    def _benchmark(self, slot: Slot, dtypes: list[str] | None, spawn: bool) -> PendingBenchmark:
+        task = self.task
+        return start_benchmark(
+            task,
+            self.path,
+            best=self.best,
+            device=self.device,
+            shapes=self.shapes,
+            dtype=(dtypes or task.spec.dtypes)[0],
+            sandbox=self.sandbox,
+            progress=self.progress,
+            gpu=slot.gpu,
+            compiled=self.compiled,
+            # correctness has this long (its workers are killed at the task's limit)
+            spawn_within_s=task.spec.rules.eval_timeout_s + 60.0 if spawn else None,
+        )
 
     def shipped(self) -> ShippedJob:
         """This job with its files as bytes, for an executor on another process or machine

@@ -82,6 +82,7 @@ class Session(RoundsMixin, AuditMixin):
         reference: str,
         gpu: int | None = None,
         evidence: dict[str, Evidence] | None = None,
+        head_s: float = 0.0,
     ) -> None:
         self.gpu = gpu  # nvidia-smi's index of the GPU every worker is bound to (None: 0)
         self.task, self.slot_files, self.shapes, self.dtype, self.device = (
@@ -92,8 +93,13 @@ class Session(RoundsMixin, AuditMixin):
             device,
         )
         self.s, self.say, self.candidate, self.reference = settings, say, candidate, reference
-        self.deadline = time.monotonic() + timeout_s
+        self.deadline = time.monotonic() + timeout_s  # set again when `run` begins
         self.timeout_s = timeout_s
+        # Workers spawned `head_s` at most before `run` (`spawn`): their sandbox's own
+        # wall-clock limit is that much longer, the benchmark's is still `timeout_s`.
+        self.head_s = head_s
+        self.root: Path | None = None
+        self.spawned_at = 0.0
         self.sandbox = sandbox
         self.cuda = device == "cuda"
         self.interp = device == "cpu" and task.spec.task.language == "triton"
@@ -207,12 +213,44 @@ class Session(RoundsMixin, AuditMixin):
         return answers
 
     # ---- the run ------------------------------------------------------------------
-    def run(self) -> Outcome:
+    def spawn(self) -> None:
+        """Start every worker's process (each imports Python and torch, then waits for its
+        first command) without waiting for any: the loop does this while the candidate's
+        correctness runs (`bench.start_benchmark`), so the imports are done when `run`
+        begins. No implementation is imported before `run`'s `load`; a spawned session that
+        is never run is ended with `cancel`."""
+        if self.root is not None:
+            return
         from kernelloop.evaluate.trusted.run import _scratch_root
 
-        root = Path(tempfile.mkdtemp(prefix="kernelloop-bench-", dir=_scratch_root()))
+        self.root = Path(tempfile.mkdtemp(prefix="kernelloop-bench-", dir=_scratch_root()))
+        self.spawned_at = time.monotonic()
         try:
-            self._start(root)
+            self._spawn(self.root)
+        except BaseException:
+            self.cancel()
+            raise
+
+    def cancel(self) -> None:
+        """End a spawned session that will not run (its candidate was rejected): every
+        worker killed and reaped, its folder removed. Idempotent."""
+        for w in [*self.workers.values(), *self._gone.values()]:
+            if not w.dead and w.result is None:
+                w.kill()
+            w.finish()
+        if self.root is not None:
+            shutil.rmtree(self.root, ignore_errors=True)
+
+    def run(self) -> Outcome:
+        self.deadline = time.monotonic() + self.timeout_s
+        if self.root is not None and time.monotonic() - self.spawned_at > self.head_s:
+            # Spawned longer ago than its head start: its workers' own limit could end
+            # them inside this run. Start afresh (nothing was imported yet).
+            self.cancel()
+            self.workers, self._gone, self.root = {}, {}, None
+        try:
+            self.spawn()
+            self._hellos()
             self._prologue()
             t_phase = time.monotonic()
             for k, shape in enumerate(self.shapes):
@@ -226,10 +264,11 @@ class Session(RoundsMixin, AuditMixin):
             pass
         finally:
             self._finish_all()
-            shutil.rmtree(root, ignore_errors=True)
+            if self.root is not None:
+                shutil.rmtree(self.root, ignore_errors=True)
         return self.out
 
-    def _start(self, root: Path) -> None:
+    def _spawn(self, root: Path) -> None:
         task = self.task
         inputs_file, inputs_func = task.file_and_function("inputs")
         mode = detect_mode(self.sandbox)
@@ -246,7 +285,7 @@ class Session(RoundsMixin, AuditMixin):
         }
         cfg = SandboxConfig(
             mode=mode,
-            timeout_s=self.timeout_s,
+            timeout_s=self.timeout_s + self.head_s,
             gpu=self.cuda,
             gpu_index=self.gpu,
             ro_paths=[task.folder, Path(__file__).resolve().parents[3]],
@@ -271,6 +310,8 @@ class Session(RoundsMixin, AuditMixin):
                 key,
             )
         self.out.mode = self.workers[self.candidate].sp.mode
+
+    def _hellos(self) -> None:
         if self.out.mode == "none":
             self.out.warnings.append("NO SANDBOX: the timed code ran as plain processes.")
         for slot, w in list(self.workers.items()):

@@ -1,0 +1,171 @@
+"""The benchmark's workers started while correctness runs (issue 13), on the CPU task with
+real sandboxed workers: started early they time as a plain benchmark does, no
+implementation is imported before the run, and a rejected candidate's workers are killed
+unused."""
+
+import time
+from pathlib import Path
+
+import pytest
+
+from kernelloop.errors import KernelloopError
+from kernelloop.evaluate.trusted.bench import start_benchmark
+from kernelloop.evaluate.trusted.interleave import Session
+from kernelloop.executor import Slot
+from kernelloop.loop.evaluation import EvaluationJob
+from kernelloop.task import load_task
+
+ROOT = Path(__file__).resolve().parents[2]
+CPU_TASK = ROOT / "examples" / "cpu_task"
+FAST = CPU_TASK / "candidates" / "fast.py"
+
+
+@pytest.fixture(scope="module")
+def task():
+    return load_task(CPU_TASK)
+
+
+def _alive(session: Session) -> list[bool]:
+    return [w.sp.proc.poll() is None for w in session.workers.values()]
+
+
+def _wait_for_hellos(session: Session, timeout_s: float = 120.0) -> None:
+    """Until every worker has said hello (imported Python and torch) and waits."""
+    end = time.monotonic() + timeout_s
+    while any(w._lines.empty() for w in session.workers.values()):
+        assert time.monotonic() < end, "the spawned workers never said hello"
+        time.sleep(0.1)
+
+
+def test_spawned_early_times_like_a_plain_benchmark(task, tmp_path):
+    # An implementation that says on import that it was imported, where the trusted side
+    # can see it: the workers must not import it before the run.
+    marker = tmp_path / "imported"
+    cand = tmp_path / "cand.py"
+    cand.write_text(FAST.read_text() + f"\nimport pathlib\npathlib.Path({str(marker)!r}).touch()\n")
+    pending = start_benchmark(
+        task,
+        cand,
+        device="cpu",
+        shapes="cpu",
+        sandbox="none",  # the marker must be writable to tell us when the import ran
+        max_s_per_shape=0.2,
+        spawn_within_s=120.0,
+        screen=False,  # the policy screen would refuse the file write
+    )
+    try:
+        session = pending.session
+        assert session is not None and session.workers
+        _wait_for_hellos(session)
+        assert all(_alive(session)), "a spawned worker exited before the run"
+        assert not marker.exists(), "a worker imported its implementation before the run"
+        pids = [w.sp.proc.pid for w in session.workers.values()]
+        rec = pending.run()
+    finally:
+        pending.cancel()
+    assert marker.exists()  # imported by the run's `load`
+    # The same workers ran it: none was started again.
+    assert [w.sp.proc.pid for w in session.workers.values()] == pids
+    assert not any(_alive(session))
+    assert session.root is not None and not session.root.exists()
+    assert {s.shape for s in rec.shapes} == {s.label for s in task.spec.cpu_shapes}
+    for sb in rec.shapes:
+        assert {"candidate", "baseline"} <= set(sb.impls)
+        assert all(it.n > 0 for it in sb.impls.values())
+    assert rec.speedup_vs_baseline is not None
+    with pytest.raises(KernelloopError, match="already run or cancelled"):
+        pending.run()
+
+
+def test_cancelled_workers_are_ended_and_their_folder_removed(task):
+    pending = start_benchmark(
+        task, FAST, device="cpu", shapes="cpu", max_s_per_shape=0.2, spawn_within_s=120.0
+    )
+    session = pending.session
+    assert session is not None
+    assert all(_alive(session)) and session.root is not None and session.root.is_dir()
+    pending.cancel()
+    assert not any(_alive(session))
+    assert not session.root.exists()
+    with pytest.raises(KernelloopError, match="already run or cancelled"):
+        pending.run()
+
+
+def test_a_run_later_than_the_head_start_starts_its_workers_afresh(task):
+    # Spawned with no head start at all: by the time it runs, its workers' own wall-clock
+    # limit could end them inside the run, so the run starts new ones.
+    pending = start_benchmark(
+        task, FAST, device="cpu", shapes="cpu", max_s_per_shape=0.2, spawn_within_s=0.0
+    )
+    session = pending.session
+    assert session is not None
+    first = {s: w.sp.proc for s, w in session.workers.items()}
+    time.sleep(0.2)
+    rec = pending.run()
+    assert all(p.poll() is not None for p in first.values())  # the first ones were ended
+    assert {s: w.sp.proc.pid for s, w in session.workers.items()} != {
+        s: p.pid for s, p in first.items()
+    }
+    assert rec.shapes and all("candidate" in sb.impls for sb in rec.shapes)
+
+
+def test_the_loop_kills_a_rejected_candidates_benchmark_workers(task, tmp_path, monkeypatch):
+    spawned: list[Session] = []
+    real_spawn = Session.spawn
+
+    def spy(self):
+        if self.root is None:  # not yet spawned: this call starts its workers
+            spawned.append(self)
+        return real_spawn(self)
+
+    monkeypatch.setattr(Session, "spawn", spy)
+    wrong = tmp_path / "wrong.py"
+    wrong.write_text(
+        FAST.read_text().replace("return torch.addcmul", "return 1.01 * torch.addcmul")
+    )
+    job = EvaluationJob(
+        name="wrong",
+        task=task,
+        path=wrong,
+        best=None,
+        device="cpu",
+        measured=True,
+        shapes="cpu",
+        overlap=True,
+    )
+    ev = job(Slot())
+    assert ev.record is not None and ev.record.verdict.category == "wrong"
+    assert ev.bench is None and ev.gate is None
+    assert len(spawned) == 1, "the benchmark's workers were not started during correctness"
+    session = spawned[0]
+    assert session.workers and not any(_alive(session))
+    assert session.root is not None and not session.root.exists()
+
+
+def test_the_loop_times_a_passing_candidate_with_the_workers_it_started(task, monkeypatch):
+    spawned: list[Session] = []
+    real_spawn = Session.spawn
+
+    def spy(self):
+        if self.root is None:  # not yet spawned: this call starts its workers
+            spawned.append(self)
+        return real_spawn(self)
+
+    monkeypatch.setattr(Session, "spawn", spy)
+    job = EvaluationJob(
+        name="fast",
+        task=task,
+        path=FAST,
+        best=None,
+        device="cpu",
+        measured=True,
+        shapes="cpu",
+        overlap=True,
+    )
+    ev = job(Slot())
+    assert ev.record is not None and ev.record.verdict.accepted
+    assert ev.bench is not None and ev.gate is not None
+    # One session, spawned before correctness and then run: not a second one after it.
+    assert len(spawned) == 1
+    assert {s.shape for s in ev.bench.shapes} == {s.label for s in task.spec.cpu_shapes}
+    assert not any(_alive(spawned[0]))
