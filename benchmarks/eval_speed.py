@@ -78,7 +78,7 @@ def one(task, name: str, path: Path, args, references: References | None) -> dic
             shapes=args.shapes,
             dtype=dtype,
             sandbox=args.sandbox,
-            spawn_within_s=None if args.no_overlap else 600.0,
+            head_start_s=600.0,
         )
         if timed
         else None
@@ -93,6 +93,7 @@ def one(task, name: str, path: Path, args, references: References | None) -> dic
         sandbox=args.sandbox,
         references=references,
         workers=args.workers,
+        after_start=((lambda: pending.spawn()) if pending and not args.no_overlap else None),
     )
     row = {
         "candidate": name,
@@ -293,7 +294,7 @@ def main() -> int:
         result["median"][name] = median_of([r for r in result["runs"] if r["candidate"] == name])
     result["environment"]["loadavg_after"] = os.getloadavg()
     args.out.mkdir(parents=True, exist_ok=True)
-    stem = f"eval-speed-{args.device}-{result['when'].replace(':', '')}"
+    stem = f"eval-speed-{args.device}-{result['when'][:19].replace(':', '')}Z"
     (args.out / f"{stem}.json").write_text(json.dumps(result, indent=2) + "\n")
     (args.out / f"{stem}.md").write_text(markdown(result))
     print(markdown(result))

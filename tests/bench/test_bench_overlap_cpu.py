@@ -11,6 +11,7 @@ import pytest
 from kernelloop.errors import KernelloopError
 from kernelloop.evaluate.trusted.bench import start_benchmark
 from kernelloop.evaluate.trusted.interleave import Session
+from kernelloop.evaluate.trusted.timing_checks import BUSY
 from kernelloop.executor import Slot
 from kernelloop.loop.evaluation import EvaluationJob
 from kernelloop.task import load_task
@@ -37,6 +38,21 @@ def _wait_for_hellos(session: Session, timeout_s: float = 120.0) -> None:
         time.sleep(0.1)
 
 
+def _timed_or_busy(rec, task) -> None:
+    """Every CPU shape timed for every slot; or, on a loaded 2-core machine, the trusted
+    side's refusal to time on a busy machine (BUSY) after the workers did time batches:
+    nothing else (a dead or silent worker is a different problem)."""
+    assert rec.shapes, rec.problems
+    for sb in rec.shapes:
+        assert {"candidate", "baseline", "baseline#aa"} <= set(sb.impls) or rec.problems
+        assert all(it.n > 0 for it in sb.impls.values())
+    if rec.problems:
+        assert all(BUSY in p for p in rec.problems), rec.problems
+        return
+    assert {s.shape for s in rec.shapes} == {s.label for s in task.spec.cpu_shapes}
+    assert rec.speedup_vs_baseline is not None
+
+
 def test_spawned_early_times_like_a_plain_benchmark(task, tmp_path):
     # An implementation that says on import that it was imported, where the trusted side
     # can see it: the workers must not import it before the run.
@@ -50,10 +66,11 @@ def test_spawned_early_times_like_a_plain_benchmark(task, tmp_path):
         shapes="cpu",
         sandbox="none",  # the marker must be writable to tell us when the import ran
         max_s_per_shape=0.2,
-        spawn_within_s=120.0,
+        head_start_s=120.0,
         screen=False,  # the policy screen would refuse the file write
     )
     try:
+        pending.spawn()
         session = pending.session
         assert session is not None and session.workers
         _wait_for_hellos(session)
@@ -68,19 +85,16 @@ def test_spawned_early_times_like_a_plain_benchmark(task, tmp_path):
     assert [w.sp.proc.pid for w in session.workers.values()] == pids
     assert not any(_alive(session))
     assert session.root is not None and not session.root.exists()
-    assert {s.shape for s in rec.shapes} == {s.label for s in task.spec.cpu_shapes}
-    for sb in rec.shapes:
-        assert {"candidate", "baseline"} <= set(sb.impls)
-        assert all(it.n > 0 for it in sb.impls.values())
-    assert rec.speedup_vs_baseline is not None
+    _timed_or_busy(rec, task)
     with pytest.raises(KernelloopError, match="already run or cancelled"):
         pending.run()
 
 
 def test_cancelled_workers_are_ended_and_their_folder_removed(task):
     pending = start_benchmark(
-        task, FAST, device="cpu", shapes="cpu", max_s_per_shape=0.2, spawn_within_s=120.0
+        task, FAST, device="cpu", shapes="cpu", max_s_per_shape=0.2, head_start_s=120.0
     )
+    pending.spawn()
     session = pending.session
     assert session is not None
     assert all(_alive(session)) and session.root is not None and session.root.is_dir()
@@ -95,8 +109,9 @@ def test_a_run_later_than_the_head_start_starts_its_workers_afresh(task):
     # Spawned with no head start at all: by the time it runs, its workers' own wall-clock
     # limit could end them inside the run, so the run starts new ones.
     pending = start_benchmark(
-        task, FAST, device="cpu", shapes="cpu", max_s_per_shape=0.2, spawn_within_s=0.0
+        task, FAST, device="cpu", shapes="cpu", max_s_per_shape=0.2, head_start_s=0.0
     )
+    pending.spawn()
     session = pending.session
     assert session is not None
     first = {s: w.sp.proc for s, w in session.workers.items()}
@@ -106,7 +121,7 @@ def test_a_run_later_than_the_head_start_starts_its_workers_afresh(task):
     assert {s: w.sp.proc.pid for s, w in session.workers.items()} != {
         s: p.pid for s, p in first.items()
     }
-    assert rec.shapes and all("candidate" in sb.impls for sb in rec.shapes)
+    _timed_or_busy(rec, task)
 
 
 def test_the_loop_kills_a_rejected_candidates_benchmark_workers(task, tmp_path, monkeypatch):
@@ -167,5 +182,5 @@ def test_the_loop_times_a_passing_candidate_with_the_workers_it_started(task, mo
     assert ev.bench is not None and ev.gate is not None
     # One session, spawned before correctness and then run: not a second one after it.
     assert len(spawned) == 1
-    assert {s.shape for s in ev.bench.shapes} == {s.label for s in task.spec.cpu_shapes}
+    _timed_or_busy(ev.bench, task)
     assert not any(_alive(spawned[0]))

@@ -150,6 +150,24 @@ def test_the_stage_clock_marks_the_failed_stage_and_what_never_ran(flagship):
     assert "smoke" in line and "(failed)" in line and "full" not in line
 
 
+def test_on_started_is_called_once_when_the_start_stage_passes(flagship):
+    plan = plan_calls(flagship, [flagship.find_shape("7x129")], ["float32"])
+    calls: list[str] = []
+    clock = StageClock(plan, on_started=lambda: calls.append(clock.current or ""))
+    clock.advance("start")
+    assert calls == []  # the workers are starting: not yet
+    clock.advance("compile")  # the first hello
+    clock.advance("compile")  # another worker's hello
+    for c in plan.calls:
+        clock.judged(c.stage, failed=False)
+    assert calls == ["start"]  # once, as `start` closed
+    # A candidate refused before any worker started never calls it.
+    refused: list[int] = []
+    other = StageClock(plan, on_started=lambda: refused.append(1))
+    other.close("failed")
+    assert refused == []
+
+
 def test_a_passing_evaluation_without_timing_says_why(flagship):
     plan = plan_calls(flagship, [flagship.find_shape("7x129")], ["float32"])
     clock = StageClock(plan)

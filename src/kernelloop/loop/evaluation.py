@@ -132,10 +132,11 @@ class EvaluationJob:
         pending: PendingBenchmark | None = None
         try:
             if self.measured and self._overlap():
-                # The benchmark's workers start (import Python and torch, then wait) while
-                # correctness runs; none imports an implementation before correctness
+                # The benchmark's workers start (import Python and torch, then wait) once
+                # the correctness workers have (their imports are not slowed), and run
+                # beside correctness; none imports an implementation before correctness
                 # passed, and a rejected candidate's are killed unused.
-                pending = self._benchmark(slot, dtypes, spawn=True)
+                pending = self._benchmark(slot, dtypes, head_start=True)
             say(f"checking {name}" + (f" on {slot.label}" if slot.gpu is not None else ""))
             with turns.shared():
                 record = evaluate(
@@ -149,12 +150,13 @@ class EvaluationJob:
                     timing=False,
                     gpu=slot.gpu,
                     references=references,
+                    after_start=(lambda: pending.spawn()) if pending else None,
                 )
             ev = Evaluated(record, slot=slot.label)
             if record.verdict.accepted and self.measured:
                 say(f"benchmarking {name}")
                 with turns.exclusive():
-                    bench = (pending or self._benchmark(slot, dtypes, spawn=False)).run()
+                    bench = (pending or self._benchmark(slot, dtypes, head_start=False)).run()
                 gate = decide(record, bench, task.spec.rules)
                 ev = Evaluated(record, bench, gate, shape_table(bench, gate), slot=slot.label)
         except SandboxError as e:
@@ -170,7 +172,9 @@ class EvaluationJob:
         default on a GPU (a CPU's cores are the correctness workers' own)."""
         return self.overlap if self.overlap is not None else self.device == "cuda"
 
-    def _benchmark(self, slot: Slot, dtypes: list[str] | None, spawn: bool) -> PendingBenchmark:
+    def _benchmark(
+        self, slot: Slot, dtypes: list[str] | None, head_start: bool
+    ) -> PendingBenchmark:
         task = self.task
         return start_benchmark(
             task,
@@ -184,7 +188,7 @@ class EvaluationJob:
             gpu=slot.gpu,
             compiled=self.compiled,
             # correctness has this long (its workers are killed at the task's limit)
-            spawn_within_s=task.spec.rules.eval_timeout_s + 60.0 if spawn else None,
+            head_start_s=task.spec.rules.eval_timeout_s + 60.0 if head_start else 0.0,
         )
 
     def shipped(self) -> ShippedJob:

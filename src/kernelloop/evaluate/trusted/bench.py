@@ -145,15 +145,14 @@ def start_benchmark(
     screen: bool = True,
     gpu: int | None = None,
     compiled: bool = False,
-    spawn_within_s: float | None = None,
+    head_start_s: float = 0.0,
 ) -> PendingBenchmark:
     """`benchmark()`'s arguments checked and its session planned; `.run()` times.
 
-    `spawn_within_s`: start every worker's process now (each imports Python and torch and
-    waits; no implementation is imported until `.run()`), for a `.run()` expected within
-    that many seconds — the loop starts them while the candidate's correctness runs and
-    calls `.cancel()` if it fails. A later `.run()` starts them afresh. None: started by
-    `.run()`."""
+    `head_start_s`: how long before `.run()` its workers may be started with `.spawn()`
+    (each imports Python and torch and waits; no implementation is imported until
+    `.run()`): the loop starts them while the candidate's correctness runs and calls
+    `.cancel()` if it fails. Workers spawned longer ago are replaced by `.run()`."""
     say = progress or (lambda _m: None)
     # A C++/CUDA source file is timed as the module that builds it (native_source.py).
     module = native_source.as_module(task, Path(candidate))
@@ -228,10 +227,8 @@ def start_benchmark(
             "baseline",
             gpu,
             evidence,
-            head_s=spawn_within_s or 0.0,
+            head_s=head_start_s,
         )
-        if spawn_within_s is not None:
-            pending.session.spawn()
     return pending
 
 
@@ -254,6 +251,20 @@ class PendingBenchmark:
     say: Callable[[str], None]
     session: Session | None = None
     done: bool = False
+
+    def spawn(self) -> None:
+        """Start the workers' processes now (`Session.spawn`, ~0.1-0.2 s for four); nothing
+        for a candidate the static screen refused. Called on the thread that will `run`
+        it: a sandboxed worker dies with the thread that started it (PR_SET_PDEATHSIG
+        follows the creating thread), so never from a short-lived one. Never raises (it
+        runs inside the correctness judge's loop, where an exception would read as the
+        candidate's): a failed start is undone and `run` starts the workers again, where
+        an error is reported as always."""
+        if self.session is not None and not self.done:
+            try:
+                self.session.spawn()
+            except Exception:  # noqa: BLE001 - run() tries again and reports
+                self.session.reset()
 
     def cancel(self) -> None:
         """End the workers of a benchmark that will not run (idempotent)."""

@@ -241,13 +241,18 @@ class Session(RoundsMixin, AuditMixin):
         if self.root is not None:
             shutil.rmtree(self.root, ignore_errors=True)
 
+    def reset(self) -> None:
+        """`cancel`, and back to not spawned: `run` starts fresh workers."""
+        self.cancel()
+        self.workers, self._gone, self.root = {}, {}, None
+        self.out = Outcome()
+
     def run(self) -> Outcome:
         self.deadline = time.monotonic() + self.timeout_s
         if self.root is not None and time.monotonic() - self.spawned_at > self.head_s:
             # Spawned longer ago than its head start: its workers' own limit could end
             # them inside this run. Start afresh (nothing was imported yet).
-            self.cancel()
-            self.workers, self._gone, self.root = {}, {}, None
+            self.reset()
         try:
             self.spawn()
             self._hellos()

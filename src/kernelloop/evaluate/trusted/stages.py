@@ -26,8 +26,14 @@ ORDER = ("static", "start", *STAGES, "timing")
 
 
 class StageClock:
-    def __init__(self, plan: Plan, say: Callable[[str], None] = lambda _m: None) -> None:
+    def __init__(
+        self,
+        plan: Plan,
+        say: Callable[[str], None] = lambda _m: None,
+        on_started: Callable[[], None] | None = None,
+    ) -> None:
         self.say = say
+        self.on_started = on_started  # called once, when the `start` stage has passed
         self.left = Counter(c.stage for c in plan.calls)
         self.calls = Counter(c.stage for c in plan.calls)
         self.done: dict[str, StageTime] = {}
@@ -54,6 +60,9 @@ class StageClock:
             return
         for name in ORDER[ORDER.index(self.current) : ORDER.index(to)]:
             self._close(name, "passed")
+            if name == "start" and self.on_started is not None:
+                started, self.on_started = self.on_started, None
+                started()
         self.current = to
 
     def elapsed_in(self, stage: str) -> float | None:
