@@ -41,7 +41,9 @@ if [[ $PARTS == *speed* ]]; then
   echo "== eval_speed rc=$? $(( $(date +%s) - s ))s" >> "$S"
   grep -E "accepted in|wrong in|rejected in|UNEXPECTED" "$L/eval_speed.txt" >> "$S"
   grep -E "^\| |trusted side" "$L"/eval-speed-*.md 2>/dev/null | cut -c1-400 >> "$S"
-  timeout 90 python3 benchmarks/stage_write.py "$L/stage-write.json" > "$L/stage_write.txt" 2>&1
-  echo "== stage_write rc=$?" >> "$S"; cat "$L/stage_write.txt" >> "$S"
+  if [[ ${STAGE_WRITE:-1} == 1 ]]; then
+    timeout 90 python3 benchmarks/stage_write.py "$L/stage-write.json" > "$L/stage_write.txt" 2>&1
+    echo "== stage_write rc=$?" >> "$S"; cat "$L/stage_write.txt" >> "$S"
+  fi
 fi
 cat "$S"
