@@ -93,7 +93,7 @@ def one(task, name: str, path: Path, args, references: References | None) -> dic
         sandbox=args.sandbox,
         references=references,
         workers=args.workers,
-        after_start=((lambda: pending.spawn()) if pending and not args.no_overlap else None),
+        on_passed={"smoke": pending.spawn} if pending and not args.no_overlap else None,
     )
     row = {
         "candidate": name,

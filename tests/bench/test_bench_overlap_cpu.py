@@ -4,6 +4,7 @@ implementation is imported before the run, and a rejected candidate's workers ar
 unused."""
 
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -134,9 +135,14 @@ def test_the_loop_kills_a_rejected_candidates_benchmark_workers(task, tmp_path, 
         return real_spawn(self)
 
     monkeypatch.setattr(Session, "spawn", spy)
+    # Right on the shapes of the compile and smoke stages, wrong on 8x16384 (full stage
+    # only): the benchmark's workers start as smoke passes, then must be killed unused.
     wrong = tmp_path / "wrong.py"
     wrong.write_text(
-        FAST.read_text().replace("return torch.addcmul", "return 1.01 * torch.addcmul")
+        FAST.read_text().replace(
+            "    return torch.addcmul",
+            "    if x.shape[0] == 8:\n        inv = inv * 1.01\n    return torch.addcmul",
+        )
     )
     job = EvaluationJob(
         name="wrong",
@@ -150,11 +156,19 @@ def test_the_loop_kills_a_rejected_candidates_benchmark_workers(task, tmp_path, 
     )
     ev = job(Slot())
     assert ev.record is not None and ev.record.verdict.category == "wrong"
+    assert any("8x16384" in r for r in ev.record.verdict.reasons), ev.record.verdict.reasons
     assert ev.bench is None and ev.gate is None
     assert len(spawned) == 1, "the benchmark's workers were not started during correctness"
     session = spawned[0]
     assert session.workers and not any(_alive(session))
     assert session.root is not None and not session.root.exists()
+    # A candidate that fails before smoke has passed starts none.
+    spawned.clear()
+    early = tmp_path / "early.py"
+    early.write_text(FAST.read_text().replace("return torch.addcmul", "return 2 * torch.addcmul"))
+    ev = replace(job, name="early", path=early)(Slot())
+    assert ev.record is not None and ev.record.verdict.category == "wrong"
+    assert spawned == []
 
 
 def test_the_loop_times_a_passing_candidate_with_the_workers_it_started(task, monkeypatch):

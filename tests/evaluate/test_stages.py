@@ -150,22 +150,35 @@ def test_the_stage_clock_marks_the_failed_stage_and_what_never_ran(flagship):
     assert "smoke" in line and "(failed)" in line and "full" not in line
 
 
-def test_on_started_is_called_once_when_the_start_stage_passes(flagship):
-    plan = plan_calls(flagship, [flagship.find_shape("7x129")], ["float32"])
-    calls: list[str] = []
-    clock = StageClock(plan, on_started=lambda: calls.append(clock.current or ""))
+def test_on_passed_hooks_run_once_as_their_stage_passes_and_never_after_a_failure(flagship):
+    plan = plan_calls(flagship, list(flagship.spec.cpu_shapes), ["float32"])
+    seen: list[tuple[str, str | None]] = []
+    hooks = {
+        name: (lambda name=name: seen.append((name, clock.current)))
+        for name in ("start", "smoke", "full")
+    }
+    clock = StageClock(plan, on_passed=hooks)
     clock.advance("start")
-    assert calls == []  # the workers are starting: not yet
+    assert seen == []  # the workers are starting: not yet
     clock.advance("compile")  # the first hello
     clock.advance("compile")  # another worker's hello
-    for c in plan.calls:
+    assert seen == [("start", "start")]
+    for c in [c for c in plan.calls if c.stage in ("compile", "smoke")]:
         clock.judged(c.stage, failed=False)
-    assert calls == ["start"]  # once, as `start` closed
-    # A candidate refused before any worker started never calls it.
-    refused: list[int] = []
-    other = StageClock(plan, on_started=lambda: refused.append(1))
-    other.close("failed")
-    assert refused == []
+    assert seen == [("start", "start"), ("smoke", "smoke")]  # once, as smoke closed
+    # A failure in the full stage: its hook never runs.
+    clock.judged("full", failed=True)
+    clock.close("failed")
+    assert [name for name, _ in seen] == ["start", "smoke"]
+    # A smoke failure: the smoke hook never runs either.
+    seen.clear()
+    clock = StageClock(plan, on_passed=hooks)
+    clock.advance("compile")
+    for c in [c for c in plan.calls if c.stage == "compile"]:
+        clock.judged(c.stage, failed=False)
+    clock.judged("smoke", failed=True)
+    clock.close("failed")
+    assert [name for name, _ in seen] == ["start"]
 
 
 def test_a_passing_evaluation_without_timing_says_why(flagship):

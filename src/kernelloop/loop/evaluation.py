@@ -133,9 +133,9 @@ class EvaluationJob:
         try:
             if self.measured and self._overlap():
                 # The benchmark's workers start (import Python and torch, then wait) once
-                # the correctness workers have (their imports are not slowed), and run
-                # beside correctness; none imports an implementation before correctness
-                # passed, and a rejected candidate's are killed unused.
+                # the smoke stage has passed, beside full correctness: a candidate that
+                # fails early pays nothing for them. None imports an implementation before
+                # correctness passed, and a rejected candidate's are killed unused.
                 pending = self._benchmark(slot, dtypes, head_start=True)
             say(f"checking {name}" + (f" on {slot.label}" if slot.gpu is not None else ""))
             with turns.shared():
@@ -150,7 +150,7 @@ class EvaluationJob:
                     timing=False,
                     gpu=slot.gpu,
                     references=references,
-                    after_start=(lambda: pending.spawn()) if pending else None,
+                    on_passed={"smoke": pending.spawn} if pending else None,
                 )
             ev = Evaluated(record, slot=slot.label)
             if record.verdict.accepted and self.measured:

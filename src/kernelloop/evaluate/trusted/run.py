@@ -109,7 +109,7 @@ def evaluate(
     references: References | None = None,
     workers: int | None = None,
     gpu: int | None = None,
-    after_start: Callable[[], None] | None = None,
+    on_passed: dict[str, Callable[[], None]] | None = None,
 ) -> EvaluationRecord:
     """`timing`: None times a passing candidate only where timings count (never under the
     Triton interpreter, `timings_count`); True always, False never. `seeds`: the round's
@@ -119,8 +119,10 @@ def evaluate(
     `default_workers`). `screen=False` skips the static screen (tests use it to prove the
     runtime defences). `gpu`: the GPU (nvidia-smi's index) the workers and the trusted
     side's torch work use (None: GPU 0 for the workers, torch's current device here).
-    `after_start`: called once when the correctness workers have started (the loop starts
-    the benchmark's workers then, `PendingBenchmark.spawn`); it must return at once."""
+    `on_passed`: {stage: called once when that stage has passed} (`stages.ORDER`; never
+    after a failed check): the loop starts the benchmark's workers when `smoke` has
+    passed (`PendingBenchmark.spawn`). Called on the judging thread: it must be quick and
+    must not raise."""
     device = resolve_device(device)
     # A C++/CUDA source file is judged as the module that builds it (native_source.py).
     candidate = native_source.as_module(task, candidate)
@@ -149,7 +151,7 @@ def evaluate(
             references=references,
             workers=workers,
             gpu=gpu,
-            after_start=after_start,
+            on_passed=on_passed,
         )
     finally:
         torch.set_num_threads(threads)
@@ -172,7 +174,7 @@ def _evaluate(
     references: References | None,
     workers: int | None,
     gpu: int | None,
-    after_start: Callable[[], None] | None,
+    on_passed: dict[str, Callable[[], None]] | None,
 ) -> EvaluationRecord:
     say = progress or (lambda _m: None)
     candidate = Path(candidate).resolve()
@@ -200,7 +202,7 @@ def _evaluate(
     )
     started = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     t0 = time.monotonic()
-    clock = StageClock(plan, say, on_started=after_start)
+    clock = StageClock(plan, say, on_passed=on_passed)
     findings = (
         screen_candidate(source, task.spec.task.language, _bytes(task.baseline_path))
         if screen

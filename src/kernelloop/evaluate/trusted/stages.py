@@ -30,10 +30,11 @@ class StageClock:
         self,
         plan: Plan,
         say: Callable[[str], None] = lambda _m: None,
-        on_started: Callable[[], None] | None = None,
+        on_passed: dict[str, Callable[[], None]] | None = None,
     ) -> None:
         self.say = say
-        self.on_started = on_started  # called once, when the `start` stage has passed
+        # {stage: called once, when that stage has passed} (never after a failure)
+        self.on_passed = dict(on_passed or {})
         self.left = Counter(c.stage for c in plan.calls)
         self.calls = Counter(c.stage for c in plan.calls)
         self.done: dict[str, StageTime] = {}
@@ -43,6 +44,8 @@ class StageClock:
         self.failed_in: str | None = None  # the stage of the first failed check
 
     def _close(self, name: str, status: str) -> None:
+        if status == "passed" and (hook := self.on_passed.pop(name, None)) is not None:
+            hook()
         now = time.monotonic()
         self.done[name] = StageTime(
             name=name,
@@ -60,9 +63,6 @@ class StageClock:
             return
         for name in ORDER[ORDER.index(self.current) : ORDER.index(to)]:
             self._close(name, "passed")
-            if name == "start" and self.on_started is not None:
-                started, self.on_started = self.on_started, None
-                started()
         self.current = to
 
     def elapsed_in(self, stage: str) -> float | None:
