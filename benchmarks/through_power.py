@@ -25,11 +25,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "src"), str(ROOT)]
 
+from tests.redteam.harness import candidate_source  # noqa: E402
+
 from kernelloop.evaluate.trusted import interleave_rounds  # noqa: E402
 from kernelloop.evaluate.trusted import timing_checks as checks  # noqa: E402
 from kernelloop.evaluate.trusted.bench import benchmark  # noqa: E402
 from kernelloop.task import load_task  # noqa: E402
-from tests.redteam.harness import candidate_source  # noqa: E402
 
 TASK = ROOT / "examples" / "ln_softmax_dropout"
 FUSED = TASK / "candidates" / "fused_naive.py"
