@@ -112,7 +112,9 @@ def test_gpu_f_a_worker_under_reporting_its_events_is_held_to_the_trusted_clock(
     # unnoticed: the harness's own work per timed call (0.8 ms beside a 0.3 ms kernel on
     # the H200) drowned the difference. Now the run-through check rejects it, or raises
     # its samples by the whole excess the trusted clock saw (its slack is 2% of a unit:
-    # on the H200, 2026-12-01, every 20% lie was raised and every 50% lie rejected).
+    # on the H200, 2026-12-01, every 20% lie was raised and every 50% lie rejected;
+    # on 2026-12-02 the 20% lie was missed at one shape in about half the runs: an open
+    # weakness, docs/security.md "Residual risks" — this test is meant to fail then).
     src = candidate_source("timing_gpu_lying_timer.py")
     assert "(t / 100, s / 100)" in src
     cheat = tmp_path / "timing_gpu_lying_timer.py"
