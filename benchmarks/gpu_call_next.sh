@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
-# For the session after 14 (issues 12, 13, 14), three calls (carry .whl and .carry):
+# Device calls for the sessions after 15 (issues 12, 13, 14; carry .whl and .carry):
 #   PARTS=tests1  every GPU red-team test but d and the side-stream one, the GPU cheats, the
 #                 staging test, the CUDA example (inline and as a .cu file: ~2 builds of
-#                 ~55 s) and the both-timers bench test (~450 s);
+#                 ~55 s) and the both-timers bench test (~290 s on 2026-12-02; f[0.8] is
+#                 the open weakness of docs/security.md "Residual risks");
 #   PARTS=tests2  red-team d (~290 s by design: its worker is killed at the deadline) and
 #                 the side-stream test;
 #   PARTS=speed   eval_speed.py, median of 3, fused and wrong, the benchmark's workers
-#                 started during correctness (~190 s; session 14's call with a 150 s cap
-#                 finished 2 repeats), then stage_write.py (how fast a worker can write
-#                 one 512 MiB output to /dev/shm, ~30 s).
+#                 started as smoke passes (~150 s), then stage_write.py (how fast a worker
+#                 can write one 512 MiB output to /dev/shm, ~30 s; STAGE_WRITE=0 skips it).
+# benchmarks/gpu_call_s16_through.sh measures the run-through check's power (f[0.8]).
 # Each test runs under pytest-timeout with short tracebacks. Output is written under
 # $OUT/l as it goes (a cut call keeps what ran): env.txt, summary.txt, l/*.
 set -u
