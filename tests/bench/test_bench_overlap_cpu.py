@@ -27,6 +27,21 @@ def task():
     return load_task(CPU_TASK)
 
 
+@pytest.fixture
+def spawned(monkeypatch) -> list[Session]:
+    """Every benchmark session whose workers were started, in order."""
+    started: list[Session] = []
+    real_spawn = Session.spawn
+
+    def spy(self):
+        if self.root is None:  # not yet spawned: this call starts its workers
+            started.append(self)
+        return real_spawn(self)
+
+    monkeypatch.setattr(Session, "spawn", spy)
+    return started
+
+
 def _alive(session: Session) -> list[bool]:
     return [w.sp.proc.poll() is None for w in session.workers.values()]
 
@@ -125,16 +140,7 @@ def test_a_run_later_than_the_head_start_starts_its_workers_afresh(task):
     _timed_or_busy(rec, task)
 
 
-def test_the_loop_kills_a_rejected_candidates_benchmark_workers(task, tmp_path, monkeypatch):
-    spawned: list[Session] = []
-    real_spawn = Session.spawn
-
-    def spy(self):
-        if self.root is None:  # not yet spawned: this call starts its workers
-            spawned.append(self)
-        return real_spawn(self)
-
-    monkeypatch.setattr(Session, "spawn", spy)
+def test_the_loop_kills_a_rejected_candidates_benchmark_workers(task, tmp_path, spawned):
     # Right on the shapes of the compile and smoke stages, wrong on 8x16384 (full stage
     # only): the benchmark's workers start as smoke passes, then must be killed unused.
     wrong = tmp_path / "wrong.py"
@@ -171,16 +177,7 @@ def test_the_loop_kills_a_rejected_candidates_benchmark_workers(task, tmp_path, 
     assert spawned == []
 
 
-def test_the_loop_times_a_passing_candidate_with_the_workers_it_started(task, monkeypatch):
-    spawned: list[Session] = []
-    real_spawn = Session.spawn
-
-    def spy(self):
-        if self.root is None:  # not yet spawned: this call starts its workers
-            spawned.append(self)
-        return real_spawn(self)
-
-    monkeypatch.setattr(Session, "spawn", spy)
+def test_the_loop_times_a_passing_candidate_with_the_workers_it_started(task, spawned):
     job = EvaluationJob(
         name="fast",
         task=task,

@@ -200,6 +200,7 @@ def start_benchmark(
         dtype=dtype,
         device=device,
         gpu=gpu,
+        best=best_name,
         aa_impl=best_name if aa else None,
         compiled=compiled,
         evidence=evidence,
@@ -245,6 +246,7 @@ class PendingBenchmark:
     dtype: str
     device: str
     gpu: int | None
+    best: str  # the slot the candidate must beat: "best", else "baseline"
     aa_impl: str | None
     compiled: bool
     evidence: dict[str, Evidence]
@@ -296,8 +298,11 @@ class PendingBenchmark:
         gpu_after = read_gpu_state("after", gpu) if device == "cuda" else None
 
         env = outcome.env
-        ref_path = task.file_and_function("reference")[0]
-        compiled_sha = hashlib.sha256(ref_path.read_bytes()).hexdigest()
+        if self.compiled:
+            ref_path = task.file_and_function("reference")[0]
+            compiled_sha = {COMPILED: hashlib.sha256(ref_path.read_bytes()).hexdigest()}
+        else:
+            compiled_sha = {}
         rec = BenchmarkRecord(
             task=task.name,
             task_digest=task.digest(),
@@ -305,8 +310,8 @@ class PendingBenchmark:
             candidate=str(self.candidate.resolve()),
             candidate_sha256=hashlib.sha256(self.sources["candidate"]).hexdigest(),
             impl_sha256={n: hashlib.sha256(b).hexdigest() for n, b in self.sources.items()}
-            | ({COMPILED: compiled_sha} if self.compiled else {}),
-            best="best" if "best" in self.impls else "baseline",
+            | compiled_sha,
+            best=self.best,
             started_at=started,
             wall_s=0.0,
             device=device,
