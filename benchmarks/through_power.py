@@ -58,6 +58,13 @@ def main() -> None:
             "through_batches": {
                 s: [(round(w, 3), n) for w, n in a.through_all] for s, a in accs.items()
             },
+            "through_detail": {
+                s: [
+                    (round(w, 3), round(p, 3), round(q, 3), [round(x, 3) for x in ph])
+                    for w, p, q, ph in a.through_detail
+                ]
+                for s, a in accs.items()
+            },
             "added_ms": added,
             "rejected": why,
         }

@@ -131,6 +131,9 @@ class Acc:
     # of every one (for the candidate, whose own crowding only ever adds to its time)
     through: list[tuple[float, int]] = field(default_factory=list)
     through_all: list[tuple[float, int]] = field(default_factory=list)
+    # per run-through batch (every one): trusted wall ms, probe ms, run-queue wait ms and
+    # the worker's own phase times — diagnostics for benchmarks, never checked against
+    through_detail: list[tuple] = field(default_factory=list)
 
     def add_through(self, ans) -> None:
         b = ans.body
@@ -140,6 +143,7 @@ class Acc:
         self.no_launch += b.no_launch
         row = (wall_ms - probe_ms, len(b.commits))
         self.through_all.append(row)
+        self.through_detail.append((wall_ms, probe_ms, waited_ms, list(b.phases_ms)))
         if waited_ms <= max(CONTENDED[0] * wall_ms, CONTENDED[1]):
             self.through.append(row)
 

@@ -81,6 +81,9 @@ class Through(_Reply):
     pre: Annotated[list[list[Pair]], Field(max_length=10)] = Field(default_factory=list)
     post: Annotated[list[list[Pair]], Field(max_length=10)] = Field(default_factory=list)
     tampered: Names = Field(default_factory=list)
+    # The worker's own phase times (run-through: inputs made, units run): diagnostics for
+    # benchmarks, never trusted — nothing is checked against them.
+    phases_ms: Annotated[list[Ms], Field(max_length=4)] = Field(default_factory=list)
 
 
 class Batch(Through):

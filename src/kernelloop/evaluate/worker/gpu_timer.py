@@ -323,10 +323,12 @@ class GpuSlot:
         was raised 3-7x, and a lie of 20% on the flagship was raised by too little. A unit
         shorter than its own launch path shows that host time instead
         (timing_checks.THROUGH_HOST_MS)."""
+        t0 = _perf()
         sets = [self.make(call_seed(seed, j)) for j in range(n)]
         commits = Commits(key, n, "cuda")
         self.kept = []
         _sync()
+        t1 = _perf()
         for j, new in enumerate(sets):
             if self.graph:
                 for k, t in self.inputs.items():
@@ -342,8 +344,11 @@ class GpuSlot:
                 commits.launch(j, out)
             self.kept.append(out)
         _sync()
+        t2 = _perf()
         self.last = self.kept[-1] if self.kept else None
-        return {"commits": commits.texts()}
+        # The worker's own view of its phases (inputs, units): a diagnostic the trusted
+        # side records for benchmarks/through_power.py and never checks anything against.
+        return {"commits": commits.texts(), "phases_ms": [(t1 - t0) * 1e3, (t2 - t1) * 1e3]}
 
     def top_up(self, at_least: int = 3) -> list[tuple[float, float]]:
         extra = [
