@@ -9,7 +9,8 @@
 #   PARTS=speed   eval_speed.py, median of 3, fused and wrong, the benchmark's workers
 #                 started as smoke passes (~150 s), then stage_write.py (how fast a worker
 #                 can write one 512 MiB output to /dev/shm, ~30 s; STAGE_WRITE=0 skips it).
-# benchmarks/gpu_call_s16_through.sh measures the run-through check's power (f[0.8]).
+#   PARTS=power   benchmarks/through_power.py (the run-through check's power, REPEATS=3);
+#   PARTS=redteam the GPU red-team tests of tests1 alone.
 # Each test runs under pytest-timeout with short tracebacks. Output is written under
 # $OUT/l as it goes (a cut call keeps what ran): env.txt, summary.txt, l/*.
 set -u
@@ -25,6 +26,15 @@ gpu_tests() {  # name, cap, pytest args...
   echo "== $name rc=$? $(( $(date +%s) - s ))s" >> "$S"
   grep -E "^(PASSED|FAILED|ERROR)|passed|failed|^E " "$L/pytest_$name.txt" | cut -c1-400 | tail -40 >> "$S"
 }
+if [[ $PARTS == *power* ]]; then  # the run-through check's power (~80 s for 3 repeats)
+  timeout 300 python3 benchmarks/through_power.py "$L/through-power.json" \
+    --repeats "${REPEATS:-3}" > "$L/through_power.txt" 2>&1
+  echo "== through_power rc=$?" >> "$S"; cut -c1-600 "$L/through_power.txt" | tail -40 >> "$S"
+fi
+if [[ $PARTS == *redteam* ]]; then  # the GPU red team but d and side-stream (~150 s)
+  gpu_tests redteam 400 --timeout 200 -k "not gpu_d_ and not side_stream_work_is_counted" \
+    tests/redteam/test_timing_gpu.py
+fi
 if [[ $PARTS == *tests1* ]]; then
   gpu_tests tests1 540 --timeout 200 -k "not gpu_d_ and not side_stream_work_is_counted" \
     tests/redteam/test_timing_gpu.py tests/cheats/test_gpu_cheats.py \

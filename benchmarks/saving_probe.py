@@ -25,6 +25,7 @@ must pass them.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime as dt
 import json
 import re
@@ -88,10 +89,9 @@ def _logged_through(orig):
                 "rejected": bad is not None,
                 "reason": bad,
                 "claimed_ms": claimed,
-                "through_ms": {
-                    s: a.through_ms_per_unit(every=s == candidate) for s, a in accs.items()
+                "through_rows": {
+                    s: [dataclasses.astuple(r) for r in a.through] for s, a in accs.items()
                 },
-                "through_rows": {s: a.through_all for s, a in accs.items()},
             }
         )
         return added, bad

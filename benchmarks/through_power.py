@@ -5,9 +5,10 @@ A benchmark, not a test.
 The flagship's fused kernel as the best, and as the candidate the same kernel reporting
 `scale` of its real event times (tests/redteam/candidates/timing_gpu_lying_timer.py);
 `--scales 1.0` is the honest control. Each benchmark (bf16, no A/A slot, the red-team
-test's shapes) records what `timing_checks.through_check` saw per shape: the candidate's
-trusted ms per unit and its claim, the others' gaps, the slack, the excess, and the
-verdict; then the per-shape medians and the record's warnings and problems.
+test's shapes) records what `timing_checks.through_check` saw per shape: every slot's
+claim and its run-through batches (round, the trusted clock's inputs' and units' windows,
+units, quiet, and the worker's own phase times), the ms added and the verdict; then the
+per-shape medians and the record's warnings and problems.
 
     python benchmarks/through_power.py OUT.json [--scales 0.8,1.0] [--repeats 2]
 """
@@ -52,16 +53,17 @@ def main() -> None:
         row = {
             "shape": label,
             "claimed_ms": {s: round(v, 5) for s, v in claimed.items()},
-            "through_ms_per_unit": {
-                s: a.through_ms_per_unit(every=s == candidate) for s, a in accs.items()
-            },
-            "through_batches": {
-                s: [(round(w, 3), n) for w, n in a.through_all] for s, a in accs.items()
-            },
-            "through_detail": {
+            "through_rows": {
                 s: [
-                    (round(w, 3), round(p, 3), round(q, 3), [round(x, 3) for x in ph])
-                    for w, p, q, ph in a.through_detail
+                    (
+                        r.round,
+                        round(r.make_ms, 3),
+                        round(r.run_ms, 3),
+                        r.units,
+                        r.quiet,
+                        [round(x, 3) for x in r.phases_ms],
+                    )
+                    for r in a.through
                 ]
                 for s, a in accs.items()
             },
@@ -114,8 +116,6 @@ def main() -> None:
                     row["shape"],
                     "claimed",
                     row["claimed_ms"],
-                    "through/unit",
-                    row["through_ms_per_unit"],
                     "added",
                     round(row["added_ms"], 4),
                     "rejected" if row["rejected"] else "",

@@ -155,103 +155,130 @@ def test_time_spilling_outside_the_calls_is_added_back_not_rejected():
     assert bad is None and added == pytest.approx(12.0, abs=0.1)
 
 
-def _through(acc: checks.Acc, unit_ms: list[float], n: int = 8, waited_s: float = 0.0):
-    for u in unit_ms:
-        body = SimpleNamespace(commits=["c"] * n, pre=[], post=[], no_launch=0)
-        acc.add_through(SimpleNamespace(body=body, wall_s=n * u / 1e3, waited_s=waited_s))
+def _through(rows: list[tuple[float, float]], n: int = 7, waited_s: float = 0.0) -> checks.Acc:
+    """An Acc with one counted run-through batch per (inputs' ms per unit, units' ms per
+    unit), rounds 1, 2, ... in order, as the trusted clock would see them."""
+    acc = _acc(1, 1, 0)
+    for r, (make, run) in enumerate(rows, start=1):
+        body = SimpleNamespace(commits=["c"] * n, pre=[], post=[], no_launch=0, phases_ms=[])
+        marked = 10.0 + make * n / 1e3
+        ans = SimpleNamespace(
+            body=body,
+            sent=10.0,
+            marked=marked,
+            received=marked + run * n / 1e3,
+            wall_s=(make + run) * n / 1e3,
+            waited_s=waited_s,
+        )
+        acc.add_through(ans, r)
     return acc
 
 
-def _through_accs(cand_units: list[float]) -> dict[str, checks.Acc]:
-    # The H200's flagship at 16384x8192 (2026-12-01): ~1.53 ms of harness work per unit
-    # beside a 0.92 ms kernel (the best), 1.21 ms (the baseline).
-    return {
-        "candidate": _through(_acc(1, 1, 0), cand_units),
-        "best": _through(_acc(1, 1, 0), [2.45, 2.47, 2.44, 2.46]),
-        "baseline": _through(_acc(1, 1, 0), [2.74, 2.75, 2.77, 2.73]),
-    }
+# The H200's flagship at 16384x8192 (2026-12-02, benchmarks/results/2026-12-02-h200-
+# session16): per unit ~1.06 ms of inputs' window, and a units' window alternating between
+# ~1.232 and ~1.310 ms from round to round in every worker (0.918 ms kernel, the best).
+MAKE = [1.06, 1.05, 1.07, 1.06, 1.05, 1.06]
+RUN = [1.232, 1.310, 1.233, 1.311, 1.232, 1.309]
 
 
-CLAIMED = {"best": 0.92, "baseline": 1.21}
+def _rows(make=MAKE, run=RUN, d_make=0.0, d_run=0.0):
+    return [(m + d_make, u + d_run) for m, u in zip(make, run, strict=True)]
+
+
+def _accs(cand_rows, **more) -> dict[str, checks.Acc]:
+    return {"candidate": _through(cand_rows), "best": _through(_rows()), **more}
+
+
+CLAIMED = {"best": 0.918, "best#aa": 0.918, "baseline": 1.213}
 
 
 def test_run_through_batches_hold_the_events_to_the_trusted_clock():
-    # An honest copy of the best: its events and its run-through time agree as the best's do.
-    honest = _through_accs([2.46, 2.44, 2.45, 2.48])
-    assert checks.through_check("s", honest, {**CLAIMED, "candidate": 0.92}, "candidate") == (
+    # An honest copy of the best: its units take what the best's do, its events agree.
+    honest = _accs(_rows(d_run=0.004))
+    assert checks.through_check("s", honest, {**CLAIMED, "candidate": 0.918}, "candidate") == (
         0.0,
         None,
     )
     # The same kernel reporting 80% of its time (the red team's lying worker at 0.8): the
     # whole excess goes back on its samples, so it gains nothing.
-    added, bad = checks.through_check("s", honest, {**CLAIMED, "candidate": 0.736}, "candidate")
-    assert bad is None and added == pytest.approx(0.184, abs=0.02)
+    added, bad = checks.through_check("s", honest, {**CLAIMED, "candidate": 0.7344}, "candidate")
+    assert bad is None and added == pytest.approx(0.1876, abs=0.002)
     # Reporting half: its numbers are not real.
-    added, bad = checks.through_check("s", honest, {**CLAIMED, "candidate": 0.46}, "candidate")
+    added, bad = checks.through_check("s", honest, {**CLAIMED, "candidate": 0.459}, "candidate")
     assert bad and "did not see" in bad and "run back to back" in bad
-    # Really faster (0.7 ms, run-through 0.22 ms shorter too): no excess, nothing added.
-    faster = _through_accs([2.24, 2.23, 2.25, 2.26])
+    # Really faster (0.7 ms, its units 0.218 ms shorter too): no excess, nothing added.
+    faster = _accs(_rows(d_run=-0.218))
     assert checks.through_check("s", faster, {**CLAIMED, "candidate": 0.70}, "candidate") == (
         0.0,
         None,
     )
 
 
-def test_run_through_slack_holds_the_noisiest_honest_run_measured_on_the_h200():
-    # benchmarks/results/2026-12-01-h200/saving_probe_inputs_first.json, run "scale=1"
-    # (honest numbers through the swapped loop) at 16384x8192: the noisiest of 18 honest
-    # shape-checks, 0.057 ms (2.3% of a unit) above the others with a spread of 0.0095 ms.
-    # At a slack of 1% of a unit it was "corrected"; the calibrated slack lets it pass ...
-    accs = {
-        "candidate": _through(_acc(1, 1, 0), [2.3903] * 4),
-        "best": _through(_acc(1, 1, 0), [2.3268] * 4),
-        "baseline": _through(_acc(1, 1, 0), [2.6432] * 4),
-    }
-    claimed = {"candidate": 0.9129, "best": 0.9108, "baseline": 1.2177}
+def test_run_through_compares_round_by_round():
+    # A lie of 6% (0.055 ms) under units' windows that move by 0.078 ms from round to round.
+    liar = _accs(_rows(d_run=0.001))
+    added, bad = checks.through_check("s", liar, {**CLAIMED, "candidate": 0.863}, "candidate")
+    assert bad is None and added == pytest.approx(0.056, abs=0.002)
+    # The best waited for a CPU in its fast rounds (1, 3, 5): those are left out. Its
+    # remaining batches are all slow ones; read against the median of all the liar's
+    # (0.039 ms faster), the lie would shrink to 0.017 ms, inside the slack. Paired with the
+    # best's batch of the same round it stands out whole.
+    for i in (0, 2, 4):
+        r = liar["best"].through[i]
+        liar["best"].through[i] = checks.ThroughRow(r.round, r.make_ms, r.run_ms, 7, False)
+    added, _ = checks.through_check("s", liar, {**CLAIMED, "candidate": 0.863}, "candidate")
+    assert added == pytest.approx(0.056, abs=0.002)
+
+
+def test_work_moved_ahead_of_the_made_line_counts_as_the_units():
+    # A worker that computes a fifth of its outputs while "making inputs" shortens its units'
+    # window by as much as it lengthens the inputs' window; the inputs' window is held to
+    # the best's (slack: 5% of it + 0.003 ms), and what lies beyond goes back on the units.
+    moved = _accs(_rows(d_make=0.18, d_run=-0.18))
+    added, bad = checks.through_check("s", moved, {**CLAIMED, "candidate": 0.7344}, "candidate")
+    make_slack = checks.THROUGH_FLOOR_MS + checks.THROUGH_MAKE_REL * 1.06
+    assert bad is None and added == pytest.approx(0.18 - make_slack + 0.0036, abs=0.003)
+    # ... which leaves a cheater at most that slack (~6% of this kernel): docs/security.md.
+    assert 0.05 < make_slack < 0.06
+    # An honest candidate whose inputs' window runs a little long (3% of it) is not raised.
+    slow_inputs = _accs(_rows(d_make=0.03))
+    assert checks.through_check("s", slow_inputs, {**CLAIMED, "candidate": 0.918}, "candidate") == (
+        0.0,
+        None,
+    )
+
+
+def test_run_through_reads_the_best_and_its_copy_not_a_different_kernel():
+    # H200, 2026-12-02: the baseline's median claim came out 0.077 ms high in one run (1.291
+    # against 1.213 in the others), which read against it would have raised an honest
+    # candidate by 0.077 ms; the best and its A/A copy (the same bytes) are the reference.
+    base = _through(_rows(run=[u + 0.295 - 0.077 for u in RUN]))
+    accs = _accs(_rows(d_run=0.004), baseline=base, **{"best#aa": _through(_rows(d_run=0.006))})
+    claimed = {**CLAIMED, "baseline": 1.291, "candidate": 0.918}
+    assert checks.through_refs(accs, "candidate") == ["best", "best#aa"]
     assert checks.through_check("s", accs, claimed, "candidate") == (0.0, None)
-    # ... while the same run's 20% liar (claims 0.7286 ms, took 2.3806 ms per unit beside
-    # the best's 2.3763 and the baseline's 2.6770) is still raised by its whole excess.
-    accs = {
-        "candidate": _through(_acc(1, 1, 0), [2.3806] * 4),
-        "best": _through(_acc(1, 1, 0), [2.3763] * 4),
-        "baseline": _through(_acc(1, 1, 0), [2.6770] * 4),
-    }
-    claimed = {"candidate": 0.7286, "best": 0.9101, "baseline": 1.2160}
-    added, bad = checks.through_check("s", accs, claimed, "candidate")
-    assert bad is None and added == pytest.approx(0.1885, abs=0.002)
+    # Without a best, the baseline is the reference (the first round of an optimization).
+    del accs["best"], accs["best#aa"]
+    assert checks.through_refs(accs, "candidate") == ["baseline"]
 
 
 def test_a_unit_shorter_than_its_launch_path_is_held_to_the_clock_not_called_a_liar():
     # H200, 2026-12-01, GEMM task at 16x8192x8192: the honest tiled GEMM claims 0.0457 ms
-    # per call; with a host wait before its units the trusted clock saw 0.5699 ms per unit
-    # beside the others' 0.4743 ms of harness work beyond their claims — its Triton launch
-    # and commitment (~0.1 ms of host work) outlasting its kernel, not a lie.
+    # per call; the trusted clock saw its units take 0.0499 ms more than the best's harness
+    # work beside its claim — its Triton launch and commitment (~0.1 ms of host work)
+    # outlasting its kernel, not a lie.
     accs = {
-        "candidate": _through(_acc(1, 1, 0), [0.5699] * 4),
-        "best": _through(_acc(1, 1, 0), [0.5300] * 4),
-        "baseline": _through(_acc(1, 1, 0), [0.5300] * 4),
+        "candidate": _through([(0.3, 0.1457 + 0.0499)] * 6),
+        "best": _through([(0.3, 0.1557)] * 6),
     }
-    claimed = {"candidate": 0.0457, "best": 0.0557, "baseline": 0.0557}
+    claimed = {"candidate": 0.0457, "best": 0.0557}
     added, bad = checks.through_check("s", accs, claimed, "candidate")
     # Not rejected: held to what the trusted clock saw (its samples raised by the excess).
     assert bad is None and added == pytest.approx(0.0499, abs=1e-3)
     # A unit past the host allowance beyond the harness (and past half its claim): a lie.
-    accs["candidate"] = _through(_acc(1, 1, 0), [0.5700 + checks.THROUGH_HOST_MS] * 4)
+    accs["candidate"] = _through([(0.3, 0.1457 + checks.THROUGH_HOST_MS + 0.01)] * 6)
     added, bad = checks.through_check("s", accs, claimed, "candidate")
     assert bad and "did not see" in bad
-
-
-def test_run_through_counts_the_candidates_contended_batches_but_not_the_others():
-    accs = _through_accs([2.46, 2.44, 2.45, 2.48])
-    # The best's batches all waited for a CPU: they do not count as its quiet ones.
-    accs["best"] = _through(_acc(1, 1, 0), [3.5, 3.6, 3.4, 3.5], waited_s=0.5)
-    assert accs["best"].through == [] and accs["best"].through_ms_per_unit() is None
-    # Only the baseline is left to compare with; the candidate is still judged.
-    added, bad = checks.through_check("s", accs, {**CLAIMED, "candidate": 0.46}, "candidate")
-    assert bad and "did not see" in bad
-    # The candidate crowding its own worker only ever adds to its own time.
-    slow = _through(_acc(1, 1, 0), [2.9, 2.9, 2.9, 2.9], waited_s=0.5)
-    assert slow.through == [] and slow.through_ms_per_unit(every=True) == pytest.approx(2.9)
 
 
 def test_run_through_check_needs_data_on_both_sides():

@@ -168,6 +168,21 @@ def test_c_a_worker_lying_about_its_samples_is_caught_by_the_trusted_clock(
     assert canary.intact()
 
 
+def test_c_probe_times_invented_to_cover_a_lie_are_a_protocol_violation(
+    task, best, tmp_path, canary
+):
+    # The lying timer of (c) with the time it hides handed back as idle-probe time, which
+    # the trusted side takes off a batch's wall time: before 2026-12-02 its batches added
+    # up and it was accepted as ~50x faster than the best. Only non-candidate workers on a
+    # GPU are asked to probe; anything else answering with probes is refused outright.
+    cheat = write_candidate(tmp_path, "timing_padded_probes.py")
+    rec = _bench(task, cheat, best)
+    assert any("idle probes it was not asked for" in p for p in rec.problems), rec.problems
+    assert not any("replaced harness functions" in p for p in rec.problems), rec.problems
+    assert not performance_gate(rec, task.spec.rules).accepted
+    assert canary.intact()
+
+
 def test_e_replaying_a_kept_output_while_timed_is_caught_by_an_audit(task, best, tmp_path, canary):
     cheat = write_candidate(tmp_path, "timing_replays_output.py")
     rec = _bench(task, cheat, best, aa=False)

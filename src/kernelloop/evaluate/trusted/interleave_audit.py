@@ -105,7 +105,17 @@ class AuditMixin:
             return False
         return True
 
-    def _check_batch(self, label: str, slot: str, ans) -> None:
+    def _check_batch(self, label: str, slot: str, ans, probed: bool) -> None:
+        if not probed and (ans.body.pre or ans.body.post):
+            # Probe times are taken off a batch's wall time: a worker not asked for them
+            # (the candidate's) could claim its own time away with them.
+            self.problem(
+                "protocol",
+                slot,
+                f"{label}: {slot}'s worker answered a batch with idle probes it was not asked "
+                "for (they would be taken off its own time): its numbers are not real",
+            )
+            ans.body.pre, ans.body.post = [], []
         if (bad := checks.batch_clock_problem(label, slot, ans)) is not None:
             self.problem("timing", slot, bad)
         if ans.body.tampered:

@@ -283,8 +283,8 @@ class RoundsMixin:
                     evidence_s += time.monotonic() - t_turn
                 if ans is None:
                     continue  # the evidence slot was dropped
+                self._check_batch(label, slot, ans, probed=cuda and slot != self.candidate)
                 accs[slot].add(ans)
-                self._check_batch(label, slot, ans)
                 if len(ans.body.commits) != len(ans.body.calls):
                     self.problem(
                         "protocol",

@@ -1,21 +1,26 @@
 """Run-through rounds (GPU): what the trusted clock checks a worker's events against.
 
 After a shape's timed rounds, every worker runs a few batches of units back to back with
-no host wait between them (worker/gpu_timer.GpuSlot.through): per unit, inputs of its
-own from the round's secret seed, an L2 flush, the unit, a commitment to its output —
-all queued on the stream. The worker reports nothing but the commitments; the trusted
-side keeps its own wall time per batch. Per implementation, trusted time per unit minus
-what its events claimed per unit is the harness's work, the same for every
-implementation of the shape: timing_checks.through_check holds the candidate's to the
-others'. The candidate (and the A/A copy of it, if any) has one run-through output
-audited like a timed one: a cheaper wrong path used only here is caught, and a saving
-claimed only in the timed batches has nothing to hide behind.
+no host wait between them (worker/gpu_timer.GpuSlot.through): first every unit's inputs
+from the round's secret seed, then a `made` line, then per unit the unit and a commitment
+to its output — all queued on the stream. The worker reports nothing but the
+commitments; the trusted side keeps its own clock at the command, at `made` and at the
+answer. timing_checks.through_check holds the candidate's two windows to the best's of the
+same round. The candidate (and the A/A copy of the best, if any) has one run-through
+output audited like a timed one: a cheaper wrong path used only here is caught, and a
+saving claimed only in the timed batches has nothing to hide behind.
 
-Rounds are shuffled with the secret RNG as the timed ones are; the other workers are
-stopped during each turn and probe the GPU for foreign work before and after theirs.
-Batches in which a worker waited for a CPU do not count for the others (they would make
-the others' harness time look larger); more rounds run, up to THROUGH_MAX_ROUNDS, until
-each has QUIET_MIN quiet ones — or the machine is reported too busy.
+Each turn is the same for every worker: resumed, an idle probe, the batch, an idle probe,
+stopped. A non-candidate's probes (calibrated before any candidate code ran) show foreign
+work on the GPU before or after its batch — the candidate's, since every other worker is
+stopped; the candidate's own probes are run only so that every worker's GPU is in the same
+state when its batch begins, and are ignored. The probes lie outside the batch's windows.
+
+Rounds are shuffled with the secret RNG as the timed ones are. The first round warms the
+allocator and is not counted. Batches in which a reference worker waited for a CPU do
+not count for it (they would make its harness time look larger); more rounds run, up to
+THROUGH_MAX_ROUNDS, until each reference has THROUGH_PAIRS quiet ones — or the machine is
+reported too busy.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ if TYPE_CHECKING:
     from kernelloop.evaluate.trusted.plan import Call
 
 _RNG = secrets.SystemRandom()
+IDLE_CAP_S = 10.0
 
 
 def through_rounds(
@@ -37,31 +43,24 @@ def through_rounds(
 ) -> bool:
     """Run-through rounds of `n` units per batch; False when a problem was found."""
     label, cand = call.shape.label, sess.candidate
-    audit_at = {slot: _RNG.randrange(checks.THROUGH_ROUNDS) for slot in audited}
+    audit_at = {slot: 1 + _RNG.randrange(checks.THROUGH_ROUNDS) for slot in audited}
     known = len(sess.out.problems)
+    cap = max(30.0, 50 * n * per_call_ms / 1e3)
 
-    def short() -> bool:
-        return any(
-            len(a.through) < checks.QUIET_MIN for s, a in accs.items() if s != cand and a.calls
-        )
+    def short() -> list[str]:
+        refs = checks.through_refs(accs, cand) or [s for s in accs if s != cand]
+        return [s for s in refs if accs[s].quiet_rounds() < checks.THROUGH_PAIRS]
 
     r = 0
-    while r < checks.THROUGH_ROUNDS or (r < checks.THROUGH_MAX_ROUNDS and short()):
+    while r <= checks.THROUGH_ROUNDS or (r <= checks.THROUGH_MAX_ROUNDS and short()):
         order = sess.core()  # the gate's slots: an evidence slot is not held to this check
         _RNG.shuffle(order)
         seed = secrets.randbits(31)
         for slot in order:
             key = secrets.randbits(62)
-            ans = sess.turn(
-                slot,
-                "through",
-                max(30.0, 50 * n * per_call_ms / 1e3),
-                n=n,
-                seed=seed,
-                key=key,
-                probe=slot != cand,
-            )
-            accs[slot].add_through(ans)
+            ans = through_turn(sess, slot, cap, n=n, seed=seed, key=key)
+            if r > 0:
+                accs[slot].add_through(ans, r)
             _check(sess, label, slot, n, ans)
             if len(sess.out.problems) > known:
                 return False
@@ -70,11 +69,9 @@ def through_rounds(
                 if not sess._audit(call, slot, seed, key, ans.body.commits, j):  # noqa: SLF001
                     return False
         r += 1
-    if short():
+    if lacking := short():
         which = ", ".join(
-            f"{s} {len(a.through)} of {len(a.through_all)}"
-            for s, a in accs.items()
-            if s != cand and len(a.through) < checks.QUIET_MIN
+            f"{s} {accs[s].quiet_rounds()} of {len(accs[s].through)}" for s in lacking
         )
         sess.problem(
             "timing",
@@ -85,6 +82,34 @@ def through_rounds(
         )
         return False
     return True
+
+
+def through_turn(sess: Session, slot: str, cap: float, **args):
+    """One worker's run-through turn: resumed, idle probe, batch (its `made` line's time kept
+    on the answer as `marked`, the probes' tries as its `pre`/`post`), idle probe, stopped."""
+    w = sess.workers[slot]
+    before = w.freezer.waited_ns()
+    w.resume()
+    try:
+        pre = w.ask("idle", sess.left(IDLE_CAP_S))
+        sent = w.send("through", **args)
+        marked = w.collect("through", sent, sess.left(cap), expected="made").received
+        ans = w.collect("through", sent, sess.left(cap))
+        post = w.ask("idle", sess.left(IDLE_CAP_S))
+    finally:
+        if not w.dead:
+            w.pause()
+    ans.marked = marked
+    ans.waited_s = max(0, w.freezer.waited_ns() - before) / 1e9
+    if ans.body.pre or ans.body.post:  # a batch asked for no probes: these are not real
+        sess.problem(
+            "protocol",
+            slot,
+            f"{slot}'s worker answered a run-through batch with idle probes it was not asked "
+            "for (they would be taken off its own time): its numbers are not real",
+        )
+    ans.body.pre, ans.body.post = pre.body.tries, post.body.tries
+    return ans
 
 
 def _check(sess: Session, label: str, slot: str, n: int, ans) -> None:

@@ -78,23 +78,35 @@ CROWDED_RATIO = 10.0
 CROWDED_SHARE = 0.25
 
 
-# Run-through batches (GPU; worker/gpu_timer.GpuSlot.through): per implementation, the
-# trusted wall time per unit minus what its events claim per unit is the same harness
-# work for all (every unit's inputs made first, then the units and their commitments
-# queued with no host wait); the candidate's may exceed the others' median by
-# THROUGH_FLOOR_MS + THROUGH_REL × the others' run-through time per unit + the others'
-# spread. Beyond that its samples are raised by the whole excess; beyond REJECT_REL of its
-# claim it is rejected as a liar. Measured on the H200 (flagship, bf16, 2026-12-01,
-# benchmarks/results/2026-12-01-h200/saving_probe_inputs_first.json; 3 shapes): units of
-# 0.67–2.55 ms (the harness ~0.4 ms at 4096x8000, ~1.45 ms at 16384x8192, beside
-# 0.09–0.91 ms kernels); 18 honest shape-checks (copies of the best, the tuner's 3x faster
-# Philox candidate, honest numbers through a swapped loop) exceeded the others by at most
-# 1.8% of a unit beyond their spread, most by less than 0; lies of 20% of the kernel
-# exceeded by 3.3–8.9%, lies of 50% by 13.7–22.8%. Hence 2%: it corrects every 20% lie
-# of that run and rejects every 50% one; a 5% lie passes (its excess, 1.5–2.2% of a
-# unit, is inside the noise of the harness work).
+# Run-through batches (GPU; worker/gpu_timer.GpuSlot.through): the worker makes every
+# unit's inputs, writes a `made` line, then queues the units and their commitments with no
+# host wait. The trusted clock splits each batch there: the units' window (from `made` to
+# the answer) per unit minus the events' claim per unit is the harness's work around the
+# units, the same for every implementation of the shape; the inputs' window (from the
+# command to `made`) is the same work for every implementation outright. Both are compared
+# round by round with the best's (and its A/A copy's) batches of the same round — the
+# rounds share the GPU's and the allocator's state, which moved every worker's units alike
+# (measured: units' windows alternating 8.6/9.2 ms from round to round at 16384x8192, in
+# every worker) — and the medians over the rounds are the excesses.
+#
+# Measured on the H200 (2026-12-02, flagship bf16, benchmarks/results/2026-12-02-h200-
+# session16, from the workers' own phase times): the units' window paired by round gave
+# honest excesses of -0.003..+0.011 ms per unit against the best (units of 0.32 and
+# 1.24 ms) and lies of 20% +0.045..+0.054 (lie 0.048) and +0.181..+0.185 (lie 0.181);
+# the whole batch on the trusted clock, as the check read it before, ranged -0.11..+0.16
+# for the same runs (the inputs' window moves by up to 3 ms from batch to batch, and the
+# best's idle probes sat inside its batches but not the candidate's). Hence the units'
+# slack of THROUGH_FLOOR_MS + THROUGH_REL × the best's units' window per unit + the
+# spread between the best and its A/A copy; and the inputs' window may exceed the best's by
+# THROUGH_MAKE_REL of it (+ floor + spread) before the excess counts as work moved ahead of
+# `made` (a candidate that computes its outputs before `made` shortens its units' window
+# by as much as it lengthens that one): honest inputs' windows exceeded the best's by at
+# most 3% per unit in that run. A worker may hide at most those two slacks (~2% + 5%
+# of the harness work per unit); beyond them its samples are raised by the whole excess,
+# beyond REJECT_REL of its claim it is rejected as a liar.
 THROUGH_FLOOR_MS = 0.003
 THROUGH_REL = 0.02
+THROUGH_MAKE_REL = 0.05
 # A unit whose host work (the candidate's launch path: Python, argument handling, the
 # launch itself, and the harness's commitment launch) outlasts its GPU work shows that
 # host time to the trusted clock — it cannot be told from a lie. A unit that took at most
@@ -108,8 +120,25 @@ THROUGH_REL = 0.02
 # inside the sandboxed timing worker up to 0.29 ms (a unit of 0.32 ms beyond the
 # harness), not yet explained; 0.5 ms covers that. Longer units keep the rule above.
 THROUGH_HOST_MS = 0.5
-THROUGH_ROUNDS = 4  # run-through batches per implementation and shape (more if contended)
-THROUGH_MAX_ROUNDS = 10
+# Run-through rounds per implementation and shape: one warm-up (the first batch's inputs'
+# window ran up to 5 ms long in every worker, allocator growth), then THROUGH_ROUNDS that
+# count, more (up to THROUGH_MAX_ROUNDS) while a reference has fewer than THROUGH_PAIRS
+# rounds in which it did not wait for a CPU.
+THROUGH_ROUNDS = 6
+THROUGH_PAIRS = 3
+THROUGH_MAX_ROUNDS = 12
+
+
+@dataclass(frozen=True)
+class ThroughRow:
+    """One run-through batch on the trusted clock."""
+
+    round: int
+    make_ms: float  # the command sent -> the worker's `made` line
+    run_ms: float  # `made` -> the answer: the units and their commitments
+    units: int
+    quiet: bool  # the worker did not wait for a CPU (CONTENDED)
+    phases_ms: tuple[float, ...] = ()  # the worker's own view: diagnostics, never checked
 
 
 @dataclass
@@ -127,34 +156,28 @@ class Acc:
     waits_ms: list[float] = field(default_factory=list)  # every batch's run-queue wait
     walls_ms: list[float] = field(default_factory=list)  # and its trusted wall time
     no_launch: int = 0
-    # run-through batches: (trusted wall - probes ms, units) of the uncontended ones; and
-    # of every one (for the candidate, whose own crowding only ever adds to its time)
-    through: list[tuple[float, int]] = field(default_factory=list)
-    through_all: list[tuple[float, int]] = field(default_factory=list)
-    # per run-through batch (every one): trusted wall ms, probe ms, run-queue wait ms and
-    # the worker's own phase times — diagnostics for benchmarks, never checked against
-    through_detail: list[tuple] = field(default_factory=list)
+    # run-through batches that count (the warm-up round's are not kept), in round order
+    through: list[ThroughRow] = field(default_factory=list)
 
-    def add_through(self, ans) -> None:
+    def add_through(self, ans, round_: int) -> None:
+        """One counted run-through batch: `ans.marked` is the trusted clock at its `made`."""
         b = ans.body
-        probe_ms = sum(h for tries in (*b.pre, *b.post) for h, _ in tries)
         wall_ms, waited_ms = ans.wall_s * 1e3, getattr(ans, "waited_s", 0.0) * 1e3
         self.wall_s += ans.wall_s
         self.no_launch += b.no_launch
-        row = (wall_ms - probe_ms, len(b.commits))
-        self.through_all.append(row)
-        self.through_detail.append((wall_ms, probe_ms, waited_ms, list(b.phases_ms)))
-        if waited_ms <= max(CONTENDED[0] * wall_ms, CONTENDED[1]):
-            self.through.append(row)
+        self.through.append(
+            ThroughRow(
+                round_,
+                (ans.marked - ans.sent) * 1e3,
+                (ans.received - ans.marked) * 1e3,
+                len(b.commits),
+                waited_ms <= max(CONTENDED[0] * wall_ms, CONTENDED[1]),
+                tuple(b.phases_ms),
+            )
+        )
 
-    def through_ms_per_unit(self, every: bool = False) -> float | None:
-        """The lower quartile over run-through batches of trusted ms per unit (the
-        machine's load only ever adds time)."""
-        rows = self.through_all if every else self.through
-        if not rows:
-            return None
-        per = sorted(w / max(n, 1) for w, n in rows)
-        return per[(len(per) - 1) // 4]
+    def quiet_rounds(self) -> int:
+        return sum(r.quiet for r in self.through)
 
     def add(self, ans) -> None:
         b = ans.body
@@ -314,6 +337,27 @@ def saving_check(
     return excess, None
 
 
+def through_refs(accs: dict[str, Acc], candidate: str) -> list[str]:
+    """The slots the candidate's run-through batches are compared with: the gate's top
+    slot (the best, or the baseline where there is none) and its A/A copy — the same bytes
+    as each other, so their disagreement is the measurement's noise — or, where neither
+    has batches, every other slot that has."""
+    top = "best" if "best" in accs else "baseline"
+    refs = [s for s in (top, f"{top}#aa") if s in accs and accs[s].through]
+    return refs or [s for s, a in accs.items() if s != candidate and a.through]
+
+
+def _paired(cand: Acc, ref: Acc, own, theirs) -> list[float]:
+    """own(candidate's row) - theirs(ref's row) per round in which the ref did not wait for
+    a CPU (the candidate's own crowding only ever adds to its time: all its rows count)."""
+    mine = {r.round: r for r in cand.through}
+    return [own(mine[r.round]) - theirs(r) for r in ref.through if r.quiet and r.round in mine]
+
+
+def _per_unit(r: ThroughRow, ms: float) -> float:
+    return ms / max(r.units, 1)
+
+
 def through_check(
     label: str, accs: dict[str, Acc], claimed: dict[str, float], candidate: str
 ) -> tuple[float, str | None]:
@@ -325,41 +369,57 @@ def through_check(
     (fresh inputs, flush, spin, commitment, three host waits: ~0.8 ms beside a 0.3 ms
     kernel on the H200) drowned a lie of half the call (measured 2026-12-01,
     benchmarks/results/2026-12-01-h200). In a run-through batch nothing waits: the
-    trusted clock sees the units back to back, and trusted time per unit minus the claim
-    per unit — the harness's work, the same for every implementation of the shape — must
-    match the others'."""
+    trusted clock sees the units back to back after the worker's `made` line, and the
+    units' window per unit minus the claim per unit must match the reference's in the
+    same round; the inputs' window before `made` must match the reference's outright
+    (work moved there counts as the units')."""
     cand = accs.get(candidate)
-    if cand is None or candidate not in claimed:
+    if cand is None or not cand.through or candidate not in claimed:
         return 0.0, None
-    own = cand.through_ms_per_unit(every=True)
-    gaps = {
-        s: t - claimed[s]
-        for s, a in accs.items()
-        if s != candidate and s in claimed and (t := a.through_ms_per_unit()) is not None
-    }
-    if own is None or not gaps:
+    refs = [s for s in through_refs(accs, candidate) if s in claimed]
+    c_claim = claimed[candidate]
+    run_ex, make_ex, units, makes = {}, {}, [], []
+    for s in refs:
+        a = accs[s]
+        r_claim = claimed[s]
+        run = _paired(
+            cand,
+            a,
+            lambda r: _per_unit(r, r.run_ms) - c_claim,
+            lambda r, k=r_claim: _per_unit(r, r.run_ms) - k,
+        )
+        if not run:
+            continue
+        run_ex[s] = statistics.median(run)
+        inputs = lambda r: _per_unit(r, r.make_ms)  # noqa: E731
+        make_ex[s] = statistics.median(_paired(cand, a, inputs, inputs))
+        units.append(statistics.median(_per_unit(r, r.run_ms) for r in a.through))
+        makes.append(statistics.median(_per_unit(r, r.make_ms) for r in a.through))
+    if not run_ex:
         return 0.0, None
-    ref = statistics.median(gaps.values())
-    unit = statistics.median(
-        t for s, a in accs.items() if s in gaps and (t := a.through_ms_per_unit())
-    )
-    spread = max(gaps.values()) - min(gaps.values())
-    slack = THROUGH_FLOOR_MS + THROUGH_REL * unit + spread
-    got = own - claimed[candidate]
-    excess = got - ref
+    unit, make_unit = statistics.median(units), statistics.median(makes)
+    slack = THROUGH_FLOOR_MS + THROUGH_REL * unit + _spread(run_ex)
+    make_slack = THROUGH_FLOOR_MS + THROUGH_MAKE_REL * make_unit + _spread(make_ex)
+    ahead = max(0.0, statistics.median(make_ex.values()) - make_slack)
+    excess = statistics.median(run_ex.values()) + ahead
     if excess <= slack:
         return 0.0, None
     # A unit that took at most THROUGH_HOST_MS beyond the harness may be its launch path,
     # not its kernel: held to the clock, never called a liar.
-    if excess > REJECT_REL * claimed[candidate] + slack and own - ref > THROUGH_HOST_MS:
+    seen = c_claim + excess
+    if excess > REJECT_REL * c_claim + slack and seen > THROUGH_HOST_MS:
         return 0.0, (
-            f"{label}: run back to back, the candidate's calls took {own:.4f} ms each on the "
-            f"trusted clock, {got:.4f} ms more than the {claimed[candidate]:.4f} ms its own "
-            f"numbers claim, where the other implementations' took {ref:.4f} ms more than "
-            f"theirs (slack {slack:.4f} ms): it claims a saving the trusted clock did not see, "
-            "so its numbers are not real"
+            f"{label}: run back to back, the candidate's calls took {seen:.4f} ms each on the "
+            f"trusted clock beyond the harness work the other implementations' took, "
+            f"{excess:.4f} ms more than the {c_claim:.4f} ms its own numbers claim (slack "
+            f"{slack:.4f} ms): it claims a saving the trusted clock did not see, so its "
+            "numbers are not real"
         )
     return excess, None
+
+
+def _spread(by_ref: dict[str, float]) -> float:
+    return max(by_ref.values()) - min(by_ref.values()) if len(by_ref) > 1 else 0.0
 
 
 def read_output(path: os.PathLike, nbytes: int) -> bytearray:

@@ -86,6 +86,16 @@ class Through(_Reply):
     phases_ms: Annotated[list[Ms], Field(max_length=4)] = Field(default_factory=list)
 
 
+class Made(_Reply):
+    """A run-through batch's interim line: the worker's inputs are made (its clock's split)."""
+
+
+class Idle(_Reply):
+    """The idle probe's tries around a run-through batch (empty for an uncalibrated worker)."""
+
+    tries: Annotated[list[list[Pair]], Field(max_length=10)] = Field(default_factory=list)
+
+
 class Batch(Through):
     calls: Annotated[
         list[Annotated[list[Ms], Field(min_length=1, max_length=2)]],
@@ -134,6 +144,8 @@ SCHEMAS: dict[str, type[_Reply]] = {
     "method": MethodSet,
     "batch": Batch,
     "through": Through,
+    "made": Made,
+    "idle": Idle,
     "ended": Ended,
     "output": Output,
     "profiled": Profiled,

@@ -45,6 +45,7 @@ class Answer:
     sent: float  # trusted clock, just before the command was written
     received: float  # trusted clock, when the answer line arrived
     waited_s: float = 0.0  # the worker's threads runnable but without a CPU during the turn
+    marked: float | None = None  # trusted clock at a run-through batch's `made` line
 
     @property
     def wall_s(self) -> float:
@@ -135,8 +136,11 @@ class TimingWorker:
             ) from None
         return sent
 
-    def collect(self, cmd: str, sent: float, timeout_s: float) -> Answer:
-        ans = self._await(cmd, sent, timeout_s)
+    def collect(
+        self, cmd: str, sent: float, timeout_s: float, expected: str | None = None
+    ) -> Answer:
+        """The answer to `cmd` (or, with `expected`, an interim line of that kind first)."""
+        ans = self._await(cmd, sent, timeout_s, expected)
         if ans.kind == "import_error":
             self.kill()
             raise WorkerFailed(
@@ -151,8 +155,10 @@ class TimingWorker:
             )
         return ans
 
-    def _await(self, cmd: str, sent: float, timeout_s: float) -> Answer:
-        expected = _ANSWERS.get(cmd, cmd)
+    def _await(
+        self, cmd: str, sent: float, timeout_s: float, expected: str | None = None
+    ) -> Answer:
+        expected = expected or _ANSWERS.get(cmd, cmd)
         try:
             received, raw = self._lines.get(timeout=max(0.01, timeout_s))
         except queue.Empty:
@@ -221,6 +227,7 @@ _ANSWERS = {
     "method": "method",
     "batch": "batch",
     "through": "through",
+    "idle": "idle",
     "end": "ended",
     "output": "output",
     "profile": "profiled",

@@ -300,12 +300,15 @@ class GpuSlot:
         self.cals += cal_raw
         return {"calls": [raw(e) for e in evs], "cals": cal_raw, "commits": commits}
 
-    def through(self, n: int, seed: int, key: int) -> dict:
+    def through(self, n: int, seed: int, key: int, mark=None) -> dict:
         """`n` timed units run through for the trusted clock alone (nothing is reported but
         the commitments). First the inputs of every unit are made (from the batch's secret
         seed, as in `batch`); then the units are queued back to back, each followed by the
         launch of its output's commitment, with no host wait and no flush in between —
-        nothing a worker could leave out to look faster. Queued this way the host stays
+        nothing a worker could leave out to look faster. Between the two, `mark()` tells
+        the trusted side the inputs are made: its clock splits the batch there (the units'
+        window is what the events are held to; the inputs' window is held to the others').
+        Queued this way the host stays
         ahead of the GPU for any unit longer than its launch (~0.1 ms), so the trusted wall
         time per unit is the unit plus the same harness work for every implementation: what
         the events of `batch` must agree with (trusted/timing_checks.through_check). Every
@@ -329,6 +332,8 @@ class GpuSlot:
         self.kept = []
         _sync()
         t1 = _perf()
+        if mark is not None:
+            mark()
         for j, new in enumerate(sets):
             if self.graph:
                 for k, t in self.inputs.items():

@@ -7,8 +7,8 @@ has run in this process: non-candidate workers calibrate their idle probe first,
 candidate code exists anywhere. Between its turns the trusted side keeps this process
 stopped (SIGSTOP), so nothing here runs while another implementation is timed.
 
-Commands: calibrate, load, prepare, rough, probe, method, batch, end, output, profile,
-stop (trusted/workers.py drives them; trusted/interleave.py says when and why).
+Commands: calibrate, load, prepare, rough, probe, method, batch, through, idle, end,
+output, profile, stop (trusted/workers.py drives them; trusted/interleave.py says when and why).
 Untrusted side: what it reports is checked there against the trusted clock and the
 reference.
 """
@@ -160,7 +160,23 @@ class Server:
         """A run-through batch for the trusted clock (GpuSlot.through; GPU only), with the
         same idle probes and launch audit as `batch`."""
         n, seed, key = int(cmd["n"]), int(cmd["seed"]), int(cmd["key"])
-        return self._framed(cmd, lambda: self.slot.through(n, seed, key))
+
+        def made() -> None:  # the inputs are made: the trusted clock's split point
+            self.send("made", seq=cmd["seq"])
+
+        return self._framed(cmd, lambda: self.slot.through(n, seed, key, made))
+
+    def idle(self, cmd: dict) -> dict:
+        """The idle probe on its own (GPU), around a run-through batch: a calibrated worker's
+        tries are judged by the trusted side; an uncalibrated one (the candidate's) runs the
+        same copy so that every worker's GPU is in the same state when its batch starts, and
+        its tries are ignored."""
+        if not self.cuda:
+            return {"tries": []}
+        if self.probe is None:
+            self.probe = IdleProbe()
+        tries = self.probe.check()
+        return {"tries": tries if self.probe.cal is not None else []}
 
     def _framed(self, cmd: dict, run) -> dict:
         """`run()`'s answer between the idle probes (when asked for), with the launch audit's
@@ -225,6 +241,7 @@ HANDLERS = {
     "method": ("method", Server.method),
     "batch": ("batch", Server.batch),
     "through": ("through", Server.through),
+    "idle": ("idle", Server.idle),
     "end": ("ended", Server.end),
     "output": ("output", Server.output),
     "profile": ("profiled", Server.profile),
