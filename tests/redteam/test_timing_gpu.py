@@ -111,10 +111,10 @@ def test_gpu_f_a_worker_under_reporting_its_events_is_held_to_the_trusted_clock(
     # batches, half (at 4096x8000) or 80% (both shapes) passed the trusted clock's check
     # unnoticed: the harness's own work per timed call (0.8 ms beside a 0.3 ms kernel on
     # the H200) drowned the difference. Now the run-through check rejects it, or raises
-    # its samples by the whole excess the trusted clock saw (its slack is 2% of a unit:
-    # on the H200, 2026-12-01, every 20% lie was raised and every 50% lie rejected;
-    # on 2026-12-02 the 20% lie was missed at one shape in about half the runs: an open
-    # weakness, docs/security.md "Residual risks" — this test is meant to fail then).
+    # its samples by the whole excess the trusted clock saw. Session 15 (2026-12-02) found
+    # the 20% lie unraised in about half the runs (a lower quartile of whole batches); with
+    # batches split at the worker's `made` line and compared round by round with the best's,
+    # 6 of 6 shape-checks raised it back (docs/security.md "Residual risks").
     src = candidate_source("timing_gpu_lying_timer.py")
     assert "(t / 100, s / 100)" in src
     cheat = tmp_path / "timing_gpu_lying_timer.py"
@@ -137,9 +137,9 @@ def test_gpu_f_a_worker_under_reporting_its_events_is_held_to_the_trusted_clock(
         for sb in rec.shapes:
             cand, top = sb.impls["candidate"].median_ms, sb.impls["best"].median_ms
             # It claimed `scale` × top; raised by the excess the trusted clock saw, it is
-            # back near top within the check's resolution (2% of a unit + the others'
-            # spread: ~6% of the 0.24 ms kernel at 4096x8000 on the H200, 2026-12-01).
-            assert cand >= 0.85 * top, (sb.shape, cand, top)
+            # back near top within the check's resolution (H200, 2026-12-02: 0.967-1.063 × top
+            # after the raise; the slack is ~3-4% of these kernels).
+            assert cand >= 0.92 * top, (sb.shape, cand, top)
     _no_worker_left()
     assert canary.intact()
 

@@ -6,9 +6,9 @@ from the round's secret seed, then a `made` line, then per unit the unit and a c
 to its output — all queued on the stream. The worker reports nothing but the
 commitments; the trusted side keeps its own clock at the command, at `made` and at the
 answer. timing_checks.through_check holds the candidate's two windows to the best's of the
-same round. The candidate (and the A/A copy of the best, if any) has one run-through
-output audited like a timed one: a cheaper wrong path used only here is caught, and a
-saving claimed only in the timed batches has nothing to hide behind.
+same round. The candidate has one run-through output audited like a timed one: a cheaper
+wrong path used only here is caught, and a saving claimed only in the timed batches has
+nothing to hide behind.
 
 Each turn is the same for every worker: resumed, an idle probe, the batch, an idle probe,
 stopped. A non-candidate's probes (calibrated before any candidate code ran) show foreign
