@@ -10,7 +10,8 @@
 #                 started as smoke passes (~150 s), then stage_write.py (how fast a worker
 #                 can write one 512 MiB output to /dev/shm, ~30 s; STAGE_WRITE=0 skips it).
 #   PARTS=power   benchmarks/through_power.py (the run-through check's power, REPEATS=3);
-#   PARTS=redteam the GPU red-team tests of tests1 alone.
+#   PARTS=redteam the GPU red-team tests of tests1 alone;
+#   PARTS=cuda    the CUDA example's GPU tests and the side-stream red-team test.
 # Each test runs under pytest-timeout with short tracebacks. Output is written under
 # $OUT/l as it goes (a cut call keeps what ran): env.txt, summary.txt, l/*.
 set -u
@@ -34,6 +35,10 @@ fi
 if [[ $PARTS == *redteam* ]]; then  # the GPU red team but d and side-stream (~150 s)
   gpu_tests redteam 400 --timeout 200 -k "not gpu_d_ and not side_stream_work_is_counted" \
     tests/redteam/test_timing_gpu.py
+fi
+if [[ $PARTS == *cuda* ]]; then  # the CUDA example (2 builds) and the side-stream red team
+  gpu_tests cuda 400 --timeout 250 tests/evaluate/test_cuda_example.py \
+    tests/redteam/test_timing_gpu.py::test_gpu_side_stream_work_is_counted_and_not_faster
 fi
 if [[ $PARTS == *tests1* ]]; then
   gpu_tests tests1 540 --timeout 200 -k "not gpu_d_ and not side_stream_work_is_counted" \
