@@ -103,6 +103,20 @@ def test_wire_accepts_a_valid_batch_and_refuses_forged_stale_or_malformed_lines(
     assert kind == "error" and body.error == "boom"
 
 
+def test_wire_a_run_through_batch_must_mark_its_inputs_made_before_it_answers():
+    # The trusted clock splits a run-through batch at the worker's `made` line: a worker that
+    # answers without it (or marks twice) cannot be timed and is refused.
+    kind, _ = wire.parse(_line(type="made", seq=7), KEY, 7, "made")
+    assert kind == "made"
+    through = _line(type="through", seq=7, commits=["a:1"])
+    with pytest.raises(wire.WireError, match="'through' line where 'made' was due"):
+        wire.parse(through, KEY, 7, "made")
+    with pytest.raises(wire.WireError, match="'made' line where 'through' was due"):
+        wire.parse(_line(type="made", seq=7), KEY, 7, "through")
+    kind, body = wire.parse(_line(type="idle", seq=8, tries=[[[0.1, 0.02]]]), KEY, 8, "idle")
+    assert kind == "idle" and body.tries == [[(0.1, 0.02)]]
+
+
 # ---- cross-checks ---------------------------------------------------------------------
 def _answer(calls, wall_s, cals=(), pre=(), post=()):
     body = SimpleNamespace(
