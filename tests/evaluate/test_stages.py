@@ -6,7 +6,13 @@ import traceback
 
 import pytest
 
-from kernelloop.evaluate.trusted.plan import STAGES, Seeds, extreme_shapes, plan_calls
+from kernelloop.evaluate.trusted.plan import (
+    STAGES,
+    Seeds,
+    count_kernels,
+    extreme_shapes,
+    plan_calls,
+)
 from kernelloop.evaluate.trusted.stages import StageClock, summary
 from kernelloop.evaluate.trusted.text import compiler_lines
 
@@ -228,3 +234,19 @@ def test_a_compiler_error_goes_back_as_its_first_lines():
     assert 'identifier "foo" is undefined' in compiler_lines(nvcc)
     assert compiler_lines(_traceback(RuntimeError("illegal memory access"))) is None
     assert compiler_lines(None) is None
+
+
+def test_a_cuda_cpp_task_counts_the_kernels_of_its_compile_calls_on_a_gpu_only(flagship):
+    # A C++ candidate's <<<>>> launches are invisible to Triton's launch hook: on a GPU its
+    # compile-stage calls (one per dtype) are traced with the GPU's activity, and only they
+    # (the trace costs a CUPTI start per call).
+    plan = plan_calls(flagship, list(flagship.spec.shapes), list(flagship.spec.dtypes))
+    count_kernels(plan, "cuda", "cuda")
+    counted = [c for c in plan.calls if c.count_kernels]
+    assert counted == [c for c in plan.calls if c.stage == "compile"]
+    assert len(counted) == len(flagship.spec.dtypes)
+    assert all(c.to_job().get("count_kernels") is True for c in counted)
+    assert not any("count_kernels" in c.to_job() for c in plan.calls if not c.count_kernels)
+    for device, language in (("cpu", "cuda"), ("cuda", "triton")):
+        count_kernels(plan, device, language)
+        assert not any(c.count_kernels for c in plan.calls)

@@ -62,6 +62,7 @@ class Judge(InterfaceMixin, StochasticMixin, E2EMixin):
     checks: list[CheckResult] = field(default_factory=list)
     failures: list[Failure] = field(default_factory=list)
     launches: list[int] = field(default_factory=list)
+    device_kernels: list[int] = field(default_factory=list)  # counted calls (count_kernels)
     _groups: dict[str, dict] = field(default_factory=dict)
     _interface_bad: set[str] = field(default_factory=set)
     sensitivity: Sensitivity = field(default_factory=Sensitivity)

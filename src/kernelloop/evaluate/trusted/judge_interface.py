@@ -149,7 +149,7 @@ class InterfaceMixin:
         """The op audit: PyTorch compute or no launch of its own kernels → `no_kernel`.
 
         Both layers run in the candidate's process (a dispatch-mode recorder and a
-        RecordFunction trace, worker/calls.py), so this is policy, never a defence: what
+        RecordFunction trace, worker/op_audit.py), so this is policy, never a defence: what
         they report can only reject. Each must be there on an audited call."""
         launches = sum(
             v
@@ -157,6 +157,8 @@ class InterfaceMixin:
             if k.startswith("candidate:")
         )
         self.launches.append(launches)
+        if call.count_kernels and isinstance(msg.get("device_kernels"), int):
+            self.device_kernels.append(msg["device_kernels"])
         language = self.task.spec.task.language
         if language == "torch":
             return  # PyTorch compute is the point of these tasks

@@ -138,6 +138,9 @@ class CallDone(_Msg):
     # The op audit's second layer (RecordFunction trace) on audited calls only:
     traced_ops: Tally | None = None
     trace_error: Annotated[str, Field(max_length=2000)] | None = None
+    # Kernels the call put on the GPU, from the same trace, where the call was marked
+    # `count_kernels` (a CUDA C++ task's compile stage):
+    device_kernels: Count | None = None
     tampered: Names
     threads: Count
     out_type: Annotated[

@@ -35,6 +35,9 @@ class Call:
     # candidate be honest once and call PyTorch afterwards.
     audit: bool = True
     stage: str = "full"  # one of STAGES
+    # Count the kernels the call puts on the GPU (a CUDA C++ task's compile-stage calls:
+    # its <<<>>> launches are invisible to Triton's launch hook): worker/op_audit.OpTrace.
+    count_kernels: bool = False
 
     def to_job(self) -> dict:
         return {
@@ -46,6 +49,7 @@ class Call:
             "params": self.params,
             "audit": self.audit,
             **({"e2e": True} if self.suite == "e2e" else {}),
+            **({"count_kernels": True} if self.count_kernels else {}),
         }
 
 
@@ -231,6 +235,14 @@ def extreme_shapes(task: Task, shapes: list[Shape]) -> list[Shape]:
         shape = s if dims == s.dims else Shape(dims=dims, weight=s.weight, tag="extreme")
         out.setdefault(shape.label, shape)
     return sorted(out.values(), key=_numel)
+
+
+def count_kernels(plan: Plan, device: str, language: str) -> None:
+    """Mark the calls whose GPU kernels the worker counts in its trace: a CUDA C++ task's
+    compile-stage calls (one per dtype) on a GPU, whose <<<>>> launches Triton's launch hook
+    cannot see; the record's launches per call is their largest count."""
+    for c in plan.calls:
+        c.count_kernels = device == "cuda" and language == "cuda" and c.stage == "compile"
 
 
 def _stage(plan: Plan, shapes: list[Shape]) -> None:

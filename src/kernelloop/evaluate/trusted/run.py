@@ -32,7 +32,7 @@ from kernelloop.evaluate.trusted.interleave import Settings, run_timing
 from kernelloop.evaluate.trusted.judge import Judge
 from kernelloop.evaluate.trusted.judge_e2e import e2e_job
 from kernelloop.evaluate.trusted.outputs import OutputDir, output_file_limit
-from kernelloop.evaluate.trusted.plan import Plan, Seeds, plan_calls
+from kernelloop.evaluate.trusted.plan import Plan, Seeds, count_kernels, plan_calls
 from kernelloop.evaluate.trusted.record import (
     EvaluationRecord,
     KernelInfo,
@@ -200,6 +200,7 @@ def _evaluate(
         seeds=references.seeds,
         e2e_shapes=task.e2e_shapes(device, shapes),
     )
+    count_kernels(plan, device, task.spec.task.language)
     started = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     t0 = time.monotonic()
     clock = StageClock(plan, say, on_passed=on_passed)
@@ -419,10 +420,14 @@ def _evaluate(
             for kf in kernels
             if kf.get("impl") == "candidate"
         ],
-        # Counted at Triton's launch hook: a C++ candidate's <<<>>> launches are not seen
-        # there (its fusion lock counts them in the source, policy/static.py).
+        # Counted at Triton's launch hook; a CUDA C++ candidate's <<<>>> launches are not
+        # seen there: on a GPU its kernels are counted in the profiler's trace of its
+        # compile-stage calls instead, and on a CPU left empty (not a false 0; its fusion
+        # lock counts launch sites in the source, policy/static.py).
         kernel_launches_per_call=(
-            launches[-1] if launches and task.spec.task.language != "cuda" else None
+            (max(judge.device_kernels) if judge.device_kernels else None)
+            if task.spec.task.language == "cuda"
+            else (launches[-1] if launches else None)
         ),
         checks=judge.checks,
         timings=timings,

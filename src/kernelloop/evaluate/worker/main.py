@@ -43,7 +43,7 @@ import torch  # noqa: E402  (after the channel is set up)
 
 from kernelloop.evaluate.worker import calls as inworker  # noqa: E402  (after the channel is set up)
 from kernelloop.evaluate.worker import e2e as e2e_model  # noqa: E402
-from kernelloop.evaluate.worker import gpu_timer, guard, serve, timing  # noqa: E402  (timing binds its clocks before candidates load)
+from kernelloop.evaluate.worker import gpu_timer, guard, op_audit, serve, timing  # noqa: E402  (timing binds its clocks before candidates load)
 from kernelloop.task.generic_cases import with_generic_cases  # noqa: E402
 from kernelloop.task.kernelbench_inputs import PREPARE, entry_function  # noqa: E402
 
@@ -99,7 +99,8 @@ def run_call(
     audited: dict = {"ops": {}}
     t0 = time.perf_counter()
     if call.get("audit"):
-        with inworker.OpAudit(counter) as audit:
+        count = dev == "cuda" and bool(call.get("count_kernels"))
+        with inworker.OpAudit(counter, device_kernels=count) as audit:
             out = fn(**inputs, **kwargs)
             _sync()
         audited = audit.facts()
@@ -169,9 +170,8 @@ def main() -> int:
     job = json.loads(sys.stdin.read())
     _key = job.pop("channel_key", "")
     if job.get("mode") == "timing":
-        return serve.serve(
-            job, send, [sys.modules[__name__], inworker, timing, gpu_timer, guard, serve], _MARKER
-        )
+        harness = [sys.modules[__name__], inworker, op_audit, timing, gpu_timer, guard, serve]
+        return serve.serve(job, send, harness, _MARKER)
     send("hello", env=inworker.environment(job["device"]))
     make_inputs = with_generic_cases(
         getattr(_import_file(job["inputs_file"], "kernelloop_task_inputs"), job["inputs_func"])
@@ -179,7 +179,9 @@ def main() -> int:
     e2e = e2e_model.load(job, _import_file)  # the task's [e2e] model (trusted), if any
     # Snapshots taken before any candidate code runs (see guard.py).
     watch = {
-        "integrity": guard.Integrity([sys.modules[__name__], inworker, timing, gpu_timer, guard]),
+        "integrity": guard.Integrity(
+            [sys.modules[__name__], inworker, op_audit, timing, gpu_timer, guard]
+        ),
         "threads": guard.thread_baseline(),
     }
     impls = {}
