@@ -108,7 +108,10 @@ def through_turn(sess: Session, slot: str, cap: float, **args):
             f"{slot}'s worker answered a run-through batch with idle probes it was not asked "
             "for (they would be taken off its own time): its numbers are not real",
         )
-    ans.body.pre, ans.body.post = pre.body.tries, post.body.tries
+    # A calibrated worker's probes are judged (_check); the candidate's are not kept.
+    calibrated = slot in sess.cal
+    ans.body.pre = pre.body.tries if calibrated else []
+    ans.body.post = post.body.tries if calibrated else []
     return ans
 
 
