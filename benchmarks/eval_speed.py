@@ -13,7 +13,8 @@ rejected candidate's benchmark workers killed unused). Each repeat is one round:
 candidates share the round's seeds and reference cache (`refcache.References`) as the
 loop's candidates do (`--fresh`: each evaluation its own); `--workers N` sets the
 correctness workers (default: evaluate's, `run.default_workers`: 2 on a 2-core CPU, 1 on
-a GPU). Per stage (static, start,
+a GPU); `--prestart S` starts each evaluation's correctness workers S seconds before it
+(uncounted), as the loop does during the previous evaluation. Per stage (static, start,
 compile, smoke, full, timing) and in all, seconds of wall-clock time, with the verdict; a
 rejected candidate is never benchmarked. On the CPU the Triton interpreter runs the
 kernels and timings never count, so nothing is timed or benchmarked there (the record
@@ -21,7 +22,7 @@ says `skipped`).
 
     python benchmarks/eval_speed.py OUT_DIR [--device auto|cuda|cpu] [--repeats 3]
         [--shapes gpu|cpu|LABELS] [--dtypes bfloat16,float16,float32] [--only fused,wrong]
-        [--workers N] [--fresh] [--no-overlap]
+        [--workers N] [--fresh] [--no-overlap] [--prestart S]
 
 Writes OUT_DIR/eval-speed-<device>-<UTC time>.json and .md (device, versions, commit,
 load average, every run and the medians).
@@ -43,6 +44,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
+from kernelloop.evaluate.trusted import prestart  # noqa: E402
 from kernelloop.evaluate.trusted.bench import start_benchmark  # noqa: E402
 from kernelloop.evaluate.trusted.refcache import References  # noqa: E402
 from kernelloop.evaluate.trusted.run import (  # noqa: E402
@@ -94,6 +96,7 @@ def one(task, name: str, path: Path, args, references: References | None) -> dic
         references=references,
         workers=args.workers,
         on_passed={"smoke": pending.spawn} if pending and not args.no_overlap else None,
+        prestarted=args.prestart is not None,
     )
     row = {
         "candidate": name,
@@ -256,6 +259,14 @@ def main() -> int:
         action="store_true",
         help="start the benchmark's workers after correctness, not during it",
     )
+    ap.add_argument(
+        "--prestart",
+        type=float,
+        default=None,
+        metavar="S",
+        help="start each evaluation's correctness workers S seconds before it (the loop "
+        "starts them during the previous one: trusted/prestart.py); not counted",
+    )
     args = ap.parse_args()
     args.device = resolve_device(args.device)
     args.dtypes = [d.strip() for d in args.dtypes.split(",")] if args.dtypes else None
@@ -270,12 +281,24 @@ def main() -> int:
         "workers": args.workers or default_workers(args.device),
         "fresh": args.fresh,
         "overlap": not args.no_overlap,
+        "prestart_s": args.prestart,
         "runs": [],
         "median": {},
     }
     for k in range(args.repeats):  # interleaved: a drift in load hits every candidate alike
         references = None if args.fresh else References()  # one round per repeat
         for name in names:
+            if args.prestart is not None:
+                prestart.warm(
+                    task,
+                    args.device,
+                    sandbox=args.sandbox,
+                    gpu=None,
+                    workers=args.workers or default_workers(args.device),
+                    timeout_s=task.spec.rules.eval_timeout_s,
+                    head_s=600.0,
+                )
+                time.sleep(args.prestart)
             row = one(task, name, CANDIDATES[name], args, references)
             row["repeat"] = k
             result["runs"].append(row)

@@ -11,7 +11,9 @@
 #                 can write one 512 MiB output to /dev/shm, ~30 s; STAGE_WRITE=0 skips it).
 #   PARTS=power   benchmarks/through_power.py (the run-through check's power, REPEATS=3);
 #   PARTS=redteam the GPU red-team tests of tests1 alone;
-#   PARTS=cuda    the CUDA example's GPU tests and the side-stream red-team test.
+#   PARTS=cuda    the CUDA example's GPU tests and the side-stream red-team test;
+#   PARTS=prestart eval_speed.py with each evaluation's correctness workers started 8 s
+#                 before it (trusted/prestart.py: the loop's next-evaluation workers).
 # Each test runs under pytest-timeout with short tracebacks. Output is written under
 # $OUT/l as it goes (a cut call keeps what ran): env.txt, summary.txt, l/*.
 set -u
@@ -35,6 +37,14 @@ fi
 if [[ $PARTS == *redteam* ]]; then  # the GPU red team but d and side-stream (~150 s)
   gpu_tests redteam 400 --timeout 200 -k "not gpu_d_ and not side_stream_work_is_counted" \
     tests/redteam/test_timing_gpu.py
+fi
+if [[ $PARTS == *prestart* ]]; then  # eval_speed with the next evaluation's workers warm
+  s=$(date +%s)
+  timeout 500 python3 benchmarks/eval_speed.py "$L" --device cuda --repeats 3 --only fused,wrong \
+    --prestart 8 > "$L/eval_speed_prestart.txt" 2>&1
+  echo "== eval_speed --prestart 8 rc=$? $(( $(date +%s) - s ))s" >> "$S"
+  grep -E "accepted in|wrong in|rejected in|UNEXPECTED|^\| " "$L/eval_speed_prestart.txt" \
+    | cut -c1-400 >> "$S"
 fi
 if [[ $PARTS == *cuda* ]]; then  # the CUDA example (2 builds) and the side-stream red team
   gpu_tests cuda 400 --timeout 250 tests/evaluate/test_cuda_example.py \

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from kernelloop.errors import KernelloopError
+from kernelloop.evaluate.trusted import prestart
 from kernelloop.evaluate.trusted.bench import start_benchmark
 from kernelloop.evaluate.trusted.interleave import Session
 from kernelloop.evaluate.trusted.timing_checks import BUSY
@@ -25,6 +26,14 @@ FAST = CPU_TASK / "candidates" / "fast.py"
 @pytest.fixture(scope="module")
 def task():
     return load_task(CPU_TASK)
+
+
+@pytest.fixture(autouse=True)
+def _no_warm_workers_left():
+    """The loop also starts the next evaluation's correctness workers (prestart.py): none
+    may outlive a test (they would load the machine under the next one's timings)."""
+    yield
+    prestart.stop_all()
 
 
 @pytest.fixture

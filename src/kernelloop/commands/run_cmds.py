@@ -91,6 +91,7 @@ def run_cmd(
 ) -> None:
     """Run the optimization loop: propose, check, evaluate, gate, record, repeat."""
     from kernelloop.agents.registry import default_candidates, make_agent
+    from kernelloop.evaluate.trusted import prestart
     from kernelloop.evaluate.trusted.run import resolve_device
     from kernelloop.loop import Options, run_loop
     from kernelloop.loop.view import RunView
@@ -122,6 +123,7 @@ def run_cmd(
         summary = run_loop(t, the_agent, opts, RunView(Console()))
     finally:
         pool.close()
+        prestart.stop_all()  # the next evaluation's workers, started for none
     cost = getattr(the_agent, "cost_summary", None)
     if callable(cost):
         summary["model_cost"] = cost()

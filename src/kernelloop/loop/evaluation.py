@@ -42,9 +42,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from kernelloop.errors import SandboxError
+from kernelloop.evaluate.trusted import prestart
 from kernelloop.evaluate.trusted.bench import PendingBenchmark, start_benchmark
 from kernelloop.evaluate.trusted.refcache import References
-from kernelloop.evaluate.trusted.run import evaluate
+from kernelloop.evaluate.trusted.run import default_workers, evaluate
 from kernelloop.evaluate.trusted.timing_checks import BUSY
 from kernelloop.executor import JobLost, Slot
 from kernelloop.executor.turns import of_device
@@ -52,6 +53,10 @@ from kernelloop.gate import decide
 from kernelloop.loop.state import Best, Evaluated, Run
 from kernelloop.objective import shape_table
 from kernelloop.task import Task, files, load_task
+
+# How long the next evaluation's correctness workers wait for their candidate before they
+# are replaced (an agent's turn between candidates; prestart.py).
+PRESTART_HEAD_S = 600.0
 
 # "the worker died with exit code -9 (killed by SIGKILL)" (evaluate), "the benchmark
 # worker died with exit code 137" (bench, under bubblewrap).
@@ -130,8 +135,21 @@ class EvaluationJob:
         dtypes = list(self.dtypes) if self.dtypes else None
         turns = of_device(slot.device_key)
         pending: PendingBenchmark | None = None
+        overlap = self._overlap()
+        warmed: list[bool] = []
+
+        def warm_next() -> None:
+            # The next evaluation's correctness workers (prestart.py), on this thread.
+            if overlap and not warmed:
+                warmed.append(self._warm_next(slot))
+
+        def smoke_passed() -> None:
+            if pending is not None:
+                pending.spawn()
+            warm_next()
+
         try:
-            if self.measured and self._overlap():
+            if self.measured and overlap:
                 # The benchmark's workers start (import Python and torch, then wait) once
                 # the smoke stage has passed, beside full correctness: a candidate that
                 # fails early pays nothing for them. None imports an implementation before
@@ -150,7 +168,8 @@ class EvaluationJob:
                     timing=False,
                     gpu=slot.gpu,
                     references=references,
-                    on_passed={"smoke": pending.spawn} if pending else None,
+                    on_passed={"smoke": smoke_passed} if overlap else None,
+                    prestarted=overlap,
                 )
             ev = Evaluated(record, slot=slot.label)
             if record.verdict.accepted and self.measured:
@@ -164,11 +183,26 @@ class EvaluationJob:
         finally:
             if pending is not None:
                 pending.cancel()  # a no-op once it ran
+            warm_next()  # rejected before smoke passed: the next one's workers start now
         ev.infrastructure = infrastructure_fault(ev)
         return ev
 
+    def _warm_next(self, slot: Slot) -> bool:
+        """Start the correctness workers of this thread's next evaluation of the task
+        (prestart.py): what `evaluate(..., prestarted=True)` takes, if its settings match."""
+        return prestart.warm(
+            self.task,
+            self.device,
+            sandbox=self.sandbox,
+            gpu=slot.gpu,
+            workers=default_workers(self.device),
+            timeout_s=self.task.spec.rules.eval_timeout_s,
+            head_s=PRESTART_HEAD_S,
+        )
+
     def _overlap(self) -> bool:
-        """Whether the benchmark's workers start during correctness: `overlap`, or by
+        """Whether the benchmark's workers start during correctness and the next
+        evaluation's correctness workers before its candidate exists: `overlap`, or by
         default on a GPU (a CPU's cores are the correctness workers' own)."""
         return self.overlap if self.overlap is not None else self.device == "cuda"
 

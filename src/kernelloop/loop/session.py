@@ -26,6 +26,7 @@ from rich.console import Console
 
 from kernelloop.agents.base import Proposal
 from kernelloop.errors import KernelloopError
+from kernelloop.evaluate.trusted import prestart
 from kernelloop.evaluate.trusted.run import resolve_device, select_shapes, timings_count
 from kernelloop.history import open_task_memory
 from kernelloop.history.heartbeat import Heartbeat
@@ -174,6 +175,7 @@ class ExternalSession:
         finally:
             if self._heartbeat is not None:
                 self._heartbeat.stop()
+            prestart.stop_all()  # the next evaluation's workers, started for none
             shutil.rmtree(self.scratch, ignore_errors=True)
 
     # ---- operations --------------------------------------------------------------------

@@ -17,6 +17,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 from kernelloop.sandbox import limits as lim
@@ -150,8 +151,10 @@ class SandboxProcess:
     """A running sandboxed worker whose stdout is a line channel read as it arrives."""
 
     def __init__(
-        self, argv: list[str], workdir: Path, cfg: SandboxConfig, stdin: bytes = b""
+        self, argv: list[str], workdir: Path, cfg: SandboxConfig, stdin: bytes | None = b""
     ) -> None:
+        """`stdin`: the job, written as the worker starts; None: later, by `feed` (a worker
+        started before its job exists: it imports what it needs, then waits on stdin)."""
         self.cfg = cfg
         self.mode = detect_mode(cfg.mode)
         self.marker = os.urandom(8).hex()
@@ -189,8 +192,21 @@ class SandboxProcess:
         threading.Thread(target=self._pump, daemon=True).start()
         self._err_thread = threading.Thread(target=self._pump_err, daemon=True)
         self._err_thread.start()
+        self.started = self.t0  # `t0` moves to the job's arrival when it is fed later
+        if stdin is not None:
+            self.feed(stdin)
+
+    def feed(self, data: bytes, timeout_s: float | None = None) -> None:
+        """Write the job (once). For a worker started before its job: its wall-clock limit
+        counts from now, `timeout_s` (default: the config's) long."""
+        if getattr(self, "_fed", False):
+            raise RuntimeError("the sandboxed worker's job was already written")
+        self._fed = True
+        self.t0 = time.monotonic()
+        if timeout_s is not None:
+            self.cfg = replace(self.cfg, timeout_s=timeout_s)
         # The job goes in from a thread: a worker that never reads cannot block the launcher.
-        threading.Thread(target=self._feed, args=(stdin,), daemon=True).start()
+        threading.Thread(target=self._feed, args=(data,), daemon=True).start()
 
     # -- launch -------------------------------------------------------------------------
 
@@ -341,6 +357,12 @@ class SandboxProcess:
             pass
 
     def finish(self) -> SandboxResult:
+        if not getattr(self, "_fed", False):  # started for a job that never came
+            self.stopped = True
+            try:
+                self.proc.stdin.close()
+            except (OSError, AttributeError):
+                pass
         waiting = not (self.timed_out or self.stopped or self.protocol is not None)
         if self.proc.poll() is None and waiting:
             try:

@@ -74,7 +74,35 @@ def bind(cfg: SandboxConfig, source: bytes, native: bool = False) -> SandboxConf
     each — torch's build lock makes a second worker wait for the first)."""
     if not (cfg.gpu or native):
         return cfg
-    path = folder(source)
+    return _bind(cfg, folder(source))
+
+
+def bind_pending(cfg: SandboxConfig, native: bool = False) -> tuple[SandboxConfig, Path | None]:
+    """`cfg` for a correctness worker started before its candidate exists
+    (trusted/prestart.py): a fresh, empty folder of its own where `bind` would give the
+    candidate's, and that folder (None where `bind` gives none). `adopt` names it after
+    the candidate once its bytes are known."""
+    if not (cfg.gpu or native):
+        return cfg, None
+    path = Path(tempfile.mkdtemp(prefix="pending-", dir=root()))
+    return _bind(cfg, path), path
+
+
+def adopt(pending: Path, source: bytes) -> bool:
+    """Make `pending` (bound to a worker that has run no implementation's code yet) the
+    folder of `source`'s bytes: renamed, so the worker's mount follows it and a later
+    worker of the same bytes (its timing worker) finds what it compiled. False where the
+    bytes already have a folder (kept as it is; `pending` is then this worker's alone and
+    removed after it)."""
+    target = root() / hashlib.sha256(source).hexdigest()[:32]
+    with _lock:
+        if target.exists():
+            return False
+        os.rename(pending, target)
+    return True
+
+
+def _bind(cfg: SandboxConfig, path: Path) -> SandboxConfig:
     env = {
         **cfg.extra_env,
         "TRITON_CACHE_DIR": str(path / "triton"),

@@ -221,9 +221,9 @@ class Session(RoundsMixin, AuditMixin):
         is never run is ended with `cancel`."""
         if self.root is not None:
             return
-        from kernelloop.evaluate.trusted.run import _scratch_root
+        from kernelloop.evaluate.trusted.prestart import scratch_root
 
-        self.root = Path(tempfile.mkdtemp(prefix="kernelloop-bench-", dir=_scratch_root()))
+        self.root = Path(tempfile.mkdtemp(prefix="kernelloop-bench-", dir=scratch_root()))
         self.spawned_at = time.monotonic()
         try:
             self._spawn(self.root)

@@ -16,7 +16,6 @@ import hashlib
 import json
 import os
 import shutil
-import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -26,12 +25,12 @@ from pathlib import Path
 import torch
 
 from kernelloop.errors import KernelloopError
-from kernelloop.evaluate.trusted import channel, compile_cache, native_source, shards
+from kernelloop.evaluate.trusted import channel, compile_cache, native_source, prestart, shards
 from kernelloop.evaluate.trusted.gpu_bind import bound_to_gpu
 from kernelloop.evaluate.trusted.interleave import Settings, run_timing
 from kernelloop.evaluate.trusted.judge import Judge
 from kernelloop.evaluate.trusted.judge_e2e import e2e_job
-from kernelloop.evaluate.trusted.outputs import OutputDir, output_file_limit
+from kernelloop.evaluate.trusted.outputs import OutputDir
 from kernelloop.evaluate.trusted.plan import Plan, Seeds, count_kernels, plan_calls
 from kernelloop.evaluate.trusted.record import (
     EvaluationRecord,
@@ -51,7 +50,7 @@ from kernelloop.evaluate.trusted.run_record import (
 from kernelloop.evaluate.trusted.stages import StageClock
 from kernelloop.evaluate.trusted.static import screen_candidate
 from kernelloop.evaluate.trusted.text import compiler_lines
-from kernelloop.sandbox import SandboxConfig, SandboxProcess, detect_mode
+from kernelloop.sandbox import SandboxProcess, detect_mode
 from kernelloop.task import Shape, Task, files
 
 Progress = Callable[[str], None]
@@ -81,16 +80,6 @@ def select_shapes(task: Task, device: str, selection: str | None) -> list[Shape]
     return [task.find_shape(label.strip()) for label in selection.split(",")]
 
 
-def _scratch_root() -> Path:
-    shm = Path("/dev/shm")
-    # RAM-backed when possible: GPU-sized outputs pass through here.
-    return (
-        shm
-        if shm.is_dir() and shutil.disk_usage(shm).free > (8 << 30)
-        else Path(tempfile.gettempdir())
-    )
-
-
 @bound_to_gpu
 def evaluate(
     task: Task,
@@ -110,6 +99,7 @@ def evaluate(
     workers: int | None = None,
     gpu: int | None = None,
     on_passed: dict[str, Callable[[], None]] | None = None,
+    prestarted: bool = False,
 ) -> EvaluationRecord:
     """`timing`: None times a passing candidate only where timings count (never under the
     Triton interpreter, `timings_count`); True always, False never. `seeds`: the round's
@@ -122,7 +112,8 @@ def evaluate(
     `on_passed`: {stage: called once when that stage has passed} (`stages.ORDER`; never
     after a failed check): the loop starts the benchmark's workers when `smoke` has
     passed (`PendingBenchmark.spawn`). Called on the judging thread: it must be quick and
-    must not raise."""
+    must not raise. `prestarted`: use the correctness workers this thread started before
+    the candidate existed (`prestart.warm`), where their settings match."""
     device = resolve_device(device)
     # A C++/CUDA source file is judged as the module that builds it (native_source.py).
     candidate = native_source.as_module(task, candidate)
@@ -152,6 +143,7 @@ def evaluate(
             workers=workers,
             gpu=gpu,
             on_passed=on_passed,
+            prestarted=prestarted,
         )
     finally:
         torch.set_num_threads(threads)
@@ -175,6 +167,7 @@ def _evaluate(
     workers: int | None,
     gpu: int | None,
     on_passed: dict[str, Callable[[], None]] | None,
+    prestarted: bool,
 ) -> EvaluationRecord:
     say = progress or (lambda _m: None)
     candidate = Path(candidate).resolve()
@@ -220,39 +213,33 @@ def _evaluate(
     if n_workers < 1:
         raise KernelloopError(f"workers={n_workers}: an evaluation needs at least 1 worker.")
     parts = shards.split(plan, n_workers)
-    work = Path(tempfile.mkdtemp(prefix="kernelloop-eval-", dir=_scratch_root()))
+    timeout = timeout_s or task.spec.rules.eval_timeout_s
+    # Workers this thread started before the candidate existed (the loop's), if they match.
+    warmed = (
+        prestart.take(prestart.key(task, device, mode, gpu, n_workers, timeout), len(parts))
+        if prestarted
+        else None
+    )
+    work = Path(tempfile.mkdtemp(prefix="kernelloop-eval-", dir=prestart.scratch_root()))
     procs: list[SandboxProcess] = []
     results = []
     lanes: list[shards.Lane] = []
+    pending_caches: list[Path] = []
     try:
         inputs_file, inputs_func = task.file_and_function("inputs")
-        env = (
-            {"TRITON_INTERPRET": "1"}
-            if device == "cpu" and task.spec.task.language == "triton"
-            else {}
-        )
-        if device == "cpu":
-            # glibc fills fresh allocations with 0x7F: an output the candidate never wrote
-            # reads as ~3e38 (NaN in fp16), never as a lucky earlier result.
-            env["MALLOC_PERTURB_"] = "128"
-        if "TRITON_INTERPRET" in env:
-            # The interpreter runs the kernels in numpy on one thread; torch in the worker
-            # only makes inputs and copies, where intra-op threads wait on the other
-            # worker's core. (Not for `torch` tasks: their code's own threading, races
-            # included, is what their determinism check must see.)
-            env["OMP_NUM_THREADS"] = "1"
         cfg = None
         say(
-            f"{len(parts)} worker(s) starting ({len(plan.calls)} correctness calls, sandbox={mode})"
+            f"{len(parts)} worker(s) "
+            f"{'taking their job' if warmed else 'starting'} "
+            f"({len(plan.calls)} correctness calls, sandbox={mode})"
         )
         judge = Judge(task, device, references)  # loads the reference before any worker runs
         for k, part in enumerate(parts):
             # Each worker its own folder (its private copy of exactly these bytes, its out
             # dir) and its own key: no worker can reach another's outputs.
-            lane_dir = work / f"w{k}"
+            lane = warmed.lanes[k] if warmed else None
+            lane_dir = lane.lane_dir if lane else prestart.make_lane_dir(work, k)
             impl_dir, out_dir = lane_dir / "impls", lane_dir / "out"
-            impl_dir.mkdir(parents=True)
-            out_dir.mkdir()
             shutil.copyfile(candidate, impl_dir / "candidate.py")
             key = channel.new_key()
             job = {
@@ -272,37 +259,35 @@ def _evaluate(
                 "e2e": e2e_job(task),
                 "private_pid_namespace": mode in ("bwrap", "unshare"),
             }
-            cfg = SandboxConfig(
-                mode=mode,
-                timeout_s=timeout_s or task.spec.rules.eval_timeout_s,
-                gpu=device == "cuda",
-                gpu_index=gpu,
-                rw_paths=[lane_dir],
-                # The task folder (and the package itself) may live under /tmp, which the
-                # sandbox replaces with an empty tmpfs: bind them back read-only.
-                ro_paths=[task.folder, Path(__file__).resolve().parents[2]],
-                hidden_paths=[task.workspace()],
-                extra_env=env,
-                max_file_bytes=output_file_limit(device),
-            )
-            # Only the candidate's code runs in this worker: its own compile cache, shared
-            # with its timing worker (compile_cache.py says why that is safe).
-            cfg = compile_cache.bind(cfg, source, native=task.spec.task.language == "cuda")
-            # Opened before the worker starts: every output is read relative to this descriptor.
+            native = task.spec.task.language == "cuda"
+            if lane is not None:
+                cfg = lane.cfg
+                if lane.cache is not None and not compile_cache.adopt(lane.cache, source):
+                    pending_caches.append(lane.cache)  # the bytes have a folder already
+            else:
+                cfg = prestart.lane_config(task, device, mode, gpu, timeout, lane_dir)
+                # Only the candidate's code runs in this worker: its own compile cache,
+                # shared with its timing worker (compile_cache.py says why that is safe).
+                cfg = compile_cache.bind(cfg, source, native=native)
+            # Opened before the job is written: every output is read relative to this
+            # descriptor (a warm worker has run no implementation's code yet).
             outputs = OutputDir(out_dir)
             try:
-                proc = SandboxProcess(
-                    [sys.executable, "-m", "kernelloop.evaluate.worker"],
-                    lane_dir,
-                    cfg,
-                    json.dumps(job).encode(),
-                )
+                if lane is not None:
+                    proc = lane.proc
+                    proc.feed(json.dumps(job).encode(), timeout_s=timeout)
+                else:
+                    proc = SandboxProcess(
+                        prestart.WORKER_ARGV, lane_dir, cfg, json.dumps(job).encode()
+                    )
             except BaseException:
                 outputs.close()
                 raise
             procs.append(proc)
             limit = len(part.calls) + len(shape_list) * 2 + 16
             lanes.append(shards.Lane(proc, part, outputs, key, limit))
+        if warmed:  # lanes this evaluation does not need (fewer parts than workers)
+            prestart.stop_lanes(warmed.lanes[len(parts) :])
         try:
             states = shards.consume(
                 lanes,
@@ -325,6 +310,10 @@ def _evaluate(
         for lane in lanes:
             lane.outputs.close()
         shutil.rmtree(work, ignore_errors=True)
+        if warmed:
+            shutil.rmtree(warmed.work, ignore_errors=True)
+        for path in pending_caches:
+            shutil.rmtree(path, ignore_errors=True)
 
     verdict = _Verdict()
     if results[0].mode == "none":
@@ -342,7 +331,6 @@ def _evaluate(
             verdict.reject("protocol", state["protocol"])
     for f in judge.failures:
         verdict.reject(f.category, f.reason)
-    timeout = timeout_s or task.spec.rules.eval_timeout_s
     if built := next((st for st in states if compiler_lines(st["import_error"])), None):
         # One worker's C++ build failed; the others waited on its build lock and then found
         # no library: the compiler's error is their reason too (said once).
