@@ -169,3 +169,17 @@ def test_the_loop_starts_the_next_evaluations_workers_and_the_next_one_takes_the
     assert fresh == []  # it took them
     assert not any(_alive(warm))
     assert prestart.peek() is not None and prestart.peek() is not warm
+
+
+def test_warm_workers_are_stopped_when_the_evaluation_fails_before_their_job(task, monkeypatch):
+    w = _warm(task)
+    lanes = list(w.lanes)
+
+    def broken(*_a, **_k):
+        raise RuntimeError("the reference did not load")
+
+    monkeypatch.setattr(run_mod, "Judge", broken)
+    with pytest.raises(RuntimeError, match="did not load"):
+        evaluate(task, FAST, device="cpu", timing=False, prestarted=True)
+    assert all(lane.proc.proc.poll() is not None for lane in lanes)
+    assert not any(lane.proc.fed for lane in lanes) and not w.work.exists()

@@ -193,15 +193,16 @@ class SandboxProcess:
         self._err_thread = threading.Thread(target=self._pump_err, daemon=True)
         self._err_thread.start()
         self.started = self.t0  # `t0` moves to the job's arrival when it is fed later
+        self.fed = False
         if stdin is not None:
             self.feed(stdin)
 
     def feed(self, data: bytes, timeout_s: float | None = None) -> None:
         """Write the job (once). For a worker started before its job: its wall-clock limit
         counts from now, `timeout_s` (default: the config's) long."""
-        if getattr(self, "_fed", False):
+        if self.fed:
             raise RuntimeError("the sandboxed worker's job was already written")
-        self._fed = True
+        self.fed = True
         self.t0 = time.monotonic()
         if timeout_s is not None:
             self.cfg = replace(self.cfg, timeout_s=timeout_s)
@@ -357,7 +358,7 @@ class SandboxProcess:
             pass
 
     def finish(self) -> SandboxResult:
-        if not getattr(self, "_fed", False):  # started for a job that never came
+        if not self.fed:  # started for a job that never came
             self.stopped = True
             try:
                 self.proc.stdin.close()

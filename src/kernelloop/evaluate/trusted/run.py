@@ -310,7 +310,8 @@ def _evaluate(
         for lane in lanes:
             lane.outputs.close()
         shutil.rmtree(work, ignore_errors=True)
-        if warmed:
+        if warmed:  # any warm worker left without its job (something failed first)
+            prestart.stop_lanes([ln for ln in warmed.lanes if not ln.proc.fed])
             shutil.rmtree(warmed.work, ignore_errors=True)
         for path in pending_caches:
             shutil.rmtree(path, ignore_errors=True)
