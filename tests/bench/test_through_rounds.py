@@ -12,6 +12,7 @@ from types import SimpleNamespace
 
 from kernelloop.evaluate.trusted import through, wire
 from kernelloop.evaluate.trusted import timing_checks as checks
+from kernelloop.evaluate.trusted.interleave import Session
 from kernelloop.evaluate.trusted.workers import Answer
 
 
@@ -69,6 +70,8 @@ class _Session:
         self.cal = {s: cal for s in workers if s != "candidate"}
         self.out = SimpleNamespace(problems=[])
         self.audits: list[tuple[str, int]] = []
+
+    held = Session.held  # resumed, the act, stopped: the real session's
 
     def core(self) -> list[str]:
         return list(self.workers)

@@ -41,6 +41,7 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
+from typing import TypeVar
 
 import torch
 
@@ -64,6 +65,8 @@ from kernelloop.task import Shape, Task
 
 # The benchmark's parts live in interleave_types/_rounds/_audit; these are its interface.
 __all__ = ["Evidence", "Outcome", "Problem", "Session", "Settings", "SlotResult", "run_timing"]
+
+T = TypeVar("T")
 
 
 class Session(RoundsMixin, AuditMixin):
@@ -164,15 +167,20 @@ class Session(RoundsMixin, AuditMixin):
         return self._turn(w, cmd, cap, args)
 
     def _turn(self, w: TimingWorker, cmd: str, cap: float, args: dict):
+        ans, ans.waited_s = self.held(w, lambda: w.ask(cmd, self.left(cap), **args))
+        return ans
+
+    def held(self, w: TimingWorker, act: Callable[[], T]) -> tuple[T, float]:
+        """`act()` with worker `w` resumed alone (stopped again after, unless it died), and
+        the seconds its threads were runnable but waited for a CPU meanwhile."""
         before = w.freezer.waited_ns()
         w.resume()
         try:
-            ans = w.ask(cmd, self.left(cap), **args)
+            out = act()
         finally:
             if not w.dead:
                 w.pause()
-        ans.waited_s = max(0, w.freezer.waited_ns() - before) / 1e9
-        return ans
+        return out, max(0, w.freezer.waited_ns() - before) / 1e9
 
     def all_at_once(
         self,

@@ -202,7 +202,7 @@ def take(want: tuple, n: int) -> Warm | None:
 
 
 def peek() -> Warm | None:
-    """This thread's warm workers, left in place (for tests and progress lines)."""
+    """This thread's warm workers, left in place (what a test looks at)."""
     with _lock:
         return _warm.get(threading.get_ident())
 

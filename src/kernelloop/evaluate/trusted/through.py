@@ -88,19 +88,16 @@ def through_turn(sess: Session, slot: str, cap: float, **args):
     """One worker's run-through turn: resumed, idle probe, batch (its `made` line's time kept
     on the answer as `marked`, the probes' tries as its `pre`/`post`), idle probe, stopped."""
     w = sess.workers[slot]
-    before = w.freezer.waited_ns()
-    w.resume()
-    try:
+
+    def act():
         pre = w.ask("idle", sess.left(IDLE_CAP_S))
         sent = w.send("through", **args)
         marked = w.collect("through", sent, sess.left(cap), expected="made").received
         ans = w.collect("through", sent, sess.left(cap))
-        post = w.ask("idle", sess.left(IDLE_CAP_S))
-    finally:
-        if not w.dead:
-            w.pause()
-    ans.marked = marked
-    ans.waited_s = max(0, w.freezer.waited_ns() - before) / 1e9
+        return pre, marked, ans, w.ask("idle", sess.left(IDLE_CAP_S))
+
+    (pre, marked, ans, post), waited_s = sess.held(w, act)
+    ans.marked, ans.waited_s = marked, waited_s
     if ans.body.pre or ans.body.post:  # a batch asked for no probes: these are not real
         sess.problem(
             "protocol",
