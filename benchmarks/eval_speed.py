@@ -46,6 +46,8 @@ sys.path.insert(0, str(ROOT / "src"))
 
 from kernelloop.evaluate.trusted import prestart  # noqa: E402
 from kernelloop.evaluate.trusted.bench import start_benchmark  # noqa: E402
+from kernelloop.evaluate.trusted.inbox import Inbox  # noqa: E402
+from kernelloop.evaluate.trusted.outputs import OutputDir  # noqa: E402
 from kernelloop.evaluate.trusted.refcache import References  # noqa: E402
 from kernelloop.evaluate.trusted.run import (  # noqa: E402
     default_workers,
@@ -65,7 +67,27 @@ EXPECTED = {"fused": "accepted", "baseline": "accepted", "wrong": "wrong"}
 STAGES = ("static", "start", "compile", "smoke", "full", "timing")
 
 
+# How each evaluation's outputs reached the judge: through shared slots or files
+# (trusted/inbox.py; files where slots could not be made or an output is too large).
+TRANSPORT = {"slots": 0, "files": 0}
+
+
+def _count_transport() -> None:
+    take, open_file = Inbox.take, OutputDir._open
+
+    def counted_take(self, slot, nbytes):
+        TRANSPORT["slots"] += 1
+        return take(self, slot, nbytes)
+
+    def counted_open(self, name, nbytes):
+        TRANSPORT["files"] += 1
+        return open_file(self, name, nbytes)
+
+    Inbox.take, OutputDir._open = counted_take, counted_open
+
+
 def one(task, name: str, path: Path, args, references: References | None) -> dict:
+    TRANSPORT.update(slots=0, files=0)
     t0 = time.monotonic()
     before = references.stats() if references is not None else None
     dtype = (args.dtypes or task.spec.dtypes)[0]
@@ -100,6 +122,7 @@ def one(task, name: str, path: Path, args, references: References | None) -> dic
     )
     row = {
         "candidate": name,
+        "outputs_via": dict(TRANSPORT),
         "verdict": rec.verdict.category,
         "first_reason": (rec.verdict.reasons or [""])[0][:200],
         "checks": len(rec.checks),
@@ -269,6 +292,7 @@ def main() -> int:
     )
     args = ap.parse_args()
     args.device = resolve_device(args.device)
+    _count_transport()
     args.dtypes = [d.strip() for d in args.dtypes.split(",")] if args.dtypes else None
     task = load_task(TASK)
     names = [n.strip() for n in args.only.split(",")]
@@ -307,8 +331,10 @@ def main() -> int:
             cache = (
                 f"; references {refs['computed']} computed, {refs['hits']} reused" if refs else ""
             )
+            via = row["outputs_via"]
             print(
-                f"{name} #{k}: {row['verdict']} in {row['total_s']:.1f} s ({parts}{cache})",
+                f"{name} #{k}: {row['verdict']} in {row['total_s']:.1f} s ({parts}{cache}; "
+                f"outputs via {via['slots']} slots, {via['files']} files)",
                 flush=True,
             )
             if row["verdict"] != EXPECTED[name]:

@@ -12,6 +12,8 @@
 #   PARTS=power   benchmarks/through_power.py (the run-through check's power, REPEATS=3);
 #   PARTS=redteam the GPU red-team tests of tests1 alone;
 #   PARTS=cuda    the CUDA example's GPU tests and the side-stream red-team test;
+#   PARTS=slots   the shared output slots' GPU test (device memory through the sandbox) and
+#                 the staging test;
 #   PARTS=prestart eval_speed.py with each evaluation's correctness workers started 8 s
 #                 before it (trusted/prestart.py: the loop's next-evaluation workers).
 # Each test runs under pytest-timeout with short tracebacks. Output is written under
@@ -37,6 +39,9 @@ fi
 if [[ $PARTS == *redteam* ]]; then  # the GPU red team but d and side-stream (~150 s)
   gpu_tests redteam 400 --timeout 200 -k "not gpu_d_ and not side_stream_work_is_counted" \
     tests/redteam/test_timing_gpu.py
+fi
+if [[ $PARTS == *slots* ]]; then  # shared output slots on the GPU, the staging test (~60 s)
+  gpu_tests slots 200 --timeout 120 tests/evaluate/test_inbox.py tests/evaluate/test_staging.py
 fi
 if [[ $PARTS == *prestart* ]]; then  # eval_speed with the next evaluation's workers warm
   s=$(date +%s)

@@ -74,6 +74,12 @@ MALFORMED = {
     "deep_nesting": '"[" * 300_000',
     "two_mib_line": '\'{"type": "done", "key": "KEY", "pad": "\' + "a" * (2 << 20) + \'"}\'',
     "forged_file": 'dict(OK, file="/etc/passwd")',
+    # Shared output slots (trusted/inbox.py): one that does not exist, one besides a
+    # file, one of the wrong type.
+    "slot_out_of_range": "dict(OK, slot=2)",
+    "slot_beyond_any_count": "dict(OK, slot=64)",
+    "slot_and_file": 'dict(OK, slot=0, file=CALL["id"] + ".bin")',
+    "slot_is_a_string": 'dict(OK, slot="0")',
 }
 
 

@@ -151,10 +151,17 @@ class SandboxProcess:
     """A running sandboxed worker whose stdout is a line channel read as it arrives."""
 
     def __init__(
-        self, argv: list[str], workdir: Path, cfg: SandboxConfig, stdin: bytes | None = b""
+        self,
+        argv: list[str],
+        workdir: Path,
+        cfg: SandboxConfig,
+        stdin: bytes | None = b"",
+        keep_fds: tuple[int, ...] = (),
     ) -> None:
         """`stdin`: the job, written as the worker starts; None: later, by `feed` (a worker
-        started before its job exists: it imports what it needs, then waits on stdin)."""
+        started before its job exists: it imports what it needs, then waits on stdin).
+        `keep_fds`: descriptors the worker inherits under the same numbers (the caller's
+        own copies stay the caller's to close)."""
         self.cfg = cfg
         self.mode = detect_mode(cfg.mode)
         self.marker = os.urandom(8).hex()
@@ -176,7 +183,7 @@ class SandboxProcess:
                 env=env,
                 cwd=cwd,
                 start_new_session=True,
-                pass_fds=self._fds,
+                pass_fds=[*self._fds, *keep_fds],
                 preexec_fn=_preexec(self._rlimits, self.cgroup),
             )
         except BaseException:

@@ -134,6 +134,7 @@ class Judge(InterfaceMixin, StochasticMixin, E2EMixin):
         `outputs` by the call's own id, and gone afterwards whatever happens. Raises
         OutputError when that file breaks the protocol."""
         try:
+            outputs.arrived(call.id, msg.get("slot"))
             self._judge(call, msg, outputs)
         finally:
             outputs.discard(call.id)

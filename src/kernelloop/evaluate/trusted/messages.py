@@ -156,6 +156,8 @@ class CallDone(_Msg):
     reuses_output: bool | None = None
     changed_after_return: bool | None = None
     file: Name | None = None  # if given, it must be the name the trusted side derives
+    # Instead of a file: the shared output slot the bytes were copied into (trusted/inbox.py)
+    slot: Annotated[int, Field(ge=0, le=63, strict=True)] | None = None
     # Every output (one for a tensor; each item of a tuple or list of tensors):
     out_parts: Annotated[list[OutPart], Field(min_length=1, max_length=16)] | None = None
 
@@ -170,8 +172,10 @@ class CallDone(_Msg):
         if tensor and len(present) != len(TENSOR_FACTS):
             missing = [f for f in TENSOR_FACTS if f not in present]
             raise ValueError(f"a tensor output without {', '.join(missing)}")
-        if not tensor and (present or self.file is not None):
+        if not tensor and (present or self.file is not None or self.slot is not None):
             raise ValueError("facts about a tensor for an output that is not one")
+        if self.file is not None and self.slot is not None:
+            raise ValueError("names both an output file and a shared output slot")
         if self.file is not None and self.file != f"{self.id}.bin":
             raise ValueError(f"names an output file other than {self.id}.bin")
         return self

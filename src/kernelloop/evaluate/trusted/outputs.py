@@ -23,8 +23,12 @@ import stat
 import threading
 from concurrent.futures import ThreadPoolExecutor, wait
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kernelloop.evaluate.trusted.messages import CALL_ID
+
+if TYPE_CHECKING:
+    from kernelloop.evaluate.trusted.inbox import Inbox
 
 PURGE_LIMIT = 10_000  # entries removed per purge (a worker creating more is already rejected)
 MIN_FILE_LIMIT = 1 << 30
@@ -136,16 +140,47 @@ def _kind(mode: int) -> str:
 
 
 class OutputDir:
-    """The out dir of one evaluation, held open by descriptor for as long as it runs."""
+    """The out dir of one evaluation, held open by descriptor for as long as it runs, and
+    the worker's shared output slots where it has them (`inbox`, trusted/inbox.py): a call
+    whose message names a slot is read from the slot, any other from its file."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, inbox: Inbox | None = None) -> None:
         self.path = Path(path)
         self.fd = os.open(self.path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        self.inbox = inbox
+        self._slots: dict[str, int] = {}  # call id -> the slot its message named, until read
 
     def close(self) -> None:
         if self.fd >= 0:
             os.close(self.fd)
             self.fd = -1
+        if self.inbox is not None:
+            self.inbox.close()
+
+    # ---- shared output slots ------------------------------------------------------
+    def arrived(self, call_id: str, slot: int | None) -> None:
+        """The call's message named `slot` for its output (None: a file)."""
+        if slot is None:
+            return
+        if self.inbox is None:
+            raise OutputError("its call message names an output slot it was never given")
+        if not 0 <= slot < self.inbox.count:
+            raise OutputError(f"its call message names output slot {slot} of {self.inbox.count}")
+        self._slots[self.name(call_id)] = slot
+
+    def take_slot(self, call_id: str, nbytes: int):
+        """A private copy (uint8 tensor) of the call's output if it came through a slot,
+        else None (it is in a file)."""
+        slot = self._slots.pop(self.name(call_id), None)
+        if slot is None:
+            return None
+        assert self.inbox is not None
+        if not 0 < nbytes <= self.inbox.size:
+            self.inbox.release()
+            raise OutputError(
+                f"its output of {nbytes} bytes came through a slot of {self.inbox.size} bytes"
+            )
+        return self.inbox.take(slot, nbytes)
 
     def __enter__(self) -> OutputDir:
         return self
@@ -160,7 +195,11 @@ class OutputDir:
         return f"{call_id}.bin"
 
     def read(self, call_id: str, nbytes: int) -> bytearray:
-        """The `nbytes` bytes of the call's output file; the file is removed either way."""
+        """The `nbytes` bytes of the call's output file (or slot); the file is removed either
+        way."""
+        if (own := self.take_slot(call_id, nbytes)) is not None:
+            self.discard(call_id)
+            return bytearray(own.cpu().numpy().tobytes())
         buf = bytearray(nbytes)
         self.read_into(call_id, nbytes, [memoryview(buf)], lambda _k, _n: None)
         return buf
@@ -225,7 +264,13 @@ class OutputDir:
         return fd
 
     def discard(self, call_id: str) -> None:
-        """Remove the call's output file (or whatever took its name), if any."""
+        """Remove the call's output file (or whatever took its name), if any; a slot it
+        named and nobody read goes back to the worker."""
+        try:
+            if self._slots.pop(self.name(call_id), None) is not None and self.inbox:
+                self.inbox.release()
+        except OutputError:
+            pass
         try:
             os.unlink(self.name(call_id), dir_fd=self.fd)
         except (OSError, OutputError):

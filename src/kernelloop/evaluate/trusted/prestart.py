@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kernelloop.evaluate.trusted import compile_cache
+from kernelloop.evaluate.trusted.inbox import Inbox
 from kernelloop.evaluate.trusted.outputs import output_file_limit
 from kernelloop.sandbox import SandboxConfig, SandboxProcess, detect_mode
 from kernelloop.task import Task
@@ -114,6 +115,7 @@ class Lane:
     lane_dir: Path
     cfg: SandboxConfig
     cache: Path | None  # the fresh compile-cache folder bound read-write, if any
+    inbox: Inbox | None = None  # its shared output slots (the evaluation's once it is fed)
 
 
 @dataclass
@@ -141,6 +143,8 @@ def stop_lanes(lanes: list[Lane]) -> None:
             pass
         if lane.cache is not None:
             shutil.rmtree(lane.cache, ignore_errors=True)
+        if lane.inbox is not None:
+            lane.inbox.close()
         shutil.rmtree(lane.lane_dir, ignore_errors=True)
 
 
@@ -171,13 +175,24 @@ def warm(
             lane_dir = make_lane_dir(work, k)
             cfg = lane_config(task, device, mode, gpu, timeout_s + head_s, lane_dir)
             cfg, cache = compile_cache.bind_pending(cfg, native)
+            inbox = Inbox.create(device)
             try:
-                proc = SandboxProcess(WORKER_ARGV, lane_dir, cfg, stdin=None)
+                proc = SandboxProcess(
+                    WORKER_ARGV,
+                    lane_dir,
+                    cfg,
+                    stdin=None,
+                    keep_fds=tuple(inbox.child_fds()) if inbox else (),
+                )
             except BaseException:
                 if cache is not None:
                     shutil.rmtree(cache, ignore_errors=True)
+                if inbox is not None:
+                    inbox.close()
                 raise
-            w.lanes.append(Lane(proc, lane_dir, cfg, cache))
+            if inbox is not None:
+                inbox.started()
+            w.lanes.append(Lane(proc, lane_dir, cfg, cache, inbox))
     except Exception:  # noqa: BLE001 - an optimisation: the evaluation starts its own
         w.close()
         return False

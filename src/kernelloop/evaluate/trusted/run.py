@@ -27,6 +27,7 @@ import torch
 from kernelloop.errors import KernelloopError
 from kernelloop.evaluate.trusted import channel, compile_cache, native_source, prestart, shards
 from kernelloop.evaluate.trusted.gpu_bind import bound_to_gpu
+from kernelloop.evaluate.trusted.inbox import Inbox
 from kernelloop.evaluate.trusted.interleave import Settings, run_timing
 from kernelloop.evaluate.trusted.judge import Judge
 from kernelloop.evaluate.trusted.judge_e2e import e2e_job
@@ -270,16 +271,27 @@ def _evaluate(
                 # shared with its timing worker (compile_cache.py says why that is safe).
                 cfg = compile_cache.bind(cfg, source, native=native)
             # Opened before the job is written: every output is read relative to this
-            # descriptor (a warm worker has run no implementation's code yet).
-            outputs = OutputDir(out_dir)
+            # descriptor (a warm worker has run no implementation's code yet), or comes
+            # through the worker's shared output slots (inbox.py; a warm worker's were
+            # made when it started).
+            inbox = lane.inbox if lane is not None else Inbox.create(device)
+            if inbox is not None:
+                job["slots"] = inbox.job()
+            outputs = OutputDir(out_dir, inbox)
             try:
                 if lane is not None:
                     proc = lane.proc
                     proc.feed(json.dumps(job).encode(), timeout_s=timeout)
                 else:
                     proc = SandboxProcess(
-                        prestart.WORKER_ARGV, lane_dir, cfg, json.dumps(job).encode()
+                        prestart.WORKER_ARGV,
+                        lane_dir,
+                        cfg,
+                        json.dumps(job).encode(),
+                        keep_fds=tuple(inbox.child_fds()) if inbox else (),
                     )
+                    if inbox is not None:
+                        inbox.started()
             except BaseException:
                 outputs.close()
                 raise

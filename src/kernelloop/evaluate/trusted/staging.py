@@ -7,7 +7,8 @@ copy from pageable memory). Here the file is read in 64 MB chunks into two page-
 buffers, each copied to the device asynchronously while the other is filled, into one
 device tensor: host memory stays bounded (a 6.4 GB KernelBench output needs no 6.4 GB
 host buffer) and the copy overlaps the read. The file is checked exactly as
-`OutputDir.read` checks it; on a CPU it is read as before.
+`OutputDir.read` checks it; on a CPU it is read as before. An output that came through a
+shared slot (trusted/inbox.py) skips all of this: one copy of the slot on the device.
 """
 
 from __future__ import annotations
@@ -40,6 +41,8 @@ class Staging:
     def load(self, outputs: OutputDir, call_id: str, like: torch.Tensor) -> torch.Tensor:
         """The call's output bytes as a tensor shaped like `like`, on `like`'s device."""
         nbytes = like.numel() * like.element_size()
+        if nbytes and (own := outputs.take_slot(call_id, nbytes)) is not None:
+            return own.view(like.dtype).reshape(like.shape).to(like.device)
         if like.device.type != "cuda" or nbytes == 0:
             raw = outputs.read(call_id, nbytes)
             if nbytes == 0:

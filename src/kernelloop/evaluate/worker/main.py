@@ -9,8 +9,9 @@ A correctness worker never times anything: timing runs in timing workers (one pe
 implementation, `"mode": "timing"` in the job, worker/serve.py), after correctness.
 
 Protocol: a job (JSON) on stdin; JSON lines on the original stdout (the channel);
-the candidate's own prints go to stderr. Outputs are written as raw bytes to
-`out_dir/<call id>.bin`; at most `max_outstanding` unread files exist at once (the
+the candidate's own prints go to stderr. Outputs go into the job's shared output slots
+(worker/outbox.py) where it has them and they fit; otherwise they are written as raw
+bytes to `out_dir/<call id>.bin`, at most `max_outstanding` unread files at once (the
 trusted side deletes each after reading), which bounds the disk/RAM used.
 """
 
@@ -44,6 +45,7 @@ import torch  # noqa: E402  (after the channel is set up)
 from kernelloop.evaluate.worker import calls as inworker  # noqa: E402  (after the channel is set up)
 from kernelloop.evaluate.worker import e2e as e2e_model  # noqa: E402
 from kernelloop.evaluate.worker import gpu_timer, guard, op_audit, serve, timing  # noqa: E402  (timing binds its clocks before candidates load)
+from kernelloop.evaluate.worker import outbox as outbox_mod  # noqa: E402
 from kernelloop.task.generic_cases import with_generic_cases  # noqa: E402
 from kernelloop.task.kernelbench_inputs import PREPARE, entry_function  # noqa: E402
 
@@ -156,10 +158,15 @@ def run_call(
     )
     watch["previous"] = parts
     if call.get("save", True):
-        path = Path(job["out_dir"]) / f"{call['id']}.bin"
-        inworker.wait_for_room(Path(job["out_dir"]), job.get("max_outstanding", 4))
-        inworker.write_raw(at_return, path)
-        facts["file"] = path.name
+        outbox = watch.get("outbox")
+        flat = at_return.reshape(-1).view(torch.uint8)
+        if outbox is not None and outbox.fits(flat.numel()):
+            facts["slot"] = outbox.put(flat)  # synchronised below, before it is reported
+        else:
+            path = Path(job["out_dir"]) / f"{call['id']}.bin"
+            inworker.wait_for_room(Path(job["out_dir"]), job.get("max_outstanding", 4))
+            inworker.write_raw(at_return, path)
+            facts["file"] = path.name
     _sync()
     facts["changed_after_return"] = not inworker.same_bytes(at_return, inworker.packed(parts))
     send("call", ok=True, **facts)
@@ -183,6 +190,8 @@ def main() -> int:
             [sys.modules[__name__], inworker, op_audit, timing, gpu_timer, guard]
         ),
         "threads": guard.thread_baseline(),
+        # The shared output slots, opened before any candidate code runs (files without).
+        "outbox": outbox_mod.open_outbox(job, lambda m: print(m, file=sys.stderr)),
     }
     impls = {}
     counter = inworker.LaunchCounter()
