@@ -14,6 +14,7 @@
 #   PARTS=cuda    the CUDA example's GPU tests and the side-stream red-team test;
 #   PARTS=slots   the shared output slots' GPU test (device memory through the sandbox) and
 #                 the staging test;
+#   PARTS=cprofile benchmarks/correctness_profile.py (both sides of a correctness run);
 #   PARTS=prestart eval_speed.py with each evaluation's correctness workers started 8 s
 #                 before it (trusted/prestart.py: the loop's next-evaluation workers).
 # Each test runs under pytest-timeout with short tracebacks. Output is written under
@@ -42,6 +43,11 @@ if [[ $PARTS == *redteam* ]]; then  # the GPU red team but d and side-stream (~1
 fi
 if [[ $PARTS == *slots* ]]; then  # shared output slots on the GPU, the staging test (~60 s)
   gpu_tests slots 200 --timeout 120 tests/evaluate/test_inbox.py tests/evaluate/test_staging.py
+fi
+if [[ $PARTS == *cprofile* ]]; then  # where a correctness evaluation's time goes (~60 s)
+  timeout 300 python3 benchmarks/correctness_profile.py "$L/correctness_profile.txt" \
+    --device cuda > "$L/correctness_profile_run.txt" 2>&1
+  echo "== correctness_profile rc=$?" >> "$S"; cut -c1-300 "$L/correctness_profile_run.txt" | tail -8 >> "$S"
 fi
 if [[ $PARTS == *prestart* ]]; then  # eval_speed with the next evaluation's workers warm
   s=$(date +%s)

@@ -26,6 +26,7 @@ import torch
 
 from kernelloop.errors import KernelloopError
 from kernelloop.evaluate.trusted import channel, compile_cache, native_source, prestart, shards
+from kernelloop.evaluate.trusted import workers as timing_workers
 from kernelloop.evaluate.trusted.gpu_bind import bound_to_gpu
 from kernelloop.evaluate.trusted.inbox import Inbox
 from kernelloop.evaluate.trusted.interleave import Settings, run_timing
@@ -226,6 +227,7 @@ def _evaluate(
     results = []
     lanes: list[shards.Lane] = []
     pending_caches: list[Path] = []
+    lane_dirs: list[Path] = []
     try:
         inputs_file, inputs_func = task.file_and_function("inputs")
         cfg = None
@@ -240,6 +242,7 @@ def _evaluate(
             # dir) and its own key: no worker can reach another's outputs.
             lane = warmed.lanes[k] if warmed else None
             lane_dir = lane.lane_dir if lane else prestart.make_lane_dir(work, k)
+            lane_dirs.append(lane_dir)
             impl_dir, out_dir = lane_dir / "impls", lane_dir / "out"
             shutil.copyfile(candidate, impl_dir / "candidate.py")
             key = channel.new_key()
@@ -260,6 +263,8 @@ def _evaluate(
                 "e2e": e2e_job(task),
                 "private_pid_namespace": mode in ("bwrap", "unshare"),
             }
+            if timing_workers.PROFILE_DIR is not None:  # a developer's diagnosis (cProfile)
+                job["cprofile"] = True
             native = task.spec.task.language == "cuda"
             if lane is not None:
                 cfg = lane.cfg
@@ -313,6 +318,7 @@ def _evaluate(
         finally:
             while procs:  # always: a worker is never left running
                 results.append(procs.pop(0).finish())
+            _keep_profiles(lane_dirs)
             if cfg is not None and (cfg.gpu or task.spec.task.language == "cuda"):
                 compile_cache.trim(source)
     finally:
@@ -438,6 +444,18 @@ def _evaluate(
         stages=clock.stages(timing="skipped" if timing is None else "not run"),
         verdict=Verdict(accepted=category == "accepted", category=category, reasons=reasons[:20]),
     )
+
+
+def _keep_profiles(lane_dirs: list[Path]) -> None:
+    """A developer's diagnosis: each correctness worker's cProfile, where one was asked for
+    (`workers.PROFILE_DIR`, benchmarks/correctness_profile.py)."""
+    if timing_workers.PROFILE_DIR is None:
+        return
+    for k, lane_dir in enumerate(lane_dirs):
+        prof = lane_dir / "worker.prof"
+        if prof.is_file() and not prof.is_symlink():
+            name = f"correctness-{k}-{time.monotonic_ns()}.prof"
+            shutil.copyfile(prof, timing_workers.PROFILE_DIR / name)
 
 
 def default_workers(device: str) -> int:

@@ -179,6 +179,21 @@ def main() -> int:
     if job.get("mode") == "timing":
         harness = [sys.modules[__name__], inworker, op_audit, timing, gpu_timer, guard, serve]
         return serve.serve(job, send, harness, _MARKER)
+    if not job.get("cprofile"):
+        return _correctness(job)
+    # A developer's diagnosis (benchmarks/correctness_profile.py), as serve.serve's.
+    import cProfile
+
+    prof = cProfile.Profile()
+    prof.enable()
+    try:
+        return _correctness(job)
+    finally:
+        prof.disable()
+        prof.dump_stats(str(Path(job["out_dir"]).parent / "worker.prof"))
+
+
+def _correctness(job: dict) -> int:
     send("hello", env=inworker.environment(job["device"]))
     make_inputs = with_generic_cases(
         getattr(_import_file(job["inputs_file"], "kernelloop_task_inputs"), job["inputs_func"])
