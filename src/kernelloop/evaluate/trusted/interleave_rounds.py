@@ -304,8 +304,15 @@ class RoundsMixin:
                     and self._n_audits(label, slot) < want
                     and _RNG.random() < chance
                 ):
-                    j = _RNG.randrange(len(ans.body.commits))
-                    failed = not self._audit(call, slot, *last[slot], j)
+                    # Two distinct calls of the batch where it has two: a worker that ran
+                    # one call of the batch and showed its output for every commitment
+                    # escapes a single audit with chance 1/n (a 2-call batch, two audits
+                    # of the shape: 1 in 4), a pair never.
+                    n_calls = len(ans.body.commits)
+                    for j in _RNG.sample(range(n_calls), min(2, n_calls)):
+                        if not self._audit(call, slot, *last[slot], j):
+                            failed = True
+                            break
                     known = len(self.out.problems)
             n_done += n
             if failed:  # the round is complete (every slot has samples to show); no more
