@@ -7,6 +7,7 @@ compile-cache folder becomes the candidate's only where its bytes have none."""
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from pathlib import Path
@@ -138,9 +139,21 @@ def test_a_warm_compile_cache_becomes_the_candidates_only_where_its_bytes_have_n
         assert not pending.exists()
         named = compile_cache.folder(b"candidate bytes")
         assert named.is_dir()
-        # The same bytes again: their folder stays as it was, the new one is the worker's own.
+        # What the first worker compiled, and what a hostile one planted beside it.
+        (named / "triton" / "k1").mkdir(parents=True)
+        (named / "triton" / "k1" / "kernel.cubin").write_bytes(b"compiled")
+        outside = tmp_path / "outside.txt"
+        outside.write_text("secret")
+        (named / "triton" / "link").symlink_to(outside)
+        os.mkfifo(named / "triton" / "fifo")
+        # The same bytes again: their folder stays as it was, the new one is the worker's
+        # own, with links to the regular files only (nothing followed, nothing read).
         _, second = compile_cache.bind_pending(SandboxConfig(), native=True)
         assert not compile_cache.adopt(second, b"candidate bytes") and second.is_dir()
+        copy = second / "triton" / "k1" / "kernel.cubin"
+        assert copy.read_bytes() == b"compiled"
+        assert os.path.samefile(copy, named / "triton" / "k1" / "kernel.cubin")
+        assert sorted(p.name for p in (second / "triton").iterdir()) == ["k1"]
         # No folder at all where nothing compiles (the Triton interpreter on a CPU).
         assert compile_cache.bind_pending(SandboxConfig())[1] is None
     finally:

@@ -16,9 +16,10 @@ that run the very same bytes, which could do the same thing themselves; no other
 implementation's folder (the best's, the baseline's) is ever mounted where candidate code
 runs, so nothing a later candidate does changes what an earlier one compiled to. The
 trusted side never reads a cache; it only removes a folder that grew past `MAX_BYTES`
-(without following links). On the CPU (the Triton interpreter) nothing compiles and no
-folder is given, except to C++ candidates (`language = "cuda"`), whose extensions build
-there too.
+(without following links), and links a folder's regular files into a warm worker's
+folder when that worker gets the same bytes (`adopt`). On the CPU (the Triton
+interpreter) nothing compiles and no folder is given, except to C++ candidates
+(`language = "cuda"`), whose extensions build there too.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import atexit
 import hashlib
 import os
 import shutil
+import stat
 import tempfile
 import threading
 from dataclasses import replace
@@ -93,13 +95,40 @@ def adopt(pending: Path, source: bytes) -> bool:
     folder of `source`'s bytes: renamed, so the worker's mount follows it and a later
     worker of the same bytes (its timing worker) finds what it compiled. False where the
     bytes already have a folder (kept as it is; `pending` is then this worker's alone and
-    removed after it)."""
+    removed after it, and gets hard links to that folder's files: the same bytes' compiles,
+    so a warm worker of bytes judged before compiles no more than a fresh one would)."""
     target = root() / hashlib.sha256(source).hexdigest()[:32]
     with _lock:
-        if target.exists():
-            return False
-        os.rename(pending, target)
-    return True
+        if not target.exists():
+            os.rename(pending, target)
+            return True
+    _link_files(target, pending)
+    return False
+
+
+LINK_LIMIT = 10_000  # files linked from an existing folder into a warm worker's
+
+
+def _link_files(src: Path, dst: Path) -> None:
+    """Hard links in `dst` to the regular files of `src` (same bytes' folders: what the
+    earlier workers of these bytes compiled, found by the warm worker as a fresh worker
+    bound to `src` would find it). Nothing is read or followed: directories are walked
+    without following links, and anything but a directory or a regular file is skipped."""
+    linked = 0
+    for dirpath, dirs, files in os.walk(src, followlinks=False):
+        rel = Path(dirpath).relative_to(src)
+        for d in dirs:
+            (dst / rel / d).mkdir(mode=0o700, exist_ok=True)
+        for f in files:
+            if linked >= LINK_LIMIT:
+                return
+            path = os.path.join(dirpath, f)
+            try:
+                if stat.S_ISREG(os.lstat(path).st_mode):
+                    os.link(path, dst / rel / f, follow_symlinks=False)
+                    linked += 1
+            except OSError:
+                continue
 
 
 def _bind(cfg: SandboxConfig, path: Path) -> SandboxConfig:
