@@ -15,6 +15,7 @@
 #   PARTS=slots   the shared output slots' GPU test (device memory through the sandbox) and
 #                 the staging test;
 #   PARTS=cprofile benchmarks/correctness_profile.py (both sides of a correctness run);
+#   PARTS=workers2 as prestart, with two correctness workers (--workers 2);
 #   PARTS=prestart eval_speed.py with each evaluation's correctness workers started 8 s
 #                 before it (trusted/prestart.py: the loop's next-evaluation workers).
 # Each test runs under pytest-timeout with short tracebacks. Output is written under
@@ -48,6 +49,14 @@ if [[ $PARTS == *cprofile* ]]; then  # where a correctness evaluation's time goe
   timeout 300 python3 benchmarks/correctness_profile.py "$L/correctness_profile.txt" \
     --device cuda > "$L/correctness_profile_run.txt" 2>&1
   echo "== correctness_profile rc=$?" >> "$S"; cut -c1-300 "$L/correctness_profile_run.txt" | tail -8 >> "$S"
+fi
+if [[ $PARTS == *workers2* ]]; then  # eval_speed, warm workers, two correctness workers
+  s=$(date +%s)
+  timeout 500 python3 benchmarks/eval_speed.py "$L" --device cuda --repeats 3 --only fused,wrong \
+    --prestart 8 --workers 2 > "$L/eval_speed_workers2.txt" 2>&1
+  echo "== eval_speed --prestart 8 --workers 2 rc=$? $(( $(date +%s) - s ))s" >> "$S"
+  grep -E "accepted in|wrong in|rejected in|UNEXPECTED|^\| " "$L/eval_speed_workers2.txt" \
+    | cut -c1-400 >> "$S"
 fi
 if [[ $PARTS == *prestart* ]]; then  # eval_speed with the next evaluation's workers warm
   s=$(date +%s)

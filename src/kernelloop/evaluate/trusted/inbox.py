@@ -138,20 +138,29 @@ class Inbox:
 
     def release(self) -> None:
         """One slot back to the worker (a full pipe means it has more than it needs)."""
+        if self._credits_w < 0:
+            return
         try:
             os.write(self._credits_w, b"c")
         except (BlockingIOError, OSError):
             pass
+
+    def stop_credits(self) -> None:
+        """No more slots for the worker (the channel was violated and nothing it sends is
+        read): its next `put` sees the pipe closed instead of waiting for its deadline."""
+        if self._credits_w >= 0:
+            try:
+                os.close(self._credits_w)
+            except OSError:
+                pass
+            self._credits_w = -1
 
     def close(self) -> None:
         if self.closed:
             return
         self.closed = True
         self.started()
-        try:
-            os.close(self._credits_w)
-        except OSError:
-            pass
+        self.stop_credits()
         if self._mapping is not None:
             self._mapping.close()
         if self._mm is not None:

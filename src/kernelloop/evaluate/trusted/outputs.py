@@ -277,8 +277,10 @@ class OutputDir:
             pass
 
     def purge(self) -> None:
-        """Remove every entry but directories (used once the channel is violated, so the
-        worker never waits for room that would not come)."""
+        """Remove every entry but directories, and close the slots' credits (used once the
+        channel is violated, so the worker never waits for room that would not come)."""
+        if self.inbox is not None:
+            self.inbox.stop_credits()
         try:
             with os.scandir(self.fd) as it:
                 for k, entry in enumerate(it):
