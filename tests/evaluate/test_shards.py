@@ -193,3 +193,15 @@ def test_a_worker_claiming_another_ones_call_breaks_its_own_channel(flagship, tm
 
 def test_stages_are_all_in_order():
     assert list(STAGES) == ["compile", "smoke", "full", "e2e"]
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_calls_of_one_shape_and_dtype_stay_together_where_the_balance_allows(flagship, n):
+    """A kind (shape, dtype) met by two workers is compiled by both: kept together, the
+    workers compile different specialisations in parallel."""
+    plan = plan_calls(flagship, list(flagship.spec.shapes), list(flagship.spec.dtypes))
+    parts = shards.split(plan, n)
+    kinds = [{shards._kind([c]) for c in p.calls} for p in parts]
+    distinct = len(set().union(*kinds))
+    # the one-by-one split met 37 kinds in 2 workers for 25 distinct ones
+    assert sum(len(k) for k in kinds) <= distinct + n, [len(k) for k in kinds]
