@@ -460,11 +460,14 @@ def _keep_profiles(lane_dirs: list[Path]) -> None:
 
 def default_workers(device: str) -> int:
     """Correctness workers per evaluation: two on the CPU when it has two cores (the
-    interpreter runs one thread per worker), one on a GPU until the H200 shows two pay
-    (`benchmarks/eval_speed.py --workers`)."""
+    interpreter runs one thread per worker); two on a GPU, where a new candidate's
+    evaluation is mostly its Triton kernels compiling once per specialisation and the
+    workers compile theirs in parallel (shards.split keeps a shape's calls together): on
+    the H200 (2026-12-02, warm workers, output slots) the flagship's honest candidate was
+    evaluated in 12.1 s with two, 18.6 s with one (`benchmarks/eval_speed.py --workers`)."""
     if device == "cpu":
         return max(1, min(2, os.cpu_count() or 1))
-    return 1
+    return 2
 
 
 def as_judged(task: Task, candidate: Path) -> Task:
