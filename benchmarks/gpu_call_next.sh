@@ -15,6 +15,7 @@
 #   PARTS=slots   the shared output slots' GPU test (device memory through the sandbox) and
 #                 the staging test;
 #   PARTS=cprofile benchmarks/correctness_profile.py (both sides of a correctness run);
+#   PARTS=verify17 the GPU tests of what session 17 changed (slots, shards, audits, loop);
 #   PARTS=workers2 as prestart, with two correctness workers (--workers 2);
 #   PARTS=prestart eval_speed.py with each evaluation's correctness workers started 8 s
 #                 before it (trusted/prestart.py: the loop's next-evaluation workers).
@@ -49,6 +50,12 @@ if [[ $PARTS == *cprofile* ]]; then  # where a correctness evaluation's time goe
   timeout 300 python3 benchmarks/correctness_profile.py "$L/correctness_profile.txt" \
     --device cuda > "$L/correctness_profile_run.txt" 2>&1
   echo "== correctness_profile rc=$?" >> "$S"; cut -c1-300 "$L/correctness_profile_run.txt" | tail -8 >> "$S"
+fi
+if [[ $PARTS == *verify17* ]]; then  # what session 17 touched, on the GPU (~330 s)
+  gpu_tests verify17 540 --timeout 200 -k "not gpu_d_ and not side_stream_work_is_counted" \
+    tests/evaluate/test_inbox.py tests/evaluate/test_staging.py tests/evaluate/test_evaluate.py \
+    tests/evaluate/test_compile_cache.py tests/cheats/test_gpu_cheats.py \
+    tests/redteam/test_timing_gpu.py tests/loop/test_run.py
 fi
 if [[ $PARTS == *workers2* ]]; then  # eval_speed, warm workers, two correctness workers
   s=$(date +%s)
