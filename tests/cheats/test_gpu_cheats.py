@@ -4,6 +4,7 @@ memory, side streams, timers around CUDA events, sticky CUDA errors."""
 import pytest
 import torch
 
+from kernelloop.evaluate.trusted.bench import benchmark
 from kernelloop.evaluate.trusted.run import evaluate
 from tests.cheats.runner import CANDIDATES
 from tests.conftest import FUSED
@@ -22,26 +23,39 @@ def test_stale_device_memory_reads_as_poison(flagship):
 
 def test_side_stream_refused_and_not_faster_behind_the_screen(flagship):
     assert evaluate(flagship, CANDIDATES / "side_stream_gpu.py", **GPU).verdict.category == "static"
-    rec = evaluate(
-        flagship, CANDIDATES / "side_stream_gpu.py", against={"fused": FUSED}, screen=False, **GPU
-    )
+    rec = evaluate(flagship, CANDIDATES / "side_stream_gpu.py", timing=False, screen=False, **GPU)
     # The cheat orders its side stream after the calling stream, and correctness syncs the
-    # whole device, so its result is right: only the timer stands in its way. Two paths
-    # count its hidden kernel, both by design: when its calling stream looks shorter than
-    # 15 µs, the probe from an idle GPU sees the escaped work and the shape is timed
-    # device-wide; when the host's launches outlast the pre-call spin, the stream looks
-    # longer, no probe runs (it guards graph replay, not used then) and every call's
-    # device-synced end counts the side work (seen once in two runs on the H200,
-    # 2026-12-02: 0.280 ms against the honest kernel's 0.240). Either way it must not look
-    # faster than the same kernel run honestly.
-    assert rec.verdict.accepted, rec.verdict.reasons
-    methods = {t.method.split(" (")[0] for t in rec.timings}
-    assert len(methods) == 1, rec.timings  # every slot of a shape is timed alike
-    assert methods <= {"device-wide per call"} or all("device-synced" in m for m in methods), (
-        rec.timings
+    # whole device after each call, so its op-level outputs are right. The [e2e] model
+    # built on it reads the op's output on the calling stream at once, before the side
+    # stream may have written it: with two correctness workers sharing the GPU the race
+    # showed as a drifted model (H200, 2026-12-02); that rejection is right too.
+    assert rec.verdict.accepted or (
+        rec.verdict.category == "e2e" and "drifted" in rec.verdict.reasons[0]
+    ), rec.verdict.reasons
+    # Only the timer stands in its way. Two paths count its hidden kernel, both by design:
+    # when its calling stream looks shorter than 15 µs, the probe from an idle GPU sees
+    # the escaped work and the shape is timed device-wide; when the host's launches
+    # outlast the pre-call spin, the stream looks longer, no probe runs (it guards graph
+    # replay, not used then) and every call's device-synced end counts the side work
+    # (seen once in two runs on the H200, 2026-12-02: 0.280 ms against the honest
+    # kernel's 0.240). Either way it must not look faster than the same kernel run
+    # honestly.
+    bench = benchmark(
+        flagship,
+        CANDIDATES / "side_stream_gpu.py",
+        best=FUSED,
+        device="cuda",
+        shapes=GPU["shapes"],
+        dtype="bfloat16",
+        aa=False,
+        profile=False,
+        screen=False,
     )
-    med = {t.impl: t.median_ms for t in rec.timings}
-    assert med["candidate"] >= 0.8 * med["fused"], med
+    impls = bench.shapes[0].impls
+    methods = {t.method.split(" (")[0] for t in impls.values()}
+    assert len(methods) == 1, impls  # every slot of a shape is timed alike
+    assert methods <= {"device-wide per call"} or all("device-synced" in m for m in methods), impls
+    assert impls["candidate"].median_ms >= 0.8 * impls["best"].median_ms, impls
 
 
 def test_patched_event_timer_is_tampering(flagship):
