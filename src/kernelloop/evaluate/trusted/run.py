@@ -463,8 +463,8 @@ def default_workers(device: str) -> int:
     interpreter runs one thread per worker); two on a GPU, where a new candidate's
     evaluation is mostly its Triton kernels compiling once per specialisation and the
     workers compile theirs in parallel (shards.split keeps a shape's calls together): on
-    the H200 (2026-12-02, warm workers, output slots) the flagship's honest candidate was
-    evaluated in 12.1 s with two, 18.6 s with one (`benchmarks/eval_speed.py --workers`)."""
+    the H200 (2026-12-02, warm workers, output slots) the flagship's honest candidate's
+    full stage took 7.1 s with two, 9.8 s with one (`benchmarks/eval_speed.py --workers`)."""
     if device == "cpu":
         return max(1, min(2, os.cpu_count() or 1))
     return 2
