@@ -145,20 +145,6 @@ def _acc(
     return acc
 
 
-def test_the_round_size_counts_contended_batches_too():
-    """A batch in which the worker waited for a CPU is left out of the clock's check but
-    its calls are samples: the rounds the paired comparison groups them into are still
-    10 calls long (counting quiet batches only said 24 on the CPU runner)."""
-    acc = checks.Acc()
-    for k in range(5):
-        ans = _answer([[1.0]] * 10, 0.012)
-        ans.waited_s = 0.011 if k < 3 else 0.0  # three contended batches
-        acc.add(ans)
-    assert acc.contended == 3 and len(acc.batches) == 2
-    assert acc.round_size() == 10
-    assert checks.Acc().round_size() == 1
-
-
 def test_a_claimed_saving_must_be_one_the_trusted_clock_saw():
     honest = {
         "candidate": _acc(0.5, 0.5, 0.1),

@@ -149,9 +149,6 @@ class BenchmarkRecord(BaseModel):
         return next((s for s in self.shapes if s.shape == label), None)
 
 
-PAIRED_MIN_ROUNDS = 5  # rounds a comparison paired by round needs (the timing loop gets them)
-
-
 def paired_log_ratio(num: ImplTiming, den: ImplTiming) -> tuple[float, float] | None:
     """Median over rounds of ln(num_k / den_k), and its standard error.
 
@@ -166,7 +163,7 @@ def paired_log_ratio(num: ImplTiming, den: ImplTiming) -> tuple[float, float] | 
     """
     n = min(len(num.samples_ms), len(den.samples_ms))
     size = max(1, num.round_size, den.round_size)
-    if n < PAIRED_MIN_ROUNDS or -(-n // size) < PAIRED_MIN_ROUNDS:
+    if n < 5 or -(-n // size) < 5:
         return None
     lr = [math.log(num.samples_ms[k] / den.samples_ms[k]) for k in range(n)]
     med = statistics.median(lr)

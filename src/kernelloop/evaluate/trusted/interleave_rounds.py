@@ -20,7 +20,6 @@ from kernelloop.evaluate.protocol import (
     method_text,
 )
 from kernelloop.evaluate.trusted import timing_checks as checks
-from kernelloop.evaluate.trusted.bench_record import PAIRED_MIN_ROUNDS
 from kernelloop.evaluate.trusted.interleave_types import (
     _RNG,
     EVIDENCE_RESERVE,
@@ -242,8 +241,6 @@ class RoundsMixin:
         evidence_s = 0.0  # time in evidence slots' turns: not the others' budget
         known = len(self.out.problems)
 
-        rounds = 0
-
         def more() -> bool:
             spent = time.monotonic() - t_begin - gen_s - evidence_s
             if n_done < reps and (n_done < min_reps or spent < budget):
@@ -255,13 +252,7 @@ class RoundsMixin:
                 for slot, a in accs.items()
                 if slot not in self.evidence
             )
-            # Fewer rounds than the comparison paired by round needs (paired_log_ratio),
-            # where the planned calls allow that many: the noise would then come from the
-            # samples' spread alone, which a long right tail inflates (the CPU runner,
-            # 2026-12-02: 4 rounds, noise 61% where paired rounds said 2-20%, and the gate
-            # refused a 4.3x win). Measure on, a while, until there are enough.
-            few = rounds < PAIRED_MIN_ROUNDS and reps >= PAIRED_MIN_ROUNDS * m
-            return (short or few) and not self.interp and spent < QUIET_PATIENCE * budget
+            return short and not self.interp and spent < QUIET_PATIENCE * budget
 
         while more():
             n = min(m, reps - n_done) if n_done < reps else m
@@ -324,7 +315,6 @@ class RoundsMixin:
                             break
                     known = len(self.out.problems)
             n_done += n
-            rounds += 1
             if failed:  # the round is complete (every slot has samples to show); no more
                 return accs
         for slot in sorted(audited):  # too few picked at random: the last batch makes up the rest
@@ -353,8 +343,9 @@ class RoundsMixin:
                 )
             else:
                 samples, hidden, total = [c[0] for c in a.calls], 0, sum(c[0] for c in a.calls)
+            size = round(len(a.calls) / len(a.batches)) if a.batches else 1
             out[slot] = SlotResult(
-                samples, text, hidden, total, round_size=a.round_size(), per_unit=per
+                samples, text, hidden, total, round_size=max(1, size), per_unit=per
             )
         return out
 

@@ -195,15 +195,6 @@ class Acc:
             self.batches.append((wall_ms - probe_ms, b.calls, b.cals))
         self.no_launch += b.no_launch
 
-    def round_size(self) -> int:
-        """Timed calls per batch, over every batch: a contended batch is left out of
-        `batches` (the trusted clock's check) but its calls are still samples, so counting
-        only the quiet ones made a round look up to several times longer than it was and
-        the comparison paired by round found too few rounds (the CPU runner, 2026-12-02:
-        round size 24 for batches of 10, the gate's noise 45% instead of ~5%)."""
-        n = len(self.batches) + self.contended
-        return max(1, round(len(self.calls) / n)) if n else 1
-
     def reported_ms(self) -> float:
         return sum(c[-1] for c in self.calls) + sum(s for _, s in self.cals)
 
