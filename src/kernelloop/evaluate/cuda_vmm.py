@@ -181,8 +181,7 @@ def allocate(size: int, device: int) -> tuple[Mapping, int]:
     """`size` bytes (rounded up to the driver's granularity) of fresh device memory on
     `device` (this process's ordinal), mapped here, and a new descriptor that exports it
     (close-on-exec: pass it to the child that imports it explicitly)."""
-    _ensure_context(device)
-    step = granularity(device)
+    step = granularity(device)  # makes a context current first
     size = -(-size // step) * step
     handle = ctypes.c_ulonglong()
     prop = _prop(device)

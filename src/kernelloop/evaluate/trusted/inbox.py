@@ -36,10 +36,6 @@ HOST_SLOT_BYTES = 256 << 20  # sparse: memory is used only as far as outputs are
 SLOTS = 2  # one filled while the other is judged
 
 
-class SlotError(Exception):
-    """A message named a slot that does not exist (a protocol violation)."""
-
-
 class Inbox:
     """The trusted end of one worker's slots (make with `create`)."""
 
@@ -109,19 +105,10 @@ class Inbox:
                 pass
         self._fd = self._credits_r = -1
 
-    def check(self, slot: int, nbytes: int) -> None:
-        if not 0 <= slot < self.count:
-            raise SlotError(f"its call message names output slot {slot} of {self.count}")
-        if not 0 < nbytes <= self.size:
-            raise SlotError(
-                f"its call message names an output slot for {nbytes} bytes, "
-                f"more than a slot's {self.size}"
-            )
-
     def take(self, slot: int, nbytes: int) -> torch.Tensor:
         """A private copy (uint8, on this inbox's device) of the slot's first `nbytes`
-        bytes; the slot goes back to the worker once the copy is complete."""
-        self.check(slot, nbytes)
+        bytes; the slot goes back to the worker once the copy is complete. The slot and
+        the size were checked against the message (`OutputDir.arrived`, `take_slot`)."""
         at = slot * self.size
         try:
             if self._mapping is not None:

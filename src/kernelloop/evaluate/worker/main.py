@@ -179,18 +179,7 @@ def main() -> int:
     if job.get("mode") == "timing":
         harness = [sys.modules[__name__], inworker, op_audit, timing, gpu_timer, guard, serve]
         return serve.serve(job, send, harness, _MARKER)
-    if not job.get("cprofile"):
-        return _correctness(job)
-    # A developer's diagnosis (benchmarks/correctness_profile.py), as serve.serve's.
-    import cProfile
-
-    prof = cProfile.Profile()
-    prof.enable()
-    try:
-        return _correctness(job)
-    finally:
-        prof.disable()
-        prof.dump_stats(str(Path(job["out_dir"]).parent / "worker.prof"))
+    return serve.profiled(job, _correctness, job)
 
 
 def _correctness(job: dict) -> int:

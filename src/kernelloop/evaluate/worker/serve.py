@@ -250,16 +250,21 @@ HANDLERS = {
 
 
 def serve(job: dict, send, harness_modules: list, marker: str) -> int:
+    return profiled(job, _serve, job, send, harness_modules, marker)
+
+
+def profiled(job: dict, fn, *args) -> int:
+    """`fn(*args)`; under cProfile where the job asks (a developer's diagnosis:
+    benchmarks/worker_profile.py, correctness_profile.py), its profile written into the
+    worker's own folder when `fn` ends. Set only by the trusted side."""
     if not job.get("cprofile"):
-        return _serve(job, send, harness_modules, marker)
-    # A developer's diagnosis (benchmarks/worker_profile.py): where this worker's time goes,
-    # written into its own folder when the commands end. Set only by the trusted side.
+        return fn(*args)
     import cProfile
 
     prof = cProfile.Profile()
     prof.enable()
     try:
-        return _serve(job, send, harness_modules, marker)
+        return fn(*args)
     finally:
         prof.disable()
         prof.dump_stats(str(Path(job["out_dir"]).parent / "worker.prof"))
