@@ -178,8 +178,27 @@ def main() -> int:
     _key = job.pop("channel_key", "")
     if job.get("mode") == "timing":
         harness = [sys.modules[__name__], inworker, op_audit, timing, gpu_timer, guard, serve]
-        return serve.serve(job, send, harness, _MARKER)
-    return serve.profiled(job, _correctness, job)
+        return profiled(job, serve.serve, job, send, harness, _MARKER)
+    return profiled(job, _correctness, job)
+
+
+def profiled(job: dict, fn, *args) -> int:
+    """`fn(*args)`; under cProfile where the job asks (a developer's diagnosis:
+    benchmarks/worker_profile.py, correctness_profile.py), its profile written into the
+    worker's own folder when `fn` ends. Set only by the trusted side. It lives here, not in
+    serve.py: a correctness worker's stack must not pass through the timing modules (the
+    red team's timing_knows_it_is_timed.py tells timing from correctness by them)."""
+    if not job.get("cprofile"):
+        return fn(*args)
+    import cProfile
+
+    prof = cProfile.Profile()
+    prof.enable()
+    try:
+        return fn(*args)
+    finally:
+        prof.disable()
+        prof.dump_stats(str(Path(job["out_dir"]).parent / "worker.prof"))
 
 
 def _correctness(job: dict) -> int:

@@ -250,27 +250,6 @@ HANDLERS = {
 
 
 def serve(job: dict, send, harness_modules: list, marker: str) -> int:
-    return profiled(job, _serve, job, send, harness_modules, marker)
-
-
-def profiled(job: dict, fn, *args) -> int:
-    """`fn(*args)`; under cProfile where the job asks (a developer's diagnosis:
-    benchmarks/worker_profile.py, correctness_profile.py), its profile written into the
-    worker's own folder when `fn` ends. Set only by the trusted side."""
-    if not job.get("cprofile"):
-        return fn(*args)
-    import cProfile
-
-    prof = cProfile.Profile()
-    prof.enable()
-    try:
-        return fn(*args)
-    finally:
-        prof.disable()
-        prof.dump_stats(str(Path(job["out_dir"]).parent / "worker.prof"))
-
-
-def _serve(job: dict, send, harness_modules: list, marker: str) -> int:
     server = Server(job, send, harness_modules, marker)
     # Only the reference worker describes the machine (the record's device, versions); the
     # others skip it (it imports triton: ~0.6 s of each worker's start on a loaded runner).
