@@ -34,6 +34,7 @@ import torch
 
 from kernelloop.errors import KernelloopError
 from kernelloop.task.kernelbench_cases import unfit_cases
+from kernelloop.task.kernelbench_follow import Follow, follow
 from kernelloop.task.kernelbench_inputs import (
     CASES,
     _state,
@@ -102,90 +103,7 @@ def _numel(shape: list[int]) -> int:
     return n
 
 
-_PRIMES = (1009, 1013, 1019, 1021, 1031, 1033, 1039, 1049, 1051, 1061, 1063, 1069, 1087)
-
-
-def _init_template(path: Path, dims: dict[str, int]) -> list:
-    """get_init_inputs() at the problem's size, with every value that is one of the
-    forward arguments' sizes replaced by where it comes from, ("@arg", i, axis): a model
-    whose structure depends on its size (LayerNorm's normalized_shape) is then built for
-    the size it is called with, on any shape. Found by running the problem with each dim
-    set to a distinct prime and looking the primes up in the arguments' shapes."""
-    base = list(load_problem(path, dims).get_init_inputs())
-    if len(dims) > len(_PRIMES):
-        return base
-    try:
-        probe = dict(zip(dims, _PRIMES, strict=False))
-        mod = load_problem(path, probe)
-        with torch.device("meta"):
-            args = list(mod.get_inputs())
-        init = list(mod.get_init_inputs())
-    except Exception:  # noqa: BLE001 - a problem that needs its own sizes: the plain values
-        return base
-    where = {}
-    for i, a in enumerate(args):
-        if isinstance(a, torch.Tensor):
-            for ax, n in enumerate(a.shape):
-                where.setdefault(int(n), ("@arg", i, ax))
-    # A size no argument has (a Linear's out_features) may be a parameter's: it then comes
-    # from the weight the call is given, so the model built matches it on every shape.
-    try:
-        model = meta_model(mod.Model, init)
-        for name, t in _state(model):
-            for ax, n in enumerate(t.shape):
-                where.setdefault(int(n), ("@state", name, ax))
-    except Exception:  # noqa: BLE001 - primes it cannot be built with: one size at a time
-        for dim, found in _state_axes(path, dims).items():
-            where.setdefault(probe[dim], found)
-    primes = set(probe.values())
-
-    def walk(p, b):
-        if isinstance(p, list | tuple) and isinstance(b, list | tuple) and len(p) == len(b):
-            return type(b)(walk(x, y) for x, y in zip(p, b, strict=True))
-        if isinstance(p, int) and not isinstance(p, bool) and p in primes and p in where:
-            return where[p]
-        return b
-
-    return walk(init, base) if len(init) == len(base) else base
-
-
-def _state_axes(path: Path, dims: dict[str, int]) -> dict[str, tuple[str, str, int]]:
-    """{dim: ("@state", parameter, axis)} for the sizes a parameter's shape follows, found
-    by moving one size at a time from the problem's own (doubled, else halved) where a
-    model with every size a distinct prime cannot be built: a depthwise Conv2d needs
-    out_channels divisible by in_channels (KernelBench level1/84), so its out_channels
-    was left a constant and a call at other sizes built a model that refused them."""
-
-    def shapes(at: dict[str, int]) -> dict[str, list[int]]:
-        mod = load_problem(path, at)
-        return {n: list(t.shape) for n, t in _state(meta_model(mod.Model, mod.get_init_inputs()))}
-
-    try:
-        base = shapes(dims)
-    except Exception:  # noqa: BLE001 - nothing to compare against
-        return {}
-    found: dict[str, tuple[str, str, int]] = {}
-    for dim, v in dims.items():
-        for new in (v * 2, v // 2):
-            if new < 2:
-                continue
-            try:
-                moved = shapes({**dims, dim: new})
-            except Exception:  # noqa: BLE001 - the problem refuses this size
-                continue
-            hits = [
-                (name, ax)
-                for name, shape in moved.items()
-                for ax, n in enumerate(shape)
-                if n == new and ax < len(base.get(name, [])) and base[name][ax] == v
-            ]
-            if hits:
-                found[dim] = ("@state", *hits[0])
-            break
-    return found
-
-
-def _wrapper(name: str, args: list[str], state: list[str], doc: str, template: list) -> str:
+def _wrapper(name: str, args: list[str], state: list[str], doc: str, marks: Follow) -> str:
     """The function appended to the verbatim problem (reference or baseline)."""
     params = ", ".join([*args, *(state_arg(s) for s in state)])
     state_items = ", ".join(f"{s!r}: {state_arg(s)}" for s in state)
@@ -194,8 +112,11 @@ def _wrapper(name: str, args: list[str], state: list[str], doc: str, template: l
 
 # ---- kernelloop (import kernelbench) -------------------------------------------------
 # get_init_inputs() with each size that is an argument's size marked ("@arg", i, axis),
-# or a parameter's ("@state", name, axis): the model is built for the size it is called with.
-_KL_INIT = {template!r}
+# or a parameter's ("@state", name, axis): the model is built for the size it is called
+# with; so are the sizes its code reads as module globals (_KL_GLOBALS), set before it is
+# built and called.
+_KL_INIT = {marks.init!r}
+_KL_GLOBALS = {marks.globals!r}
 _KL_MODELS = {{}}
 
 
@@ -209,32 +130,57 @@ def _kl_init(v, args, state):
     return v
 
 
+def _kl_build(init, device):
+    try:
+        with torch.device("meta"):  # structure only: the weights are arguments
+            model = Model(*init)
+    except RuntimeError:  # its constructor reads values (Swin: Tensor.item()): moved after
+        model = Model(*init).to("meta")
+    if any(isinstance(v, torch.Tensor) for m in model.modules() for v in vars(m).values()):
+        # A tensor kept as a plain attribute (not a parameter or buffer: level3/33's hidden
+        # state) is never given by the call: built for real, from a fixed seed.
+        device = torch.device(device)
+        cuda = [device.index or 0] if device.type == "cuda" else []
+        with torch.random.fork_rng(devices=cuda), device:
+            torch.manual_seed(0x5EED)
+            model = Model(*init)
+    return model
+
+
 def {name}(*, {params}):
     """{doc}"""
     args = ({arg_tuple})
     state = {{{state_items}}}
+    sizes = {{k: _kl_init(v, args, state) for k, v in _KL_GLOBALS.items()}}
+    globals().update(sizes)
     init = _kl_init(_KL_INIT, args, state)
-    key = repr(init)
+    device = next((a.device for a in args if isinstance(a, torch.Tensor)), "cpu")
+    key = repr((init, sizes, str(device)))
     if key not in _KL_MODELS:
-        try:
-            with torch.device("meta"):  # structure only: the weights are arguments
-                _KL_MODELS[key] = Model(*init)
-        except RuntimeError:  # its constructor reads values (Swin: Tensor.item()): moved after
-            _KL_MODELS[key] = Model(*init).to("meta")
+        _KL_MODELS[key] = _kl_build(init, device)
     model = _KL_MODELS[key]
     # Buffers copied: a BatchNorm in training mode updates its running statistics in place.
     buffers = {{n for n, _ in model.named_buffers()}}
     state = {{n: (t.clone() if n in buffers else t) for n, t in state.items()}}
-    return _kl_dense(torch.func.functional_call(model, state, args))
+    out = torch.func.functional_call(model, state, args)
+    kept = {{
+        v.untyped_storage().data_ptr()
+        for m in model.modules()
+        for v in vars(m).values()
+        if isinstance(v, torch.Tensor) and v.device.type != "meta"
+    }}
+    return _kl_dense(out, kept)
 
 
-def _kl_dense(out):
+def _kl_dense(out, kept=()):
     # kernelloop's output contract is contiguous tensors: a view the model returns (einops'
-    # rearrange in Mamba2) is made dense here, as a candidate's output must be.
+    # rearrange in Mamba2) is made dense here, as a candidate's output must be. An output
+    # that is state the model keeps (a recurrent hidden state) is copied: the model's next
+    # call would overwrite it in place.
     if isinstance(out, torch.Tensor):
-        return out.contiguous()
+        return out.clone() if out.untyped_storage().data_ptr() in kept else out.contiguous()
     if isinstance(out, (tuple, list)):
-        return type(out)(_kl_dense(o) for o in out)
+        return type(out)(_kl_dense(o, kept) for o in out)
     return out
 '''
 
@@ -297,6 +243,10 @@ def import_problem(
             f"{path} has no top-level integer size (e.g. batch_size = 4096) to make shapes of."
         )
     dims = shape_dims(path, dims)
+    marks = follow(path, dims)
+    if marks.fixed:  # sizes the judge's model cannot follow: the problem's own on every shape
+        dims = {k: v for k, v in dims.items() if k not in marks.fixed} or dims
+        marks = follow(path, dims)
     mod = load_problem(path, dims)
     with torch.device("meta"):
         given = len(mod.get_inputs())
@@ -324,13 +274,19 @@ def import_problem(
     shutil.copyfile(path, folder / "problem.py")
     ref_doc = "The problem's Model on the inputs it is given (the judge passes float64)."
     base_doc = "The problem's Model in PyTorch eager: the baseline to beat."
-    table = _init_template(path, dims)
-    (folder / "reference.py").write_text(
-        source + _wrapper("reference", args, state, ref_doc, table)
-    )
-    (folder / "baseline.py").write_text(source + _wrapper("forward", args, state, base_doc, table))
+    for file, entry, doc in (
+        ("reference.py", "reference", ref_doc),
+        ("baseline.py", "forward", base_doc),
+    ):
+        (folder / file).write_text(source + _wrapper(entry, args, state, doc, marks))
     (folder / "inputs.py").write_text(INPUTS_PY)
-    contract = {"class": "ModelNew", "forward_args": args, "state": state, "init": table}
+    contract = {
+        "class": "ModelNew",
+        "forward_args": args,
+        "state": state,
+        "init": marks.init,
+        "globals": marks.globals,
+    }
     (folder / "kernelbench.json").write_text(json.dumps(contract, indent=1) + "\n")
     for what, v in (("atol", atol), ("rtol", rtol)):
         if v is not None and not (v >= 0 and math.isfinite(v)):

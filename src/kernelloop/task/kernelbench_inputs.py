@@ -267,16 +267,26 @@ def model_entry(module: types.ModuleType, spec: dict):
     name them as the problem's Model does). Runs in the worker, on the candidate's class."""
     cls = getattr(module, spec["class"])
     args_names, state = list(spec["forward_args"]), list(spec["state"])
+    marks = spec.get("globals", {})
     models: dict[str, torch.nn.Module] = {}
 
     def build(**inputs) -> torch.nn.Module:
         args = tuple(inputs[n] for n in args_names)
-        init = fill_init(spec["init"], args, {n: inputs[state_arg(n)] for n in state})
-        key = repr(init)
+        given = {n: inputs[state_arg(n)] for n in state}
+        # The sizes the problem's code reads as module globals, for this call (as the
+        # reference's module has them): a solution that kept `self.hidden =
+        # torch.randn((batch_size, hidden_size))` is built at the call's batch size.
+        sizes = {k: fill_init(v, args, given) for k, v in marks.items()}
+        module.__dict__.update(sizes)
+        init = fill_init(spec["init"], args, given)
+        key = repr((init, sizes))
         model = models.get(key)
         if model is None:
             device = next((a.device for a in args if isinstance(a, torch.Tensor)), "cpu")
-            with torch.device(device):
+            # From the seed the reference's model is built with: a tensor kept as a plain
+            # attribute (not a parameter or buffer) then starts as the reference's does.
+            with torch.random.fork_rng(devices=_rng_devices(str(device))), torch.device(device):
+                torch.manual_seed(0x5EED)
                 model = cls(*init)
             have = sorted(n for n, _ in _state(model))
             if have != sorted(state):
