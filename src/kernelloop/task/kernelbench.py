@@ -34,7 +34,7 @@ import torch
 
 from kernelloop.errors import KernelloopError
 from kernelloop.task.kernelbench_cases import unfit_cases
-from kernelloop.task.kernelbench_follow import Follow, follow
+from kernelloop.task.kernelbench_follow import Follow, draws, follow
 from kernelloop.task.kernelbench_inputs import (
     CASES,
     _state,
@@ -103,9 +103,12 @@ def _numel(shape: list[int]) -> int:
     return n
 
 
-def _wrapper(name: str, args: list[str], state: list[str], doc: str, marks: Follow) -> str:
-    """The function appended to the verbatim problem (reference or baseline)."""
-    params = ", ".join([*args, *(state_arg(s) for s in state)])
+def _wrapper(
+    name: str, args: list[str], state: list[str], doc: str, marks: Follow, draws: bool
+) -> str:
+    """The function appended to the verbatim problem (reference or baseline); `draws`: the
+    forward draws random numbers, seeded by the call's `draw_seed` (task/draws.py)."""
+    params = ", ".join([*args, *(state_arg(s) for s in state), *(["draw_seed"] if draws else [])])
     state_items = ", ".join(f"{s!r}: {state_arg(s)}" for s in state)
     arg_tuple = "".join(f"{a}, " for a in args)
     return f'''
@@ -162,7 +165,14 @@ def {name}(*, {params}):
     # Buffers copied: a BatchNorm in training mode updates its running statistics in place.
     buffers = {{n for n, _ in model.named_buffers()}}
     state = {{n: (t.clone() if n in buffers else t) for n, t in state.items()}}
-    out = torch.func.functional_call(model, state, args)
+    if {draws!r}:  # its forward draws random numbers: seeded by the call (task/draws.py)
+        from kernelloop.task.draws import seeded
+
+        wide = any(isinstance(a, torch.Tensor) and a.dtype == torch.float64 for a in args)
+        with seeded(draw_seed, device, widen=wide):
+            out = torch.func.functional_call(model, state, args)
+    else:
+        out = torch.func.functional_call(model, state, args)
     kept = {{
         v.untyped_storage().data_ptr()
         for m in model.modules()
@@ -195,7 +205,7 @@ _PROBLEM = Path(__file__).with_name("problem.py")
 
 
 def make_inputs(dims, dtype, device, generator, case="random"):
-    return make(_PROBLEM, dims, dtype, device, generator, case)
+    return make(_PROBLEM, dims, dtype, device, generator, case, draws={draws})
 '''
 
 
@@ -274,18 +284,20 @@ def import_problem(
     shutil.copyfile(path, folder / "problem.py")
     ref_doc = "The problem's Model on the inputs it is given (the judge passes float64)."
     base_doc = "The problem's Model in PyTorch eager: the baseline to beat."
+    draw = draws(path, cpu[0])
     for file, entry, doc in (
         ("reference.py", "reference", ref_doc),
         ("baseline.py", "forward", base_doc),
     ):
-        (folder / file).write_text(source + _wrapper(entry, args, state, doc, marks))
-    (folder / "inputs.py").write_text(INPUTS_PY)
+        (folder / file).write_text(source + _wrapper(entry, args, state, doc, marks, draw))
+    (folder / "inputs.py").write_text(INPUTS_PY.replace("{draws}", repr(draw)))
     contract = {
         "class": "ModelNew",
         "forward_args": args,
         "state": state,
         "init": marks.init,
         "globals": marks.globals,
+        "draws": draw,
     }
     (folder / "kernelbench.json").write_text(json.dumps(contract, indent=1) + "\n")
     for what, v in (("atol", atol), ("rtol", rtol)):
@@ -298,7 +310,11 @@ def import_problem(
     notes = dict.fromkeys(dtypes, "")
     given = atol is not None or rtol is not None
     cases = ("random", *CASES)
-    outputs = [] if flat or given else [reference_outputs(path, c, k) for c in cpu for k in cases]
+    outputs = (
+        []
+        if flat or given
+        else [reference_outputs(path, c, k, draws=draw) for c in cpu for k in cases]
+    )
     ran = bool(outputs) and all(o is not None for o in outputs)  # every call ran here
     for d, (a, r) in tols.items():
         new = tightened(outputs, a, r, d) if ran else None

@@ -144,3 +144,22 @@ def _state_axes(path: Path, dims: dict[str, int]) -> dict[str, tuple[str, str, i
                 found[dim] = ("@state", *hits[0])
             break
     return found
+
+
+def draws(path: Path, dims: dict[str, int]) -> bool:
+    """Whether the problem's forward draws random numbers from torch's global generator
+    (level3/35's LSTM draws its initial states; a training-mode Dropout its mask): run once
+    at `dims` on the CPU, the generator's state compared before and after the forward.
+    False where it does not run here."""
+    try:
+        mod = load_problem(path, dims)
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(0)
+            args = list(mod.get_inputs())
+            model = mod.Model(*mod.get_init_inputs())
+            before = torch.get_rng_state()
+            with torch.no_grad():
+                model(*args)
+            return not torch.equal(before, torch.get_rng_state())
+    except Exception:  # noqa: BLE001 - not ours to judge here
+        return False

@@ -28,6 +28,8 @@ from pathlib import Path
 
 import torch
 
+from kernelloop.task.draws import draw_seed, seeded
+
 _OPS = {
     ast.Add: lambda a, b: a + b,
     ast.Sub: lambda a, b: a - b,
@@ -197,9 +199,11 @@ def make(
     device: str,
     generator: torch.Generator,
     case: str = "random",
+    draws: bool = False,
 ) -> dict:
     """Every input of one call (module docstring): `case` "random" as the problem makes
-    them, or one of CASES."""
+    them, or one of CASES; `draws`: the forward draws random numbers, and the call's
+    `draw_seed` is one more input (task/draws.py)."""
     if case != "random" and case not in CASES:
         raise ValueError(f"unknown input case {case!r}; use 'random' or one of {list(CASES)}")
     mod = load_problem(problem, dims)
@@ -219,6 +223,8 @@ def make(
     out = {n: _cast(a, dtype) for n, a in zip(names, args, strict=True)}
     for name, t in _state(model):
         out[state_arg(name)] = _cast(t, dtype)
+    if draws:
+        out["draw_seed"] = draw_seed(seed)
     return out
 
 
@@ -299,9 +305,13 @@ def model_entry(module: types.ModuleType, spec: dict):
 
     def forward(**inputs):
         model = build(**inputs)
-        return torch.func.functional_call(
-            model, _given(model, inputs), tuple(inputs[n] for n in args_names)
-        )
+        args = tuple(inputs[n] for n in args_names)
+        if "draw_seed" not in inputs:
+            return torch.func.functional_call(model, _given(model, inputs), args)
+        # The problem's forward draws random numbers: seeded by the call, as the reference.
+        device = next((a.device for a in args if isinstance(a, torch.Tensor)), "cpu")
+        with seeded(inputs["draw_seed"], device, widen=False):
+            return torch.func.functional_call(model, _given(model, inputs), args)
 
     PREPARE[forward] = build
     return forward

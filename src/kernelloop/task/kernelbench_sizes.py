@@ -4,10 +4,12 @@ output not made constant by the scaling)."""
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from pathlib import Path
 
 import torch
 
+from kernelloop.task.draws import seeded
 from kernelloop.task.kernelbench_inputs import CASES, _state, load_problem
 
 
@@ -150,14 +152,15 @@ FLAT_MAX_STATE = 1 << 24
 
 
 def reference_outputs(
-    path: Path, dims: dict[str, int], case: str = "random"
+    path: Path, dims: dict[str, int], case: str = "random", draws: bool = False
 ) -> list[torch.Tensor] | None:
     """The problem's floating outputs of more than one element at `dims`, on the CPU in
     float64 (as the reference runs: float32 rounding noise, 3e-5 out of a one-channel
     GroupNorm, is not a signal), on its own inputs under a fixed seed (`case`: as the
     judge's input case of that name transforms them, kernelbench_inputs.CASES); None where
     it does not run here (the sizing already vouched for these sizes on the meta device),
-    gives a non-finite value, or holds more than FLAT_MAX_STATE weight elements (not run)."""
+    gives a non-finite value, or holds more than FLAT_MAX_STATE weight elements (not run).
+    `draws`: the forward draws random numbers, drawn as a float32 run would (task/draws.py)."""
     try:
         mod = load_problem(path, dims)
         state = _state(meta_model(mod.Model, mod.get_init_inputs()))
@@ -175,7 +178,7 @@ def reference_outputs(
                     CASES[case](a) if isinstance(a, torch.Tensor) and a.is_floating_point() else a
                     for a in args
                 ]
-            with torch.no_grad():
+            with torch.no_grad(), seeded(1, "cpu", widen=True) if draws else nullcontext():
                 out = model(*args)
     except Exception:  # noqa: BLE001 - not ours to judge here
         return None

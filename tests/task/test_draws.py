@@ -1,0 +1,97 @@
+"""A model that draws random numbers in its forward (task/draws.py): the draws of the
+float64 reference are the float32 run's, widened; an imported KernelBench problem that
+draws gets a `draw_seed` input that seeds them on both sides (upstream level3/35 LSTM and
+level2/66 training-mode Dropout were rejected before this)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from kernelloop.evaluate.trusted.run import evaluate
+from kernelloop.task import load_task
+from kernelloop.task.draws import seeded
+from kernelloop.task.kernelbench import import_problem
+
+EXTRA = Path(__file__).parent / "fixtures" / "kernelbench_extra"
+
+
+def _draws(x: torch.Tensor) -> list[torch.Tensor]:
+    return [
+        torch.randn(3, 5),
+        torch.rand(7),
+        torch.rand_like(x),
+        torch.randn_like(x),
+        torch.empty_like(x).normal_(),
+        torch.empty_like(x).uniform_(-1, 1),
+        torch.bernoulli(torch.full_like(x, 0.3)),
+        F.dropout(x, 0.3, True),
+        torch.nn.Dropout(0.5)(x),
+        torch.normal(torch.zeros(5), torch.ones(5)),
+        torch.randint(0, 100, (9,)),
+    ]
+
+
+def test_widened_draws_are_the_float32_draws_in_float64():
+    x = torch.rand(64, 8) * 2 - 1
+    with seeded(7, "cpu", widen=False):
+        narrow = _draws(x)
+    with seeded(7, "cpu", widen=True):
+        wide = _draws(x.double())
+    for i, (a, b) in enumerate(zip(narrow, wide, strict=True)):
+        if a.is_floating_point():
+            assert b.dtype == torch.float64, (i, b.dtype)
+            assert torch.allclose(a.double(), b, rtol=1e-6, atol=1e-7), i
+        else:
+            assert torch.equal(a, b), i  # an integer draw is left as asked
+    # Unwidened, a float64 run draws other numbers: what made the float64 reference wrong.
+    with seeded(7, "cpu", widen=False):
+        other = torch.randn_like(x.double())
+    assert not torch.allclose(other, wide[3])
+    # The caller's own generator state is left as it was.
+    torch.manual_seed(3)
+    before = torch.get_rng_state()
+    with seeded(11, "cpu", widen=True):
+        torch.randn(10)
+    assert torch.equal(before, torch.get_rng_state())
+
+
+def _module(path: Path, name: str):
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_a_problem_that_draws_gets_a_draw_seed_and_its_baseline_is_accepted(tmp_path):
+    folder = import_problem(EXTRA / "draws_in_forward.py", tmp_path, ["float32"])
+    assert json.loads((folder / "kernelbench.json").read_text())["draws"] is True
+    inputs = _module(folder / "inputs.py", "kl_draws_inputs")
+    reference = _module(folder / "reference.py", "kl_draws_reference")
+    baseline = _module(folder / "baseline.py", "kl_draws_baseline")
+    dims = {"batch_size": 16, "input_size": 32, "hidden_size": 24}
+    made = inputs.make_inputs(dims, torch.float32, "cpu", torch.Generator().manual_seed(5))
+    assert isinstance(made["draw_seed"], int)
+    wide = {k: v.double() if torch.is_tensor(v) else v for k, v in made.items()}
+    ref = reference.reference(**wide)
+    assert ref.dtype == torch.float64
+    assert torch.allclose(baseline.forward(**made).double(), ref, atol=1e-5)
+    # The seed is what makes them agree: another draw_seed, another h0 and mask.
+    moved = baseline.forward(**{**made, "draw_seed": made["draw_seed"] + 1}).double()
+    assert not torch.allclose(moved, ref, atol=1e-2)
+    # Judged as any task, timing included (the timed outputs are checked as well).
+    rec = evaluate(load_task(folder), folder / "baseline.py", device="cpu", timing=True)
+    assert rec.verdict.accepted, rec.verdict.reasons
+
+
+def test_a_problem_that_does_not_draw_has_no_draw_seed(tmp_path):
+    folder = import_problem(EXTRA / "global_hidden.py", tmp_path, ["float32"])
+    assert json.loads((folder / "kernelbench.json").read_text())["draws"] is False
+    inputs = _module(folder / "inputs.py", "kl_nodraws_inputs")
+    dims = {"batch_size": 8, "input_size": 16, "hidden_size": 8}
+    made = inputs.make_inputs(dims, torch.float32, "cpu", torch.Generator().manual_seed(5))
+    assert "draw_seed" not in made
