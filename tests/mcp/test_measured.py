@@ -67,10 +67,26 @@ async def _session(folder: Path) -> dict:
     return out
 
 
+def _noise_refused(res: dict) -> bool:
+    return res.get("verdict") == "rejected" and "does not beat the required" in str(
+        res.get("outcome", "")
+    )
+
+
 def test_winner_is_promoted_and_flat_rounds_stop_for_review(tmp_path):
-    folder = tmp_path / "task"
-    shutil.copytree(CPU_TASK, folder, ignore=shutil.ignore_patterns(".kernelloop", "__pycache__"))
-    out = anyio.run(_session, folder)
+    # The CPU gate's noise on fewer than 5 paired rounds is known to be pessimistic
+    # (docs/benchmarking.md, "Known defect: the CPU gate's round size"): CI rehearsals saw
+    # a 4.3x win (session 17) and a 5.05x win (session 18, noise 144%) refused. A refusal
+    # for noise gets one fresh session; refused twice, the test fails. It never accepts a
+    # win the gate refused.
+    for attempt in range(2):
+        folder = tmp_path / f"task{attempt}"
+        shutil.copytree(
+            CPU_TASK, folder, ignore=shutil.ignore_patterns(".kernelloop", "__pycache__")
+        )
+        out = anyio.run(_session, folder)
+        if not _noise_refused(out["fast"]):
+            break
     fast, slow, tail, again = out["fast"], out["slow"], out["tail"], out["again"]
     # The CPU has no approved runs in this history, so the new best awaits a person's sign-off;
     # the session builds on it (as the loop does) while git and the history keep the old best.
