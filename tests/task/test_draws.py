@@ -95,3 +95,70 @@ def test_a_problem_that_does_not_draw_has_no_draw_seed(tmp_path):
     dims = {"batch_size": 8, "input_size": 16, "hidden_size": 8}
     made = inputs.make_inputs(dims, torch.float32, "cpu", torch.Generator().manual_seed(5))
     assert "draw_seed" not in made
+
+
+DRAWS_TRITON = """
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _cell_drop(x_ptr, h_ptr, w_ptr, b_ptr, keep_ptr, out_ptr, n_in, n_h, scale,
+               BK: tl.constexpr, BH: tl.constexpr):
+    r = tl.program_id(0)
+    k = tl.arange(0, BK)
+    j = tl.arange(0, BH)
+    mj = j < n_h
+    x = tl.load(x_ptr + r * n_in + k, mask=k < n_in, other=0.0)
+    h = tl.load(h_ptr + r * n_h + k, mask=k < n_h, other=0.0)
+    row = w_ptr + j[:, None] * (n_in + n_h)
+    wx = tl.load(row + k[None, :], mask=mj[:, None] & (k[None, :] < n_in), other=0.0)
+    wh = tl.load(row + n_in + k[None, :], mask=mj[:, None] & (k[None, :] < n_h), other=0.0)
+    v = tl.sum(wx * x[None, :], axis=1) + tl.sum(wh * h[None, :], axis=1)
+    v += tl.load(b_ptr + j, mask=mj, other=0.0)
+    e = tl.exp(-2.0 * tl.abs(v))
+    t = (1.0 - e) / (1.0 + e)
+    keep = tl.load(keep_ptr + r * n_h + j, mask=mj, other=0.0)
+    tl.store(out_ptr + r * n_h + j, tl.where(v < 0, -t, t) * keep * scale, mask=mj)
+
+
+def forward(*, x, cell_weight, cell_bias, draw_seed):
+    rows, n_in = x.shape
+    n_h = cell_weight.shape[0]
+    # The model's draws, in its order, from the call's seed: h0, then the dropout mask.
+    torch.manual_seed(draw_seed)
+    h0 = torch.randn(rows, n_h, device=x.device)
+    keep = torch.empty(rows, n_h, device=x.device).bernoulli_(0.75)
+    {EXTRA}
+    out = torch.empty(rows, n_h, device=x.device, dtype=x.dtype)
+    bk = triton.next_power_of_2(max(n_in, n_h))
+    _cell_drop[(rows,)](x, h0, cell_weight, cell_bias, keep, out, n_in, n_h, 1.0 / 0.75,
+                        BK=bk, BH=triton.next_power_of_2(n_h))
+    return out
+"""
+
+
+def test_a_triton_candidate_of_a_task_that_draws_may_draw_its_random_numbers(tmp_path):
+    from kernelloop.evaluate.trusted.static import screen_source
+
+    folder = import_problem(EXTRA / "draws_in_forward.py", tmp_path, ["float32"])
+    task = load_task(folder)
+    assert task.draws()
+    good = tmp_path / "good.py"
+    good.write_text(DRAWS_TRITON.replace("{EXTRA}", ""))
+    # The screen allows torch's seeding and random factories only where the task draws.
+    assert any("torch.randn" in f.message for f in screen_source(good.read_text(), "triton"))
+    assert screen_source(good.read_text(), "triton", draws=True) == []
+    rec = evaluate(task, good, device="cpu", timing=False)
+    assert rec.verdict.accepted, rec.verdict.reasons
+    # A "random" fill with a tensor of probabilities is a comparison's result: compute,
+    # even where (as here, drawn after the model's draws) it changes no output.
+    cheat = tmp_path / "bernoulli_of_a_tensor.py"
+    p = "torch.full((1,), 1.0, device=x.device)"
+    cheat.write_text(
+        DRAWS_TRITON.replace("{EXTRA}", f"torch.empty(1, device=x.device).bernoulli_({p})")
+    )
+    rec = evaluate(task, cheat, device="cpu", timing=False)
+    assert not rec.verdict.accepted and rec.verdict.category == "no_kernel", rec.verdict
+    assert any("bernoulli_" in r for r in rec.verdict.reasons), rec.verdict.reasons

@@ -64,6 +64,51 @@ ALLOC_VIEW_OPS = {
 }
 
 
+# Random fills a candidate of a task whose model draws random numbers may call (an imported
+# KernelBench problem with `"draws": true`: level3/35's LSTM draws its initial states), by
+# aten overload: scalar moments, probabilities and bounds only. The overloads that take a
+# tensor of moments or probabilities are left out: `bernoulli_(p)` with p in {0, 1} is a
+# comparison's result, compute. The worker records these packets with their overload.
+RNG_PACKETS = {
+    "randn",
+    "rand",
+    "randn_like",
+    "rand_like",
+    "randint",
+    "randint_like",
+    "normal",
+    "normal_",
+    "uniform_",
+    "bernoulli",
+    "bernoulli_",
+    "exponential_",
+    "random_",
+}
+RNG_FILL_OPS = {
+    "randn.default",
+    "randn.generator",
+    "rand.default",
+    "rand.generator",
+    "randn_like.default",
+    "rand_like.default",
+    "randint.default",
+    "randint.low",
+    "randint.generator",
+    "randint.low_generator",
+    "randint_like.default",
+    "randint_like.low_dtype",
+    "normal.float_float",
+    "normal_.default",
+    "uniform_.default",
+    "bernoulli.p",
+    "bernoulli_.float",
+    "exponential_.default",
+    "random_.default",
+    "random_.from",
+    "random_.to",
+}
+
+
 def quantiles(xs: list[float]) -> tuple[float, float, float]:
     """Median, p20 and p80 (used by both sides, so they agree on the definition)."""
     xs = sorted(xs)

@@ -41,6 +41,12 @@ class Task:
     def baseline_path(self) -> Path:
         return self.folder / self.spec.task.baseline
 
+    def draws(self) -> bool:
+        """Whether the task's model draws random numbers in its forward (an imported
+        KernelBench problem, `"draws": true`; task/draws.py): its candidates get a
+        `draw_seed` input and may call torch's random fills."""
+        return bool((self.model_class() or {}).get("draws"))
+
     def model_class(self) -> dict | None:
         """An imported KernelBench task's solution-class contract (`[task] kernelbench`):
         the class name, the forward arguments, the parameter and buffer names and the init

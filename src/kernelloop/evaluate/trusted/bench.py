@@ -185,7 +185,10 @@ def start_benchmark(
     best_name = "best" if "best" in impls else "baseline"
     findings = (
         screen_candidate(
-            sources["candidate"], task.spec.task.language, task.baseline_path.read_bytes()
+            sources["candidate"],
+            task.spec.task.language,
+            task.baseline_path.read_bytes(),
+            task.draws(),
         )
         if screen
         else []

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import torch
 
-from kernelloop.evaluate.protocol import ALLOC_VIEW_OPS
+from kernelloop.evaluate.protocol import ALLOC_VIEW_OPS, RNG_FILL_OPS, RNG_PACKETS
 from kernelloop.evaluate.trusted.plan import Call
 from kernelloop.evaluate.trusted.record import CheckResult
 from kernelloop.evaluate.trusted.text import candidate_text
@@ -181,9 +181,18 @@ class InterfaceMixin:
                 "tamper",
                 f"the op audit did not cover the call: {str(msg['trace_error'])[:200]}",
             )
+        # A task whose model draws random numbers: its random fills are not compute. The
+        # recorder names their overload (scalar moments only); the trace sees bare names, so
+        # a fill with a tensor of probabilities is still caught by the recorder's name.
+        fills = RNG_FILL_OPS if self.task.draws() else set()
+        traced_fills = RNG_PACKETS if fills else set()
         compute = sorted(
-            {op for op in (mode_ops or {}) if op not in ALLOC_VIEW_OPS}
-            | {op for op in (traced or {}) if op not in TRACE_ALLOWED}
+            {op for op in (mode_ops or {}) if op not in ALLOC_VIEW_OPS and op not in fills}
+            | {
+                op
+                for op in (traced or {})
+                if op not in TRACE_ALLOWED and op.split(".")[0] not in traced_fills
+            }
         )
         if compute:
             shown = ", ".join(compute[:8]) + (", …" if len(compute) > 8 else "")

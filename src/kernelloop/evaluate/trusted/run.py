@@ -200,7 +200,7 @@ def _evaluate(
     t0 = time.monotonic()
     clock = StageClock(plan, say, on_passed=on_passed)
     findings = (
-        screen_candidate(source, task.spec.task.language, _bytes(task.baseline_path))
+        screen_candidate(source, task.spec.task.language, _bytes(task.baseline_path), task.draws())
         if screen
         else []
     )

@@ -48,6 +48,7 @@ from kernelloop.evaluate.trusted.static_rules import (
     REFUSED_PATHS,
     TORCH_ALLOWED,
     TORCH_DENIED,
+    TORCH_RNG,
     TRITON_ALLOWED,
 )
 from kernelloop.evaluate.trusted.static_scope import (
@@ -68,25 +69,29 @@ class Finding:
         return f"line {self.line}: {self.message}"
 
 
-def screen_source(source: str, language: str = "triton") -> list[Finding]:
-    """Every finding in a candidate's source, in line order; [] means it may run."""
+def screen_source(source: str, language: str = "triton", draws: bool = False) -> list[Finding]:
+    """Every finding in a candidate's source, in line order; [] means it may run. `draws`:
+    the task's model draws random numbers (Task.draws), and torch's seeding and random
+    fills (TORCH_RNG) are allowed too."""
     try:
         tree = ast.parse(source)
     except SyntaxError as e:
         return [
             Finding(e.lineno or 0, "syntax", f"the source does not parse ({e.msg}); fix the syntax")
         ]
-    return _Screen(language).run(tree, source)
+    return _Screen(language, draws).run(tree, source)
 
 
-def screen_candidate(source: bytes, language: str, baseline: bytes | None) -> list[Finding]:
+def screen_candidate(
+    source: bytes, language: str, baseline: bytes | None, draws: bool = False
+) -> list[Finding]:
     """The screen as a command applies it: none for the bytes of the task's own baseline
     (`baseline`), which is the task author's code, not an agent's — an imported KernelBench
     model may use what its problem file imports (einops, numpy, collections.abc), and it
     still runs in the sandbox like everything else; the screen is a policy for candidates."""
     if baseline is not None and source == baseline:
         return []
-    return screen_source(source.decode(errors="replace"), language)
+    return screen_source(source.decode(errors="replace"), language, draws)
 
 
 def allowed_modules(language: str) -> tuple[str, ...]:
@@ -98,8 +103,9 @@ def _const_str(node: ast.AST | None) -> str | None:
 
 
 class _Screen:
-    def __init__(self, language: str) -> None:
+    def __init__(self, language: str, draws: bool = False) -> None:
         self.language = language if language in LANG_MODULES else "triton"
+        self.draws = draws
         self.modules = allowed_modules(self.language)
         self.aliases: dict[str, str] = {}  # local name -> dotted path it was imported as
         self.findings: dict[tuple[int, str], Finding] = {}
@@ -443,7 +449,7 @@ class _Screen:
             # nn.Module, nn.Parameter, nn.Linear...: the holders of a KernelBench-style
             # solution's weights; whatever they compute, the op audit sees
             return None
-        if rest[0] not in TORCH_ALLOWED:
+        if rest[0] not in TORCH_ALLOWED and not (self.draws and rest[0] in TORCH_RNG):
             return (
                 f"uses `{path}`; a {self.language} candidate may take from torch only allocation, "
                 "dtypes and device queries, and must do its compute in its own kernels"

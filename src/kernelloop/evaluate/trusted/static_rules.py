@@ -63,6 +63,10 @@ TORCH_ALLOWED = DTYPES | {
     "version",
     "__version__",
 }
+# Also allowed where the task's model draws random numbers (Task.draws: the candidate gets
+# a `draw_seed` input): seeding torch's generator and its random factories. What they run
+# is still audited (protocol.RNG_FILL_OPS: scalar moments only).
+TORCH_RNG = {"manual_seed", "randn", "rand", "randn_like", "rand_like", "randint", "randint_like"}
 CUDA_ALLOWED = {
     "is_available",
     "current_device",

@@ -12,6 +12,8 @@ import torch
 from torch.autograd.profiler import profile as _profile
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from kernelloop.evaluate.protocol import RNG_PACKETS
+
 # Kineto (torch 2.13) writes "profiler_start"/"profiler_stop" lines to stderr at every
 # start and stop at its default level; the worker's stderr is the record's log tail.
 os.environ.setdefault("KINETO_LOG_LEVEL", "6")
@@ -46,6 +48,8 @@ class AtenRecorder(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         if self.counter is None or self.counter.depth == 0:
             name = func.overloadpacket.__name__
+            if name in RNG_PACKETS:  # which overload decides (protocol.RNG_FILL_OPS)
+                name = f"{name}.{func._overloadname}"
             self.ops[name] = self.ops.get(name, 0) + 1
         return func(*args, **(kwargs or {}))
 
