@@ -16,6 +16,7 @@ from kernelloop.evaluate.trusted.run import evaluate
 from kernelloop.task import load_task
 from kernelloop.task.draws import seeded
 from kernelloop.task.kernelbench import import_problem
+from tests.task.cell_kernel import CELL_KERNEL
 
 EXTRA = Path(__file__).parent / "fixtures" / "kernelbench_extra"
 
@@ -103,25 +104,7 @@ import triton
 import triton.language as tl
 
 
-@triton.jit
-def _cell_drop(x_ptr, h_ptr, w_ptr, b_ptr, keep_ptr, out_ptr, n_in, n_h, scale,
-               BK: tl.constexpr, BH: tl.constexpr):
-    r = tl.program_id(0)
-    k = tl.arange(0, BK)
-    j = tl.arange(0, BH)
-    mj = j < n_h
-    x = tl.load(x_ptr + r * n_in + k, mask=k < n_in, other=0.0)
-    h = tl.load(h_ptr + r * n_h + k, mask=k < n_h, other=0.0)
-    row = w_ptr + j[:, None] * (n_in + n_h)
-    wx = tl.load(row + k[None, :], mask=mj[:, None] & (k[None, :] < n_in), other=0.0)
-    wh = tl.load(row + n_in + k[None, :], mask=mj[:, None] & (k[None, :] < n_h), other=0.0)
-    v = tl.sum(wx * x[None, :], axis=1) + tl.sum(wh * h[None, :], axis=1)
-    v += tl.load(b_ptr + j, mask=mj, other=0.0)
-    e = tl.exp(-2.0 * tl.abs(v))
-    t = (1.0 - e) / (1.0 + e)
-    keep = tl.load(keep_ptr + r * n_h + j, mask=mj, other=0.0)
-    tl.store(out_ptr + r * n_h + j, tl.where(v < 0, -t, t) * keep * scale, mask=mj)
-
+{KERNEL}
 
 def forward(*, x, cell_weight, cell_bias, draw_seed):
     rows, n_in = x.shape
@@ -132,11 +115,11 @@ def forward(*, x, cell_weight, cell_bias, draw_seed):
     keep = torch.empty(rows, n_h, device=x.device).bernoulli_(0.75)
     {EXTRA}
     out = torch.empty(rows, n_h, device=x.device, dtype=x.dtype)
-    bk = triton.next_power_of_2(max(n_in, n_h))
-    _cell_drop[(rows,)](x, h0, cell_weight, cell_bias, keep, out, n_in, n_h, 1.0 / 0.75,
-                        BK=bk, BH=triton.next_power_of_2(n_h))
+    bk, bh = triton.next_power_of_2(max(n_in, n_h)), triton.next_power_of_2(n_h)
+    _cell[(rows,)](x, h0, cell_weight, cell_bias, keep, out, n_in, n_h, 1.0 / 0.75,
+                   BK=bk, BH=bh, KEEP=True)
     return out
-"""
+""".replace("{KERNEL}", CELL_KERNEL)
 
 
 def test_a_triton_candidate_of_a_task_that_draws_may_draw_its_random_numbers(tmp_path):

@@ -13,6 +13,7 @@ from kernelloop.evaluate.trusted.run import evaluate
 from kernelloop.task import load_task
 from kernelloop.task.kernelbench import import_problem
 from kernelloop.task.kernelbench_follow import globals_read
+from tests.task.cell_kernel import CELL_KERNEL
 
 EXTRA = Path(__file__).parent / "fixtures" / "kernelbench_extra"
 CPU = {"device": "cpu", "timing": False}
@@ -24,24 +25,7 @@ import triton
 import triton.language as tl
 
 
-@triton.jit
-def _cell(x_ptr, h_ptr, w_ptr, b_ptr, out_ptr, n_in, n_h, BK: tl.constexpr, BH: tl.constexpr):
-    # out[r, :] = tanh(w[:, :n_in] @ x[r] + w[:, n_in:] @ h[r] + b), one row per program
-    r = tl.program_id(0)
-    k = tl.arange(0, BK)
-    j = tl.arange(0, BH)
-    mj = j < n_h
-    x = tl.load(x_ptr + r * n_in + k, mask=k < n_in, other=0.0)
-    h = tl.load(h_ptr + r * n_h + k, mask=k < n_h, other=0.0)
-    row = w_ptr + j[:, None] * (n_in + n_h)
-    wx = tl.load(row + k[None, :], mask=mj[:, None] & (k[None, :] < n_in), other=0.0)
-    wh = tl.load(row + n_in + k[None, :], mask=mj[:, None] & (k[None, :] < n_h), other=0.0)
-    v = tl.sum(wx * x[None, :], axis=1) + tl.sum(wh * h[None, :], axis=1)
-    v += tl.load(b_ptr + j, mask=mj, other=0.0)
-    e = tl.exp(-2.0 * tl.abs(v))
-    t = (1.0 - e) / (1.0 + e)
-    tl.store(out_ptr + r * n_h + j, tl.where(v < 0, -t, t), mask=mj)
-
+{KERNEL}
 
 class ModelNew(nn.Module):
     def __init__(self, input_size, hidden_size):
@@ -56,12 +40,13 @@ class ModelNew(nn.Module):
         n_in, n_h = x.shape[1], h.shape[1]
         out = torch.empty((batch_size, n_h), device=x.device, dtype=x.dtype)
         bk, bh = triton.next_power_of_2(max(n_in, n_h)), triton.next_power_of_2(n_h)
-        _cell[(x.shape[0],)](x, h, self.cell.weight, self.cell.bias, out, n_in, n_h, BK=bk, BH=bh)
+        w, b = self.cell.weight, self.cell.bias
+        _cell[(x.shape[0],)](x, h, w, b, h, out, n_in, n_h, 1.0, BK=bk, BH=bh, KEEP=False)
         return out
 
 
 batch_size = 64  # the problem's own; the judge sets it for each call
-"""
+""".replace("{KERNEL}", CELL_KERNEL)
 
 
 def test_only_globals_are_read_never_an_attribute_or_a_local_of_the_same_name():

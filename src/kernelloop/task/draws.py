@@ -40,7 +40,8 @@ def draw_seed(input_seed: int) -> int:
     return (int(input_seed) * 0x9E3779B1 + 0x5EED) % (1 << 63)
 
 
-def _rng_devices(device) -> list[int]:
+def rng_devices(device) -> list[int]:
+    """The CUDA devices whose generator `torch.random.fork_rng` must save for `device`."""
     device = torch.device(device)
     if device.type == "cuda":
         return [device.index if device.index is not None else torch.cuda.current_device()]
@@ -51,7 +52,7 @@ def _rng_devices(device) -> list[int]:
 def seeded(seed: int, device, widen: bool):
     """torch's global generator seeded with `seed` (on `device`'s generator too) for the
     block, the caller's own state restored after it; `widen`: under `Widened`."""
-    with torch.random.fork_rng(devices=_rng_devices(device)):
+    with torch.random.fork_rng(devices=rng_devices(device)):
         torch.manual_seed(int(seed))
         if widen:
             with Widened():

@@ -133,21 +133,26 @@ def _kl_init(v, args, state):
     return v
 
 
+def _kl_plain(model):
+    # Tensors a model keeps as plain attributes (not parameters or buffers: level3/33's
+    # hidden state): the call never gives them.
+    return [v for m in model.modules() for v in vars(m).values() if isinstance(v, torch.Tensor)]
+
+
 def _kl_build(init, device):
     try:
         with torch.device("meta"):  # structure only: the weights are arguments
             model = Model(*init)
     except RuntimeError:  # its constructor reads values (Swin: Tensor.item()): moved after
         model = Model(*init).to("meta")
-    if any(isinstance(v, torch.Tensor) for m in model.modules() for v in vars(m).values()):
-        # A tensor kept as a plain attribute (not a parameter or buffer: level3/33's hidden
-        # state) is never given by the call: built for real, from a fixed seed.
-        device = torch.device(device)
-        cuda = [device.index or 0] if device.type == "cuda" else []
-        with torch.random.fork_rng(devices=cuda), device:
-            torch.manual_seed(0x5EED)
-            model = Model(*init)
-    return model
+    if not _kl_plain(model):
+        return model, False
+    # Plain tensors are built for real, from a fixed seed (a ModelNew's are built alike).
+    from kernelloop.task.draws import rng_devices
+
+    with torch.random.fork_rng(devices=rng_devices(device)), torch.device(device):
+        torch.manual_seed(0x5EED)
+        return Model(*init), True
 
 
 def {name}(*, {params}):
@@ -161,7 +166,7 @@ def {name}(*, {params}):
     key = repr((init, sizes, str(device)))
     if key not in _KL_MODELS:
         _KL_MODELS[key] = _kl_build(init, device)
-    model = _KL_MODELS[key]
+    model, keeps = _KL_MODELS[key]
     # Buffers copied: a BatchNorm in training mode updates its running statistics in place.
     buffers = {{n for n, _ in model.named_buffers()}}
     state = {{n: (t.clone() if n in buffers else t) for n, t in state.items()}}
@@ -173,12 +178,9 @@ def {name}(*, {params}):
             out = torch.func.functional_call(model, state, args)
     else:
         out = torch.func.functional_call(model, state, args)
-    kept = {{
-        v.untyped_storage().data_ptr()
-        for m in model.modules()
-        for v in vars(m).values()
-        if isinstance(v, torch.Tensor) and v.device.type != "meta"
-    }}
+    # Only a model that keeps plain tensors is searched (after the call: it may replace
+    # them); the others add nothing to the timed call.
+    kept = {{v.untyped_storage().data_ptr() for v in _kl_plain(model)}} if keeps else ()
     return _kl_dense(out, kept)
 
 

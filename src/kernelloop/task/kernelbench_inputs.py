@@ -28,7 +28,7 @@ from pathlib import Path
 
 import torch
 
-from kernelloop.task.draws import draw_seed, seeded
+from kernelloop.task.draws import draw_seed, rng_devices, seeded
 
 _OPS = {
     ast.Add: lambda a, b: a + b,
@@ -176,12 +176,6 @@ def _cast(value, dtype: torch.dtype):
     return value
 
 
-def _rng_devices(device: str) -> list[int]:
-    if str(device).startswith("cuda") and torch.cuda.is_available():
-        return [torch.cuda.current_device()]
-    return []
-
-
 # Extreme cases for a problem that has only its own distribution (the importer lists them):
 # applied to the floating-point forward arguments (never the weights) after they are made.
 # KernelBench draws most inputs from torch.rand, in [0, 1): there ReLU is the identity and a
@@ -208,7 +202,7 @@ def make(
         raise ValueError(f"unknown input case {case!r}; use 'random' or one of {list(CASES)}")
     mod = load_problem(problem, dims)
     seed = int(generator.initial_seed())
-    with torch.random.fork_rng(devices=_rng_devices(device)), torch.device(device):
+    with torch.random.fork_rng(devices=rng_devices(device)), torch.device(device):
         torch.manual_seed(seed)
         args = list(mod.get_inputs())
         init = list(mod.get_init_inputs())
@@ -291,7 +285,7 @@ def model_entry(module: types.ModuleType, spec: dict):
             device = next((a.device for a in args if isinstance(a, torch.Tensor)), "cpu")
             # From the seed the reference's model is built with: a tensor kept as a plain
             # attribute (not a parameter or buffer) then starts as the reference's does.
-            with torch.random.fork_rng(devices=_rng_devices(str(device))), torch.device(device):
+            with torch.random.fork_rng(devices=rng_devices(device)), torch.device(device):
                 torch.manual_seed(0x5EED)
                 model = cls(*init)
             have = sorted(n for n, _ in _state(model))

@@ -73,6 +73,7 @@ class Judge(InterfaceMixin, StochasticMixin, E2EMixin):
         self.make_inputs = with_generic_cases(self.task.load_function("inputs"))
         self.reference = self.task.load_function("reference")
         self.st = self.task.spec.stochastic
+        self.draws = self.task.draws()  # read once: the op audit asks on every audited call
         self._digest = self.task.digest() if self.references is not None else ""
 
     # ---- helpers -------------------------------------------------------------

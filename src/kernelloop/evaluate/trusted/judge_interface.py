@@ -184,7 +184,7 @@ class InterfaceMixin:
         # A task whose model draws random numbers: its random fills are not compute. The
         # recorder names their overload (scalar moments only); the trace sees bare names, so
         # a fill with a tensor of probabilities is still caught by the recorder's name.
-        fills = RNG_FILL_OPS if self.task.draws() else set()
+        fills = RNG_FILL_OPS if self.draws else set()
         traced_fills = RNG_PACKETS if fills else set()
         compute = sorted(
             {op for op in (mode_ops or {}) if op not in ALLOC_VIEW_OPS and op not in fills}
