@@ -64,7 +64,7 @@ CANDIDATES = {
     "wrong": ROOT / "tests" / "cheats" / "candidates" / "one_pass_variance.py",
 }
 EXPECTED = {"fused": "accepted", "baseline": "accepted", "wrong": "wrong"}
-STAGES = ("static", "start", "compile", "smoke", "full", "timing")
+STAGES = ("static", "start", "compile", "smoke", "full", "e2e", "timing")
 
 
 # How each evaluation's outputs reached the judge: through shared slots or files
@@ -137,6 +137,7 @@ def one(task, name: str, path: Path, args, references: References | None) -> dic
             for s in rec.stages
         },
         "bench_s": None,
+        "bench_phases_s": None,
         "gate": None,
         "references": _delta(before, references.stats()) if references is not None else None,
     }
@@ -144,6 +145,7 @@ def one(task, name: str, path: Path, args, references: References | None) -> dic
         t1 = time.monotonic()
         b = pending.run()
         row["bench_s"] = round(time.monotonic() - t1, 3)
+        row["bench_phases_s"] = dict(b.phases_s)
         row["gate"] = decide(rec, b, task.spec.rules).category
         row["stages"]["timing"] = {
             "s": row["bench_s"],
@@ -178,6 +180,10 @@ def median_of(rows: list[dict]) -> dict:
         "bench_s": med(r["bench_s"] for r in rows),
         "total_s": med(r["total_s"] for r in rows),
         "stages": {},
+    }
+    phases = [r["bench_phases_s"] for r in rows if r.get("bench_phases_s")]
+    out["bench_phases_s"] = {
+        k: med(p.get(k, 0.0) for p in phases) for k in (phases[0] if phases else {})
     }
     out["judge_s"] = {}
     for st in STAGES:
@@ -255,6 +261,15 @@ def markdown(result: dict) -> str:
         + "; ".join(
             f"{n}: " + ", ".join(f"{s} {v:.1f}" for s, v in m["judge_s"].items() if v)
             for n, m in med.items()
+        )
+        + ".",
+        "",
+        "The benchmark's wall time by part, median seconds over shapes (audit and through "
+        "are parts of rounds): "
+        + "; ".join(
+            f"{n}: " + ", ".join(f"{k} {v:.2f}" for k, v in m["bench_phases_s"].items())
+            for n, m in med.items()
+            if m.get("bench_phases_s")
         )
         + ".",
         "",

@@ -80,6 +80,13 @@ def test_record_is_complete_and_counts(timed):
         assert set(sb.impls) == {"candidate", "best", "baseline", "slow", "tail_trap", "best#aa"}
         assert all(it.n >= 15 for it in sb.impls.values())
         assert sb.aa_rel_diff is not None and sb.observed_s >= sb.reported_s
+    # Where the wall time went, by part: the outer parts (rounds hold audit and through)
+    # fit inside the run's wall time, and the audits are a part of the rounds.
+    ph = timed.phases_s
+    assert {"start", "load", "prepare", "rough", "rounds", "stop", "audit"} <= set(ph)
+    outer = sum(v for k, v in ph.items() if k not in ("audit", "through"))
+    assert 0 < outer <= timed.wall_s
+    assert 0 < ph["audit"] < ph["rounds"]
     json.loads(timed.model_dump_json())
 
 

@@ -332,6 +332,7 @@ class PendingBenchmark:
             timings_count=timings_count(device, interp, task.spec.task.language),
             worker_log_tail=outcome.log_tail,
             timing_phase_s=outcome.timing_phase_s,
+            phases_s=outcome.phases_s,
         )
         if self.findings:
             rec.static_findings = [f"static screen: {f.render()}" for f in self.findings]

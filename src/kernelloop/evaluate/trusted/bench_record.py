@@ -110,6 +110,11 @@ class BenchmarkRecord(BaseModel):
     started_at: str
     wall_s: float
     timing_phase_s: float | None = None
+    phases_s: dict[str, float] = Field(
+        default_factory=dict,
+        description="wall seconds by part of the run (interleave_types.Outcome.phases_s); "
+        "audit and through are parts of rounds",
+    )
     device: Literal["cuda", "cpu"]
     device_name: str
     compute_capability: str | None = None

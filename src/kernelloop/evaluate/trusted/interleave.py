@@ -34,6 +34,7 @@ turn) drops it with a warning instead of stopping the run.
 
 from __future__ import annotations
 
+import contextlib
 import secrets
 import shutil
 import tempfile
@@ -119,6 +120,16 @@ class Session(RoundsMixin, AuditMixin):
         self._profile_after: list[tuple[str, dict]] = []
 
     # ---- helpers ------------------------------------------------------------------
+    @contextlib.contextmanager
+    def phase(self, name: str):
+        """Add the wall time of the block to `Outcome.phases_s[name]`."""
+        t0 = time.monotonic()
+        try:
+            yield
+        finally:
+            ph = self.out.phases_s
+            ph[name] = round(ph.get(name, 0.0) + time.monotonic() - t0, 4)
+
     def left(self, cap: float) -> float:
         left = self.deadline - time.monotonic()
         if left <= 0:
@@ -262,15 +273,18 @@ class Session(RoundsMixin, AuditMixin):
             # them inside this run. Start afresh (nothing was imported yet).
             self.reset()
         try:
-            self.spawn()
-            self._hellos()
+            with self.phase("start"):
+                self.spawn()
+                self._hellos()
             self._prologue()
             t_phase = time.monotonic()
             for k, shape in enumerate(self.shapes):
                 self._shape(k, shape)
-            self._second_timer()
+            with self.phase("profile"):
+                self._second_timer()
             self.out.timing_phase_s = round(time.monotonic() - t_phase, 3)
-            self._stop()
+            with self.phase("stop"):
+                self._stop()
         except WorkerFailed as e:
             self.problem(e.category, e.slot, str(e))
         except _Abort:
@@ -341,6 +355,7 @@ class Session(RoundsMixin, AuditMixin):
     def _prologue(self) -> None:
         # Idle-probe calibrations, one worker at a time, before any implementation is imported.
         if self.cuda:
+            t_cal = time.monotonic()
             for slot, w in list(self.workers.items()):
                 if (
                     slot != self.candidate
@@ -356,11 +371,13 @@ class Session(RoundsMixin, AuditMixin):
                         continue
                     self.cal[slot] = checks.calibration(ans.body.probes)
             self.out.idle = {"calibration": self.cal, "worst_host_ms": {}}
+            self.out.phases_s["calibrate"] = round(time.monotonic() - t_cal, 4)
         self.say(
             f"importing {len(self.workers)} implementation(s), one worker each "
             f"(sandbox={self.out.mode})"
         )
-        answers = self.all_at_once("load", 600, doing="importing")
+        with self.phase("load"):
+            answers = self.all_at_once("load", 600, doing="importing")
         for slot, ans in answers.items():
             if ans.body.tampered:
                 self.problem(

@@ -58,6 +58,12 @@ class AuditMixin:
     def _audit(
         self, call: Call, slot: str, seed: int, key: int, commits: list[str], j: int
     ) -> bool:
+        with self.phase("audit"):  # inside "rounds"
+            return self._audit_one(call, slot, seed, key, commits, j)
+
+    def _audit_one(
+        self, call: Call, slot: str, seed: int, key: int, commits: list[str], j: int
+    ) -> bool:
         """One timed call of `slot`'s last batch, picked after the batch came back: its
         output must be the one it committed to inside the batch, and correct for that
         call's inputs against the float64 reference. False (with the problem recorded) when

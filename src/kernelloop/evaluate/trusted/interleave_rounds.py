@@ -73,25 +73,29 @@ class RoundsMixin:
                 "ramp_s": self.s.ramp_s if (cuda and k == 0 and slot == self.reference) else 0.0,
             }
 
-        prep = self.all_at_once(
-            "prepare",
-            600,
-            prep_args,
-            caps=caps,
-            doing=f"{label}: its first call (torch.compile) and warm-up, "
-            f"within a {min(caps.values(), default=0):.0f} s budget",
-        )
+        with self.phase("prepare"):
+            prep = self.all_at_once(
+                "prepare",
+                600,
+                prep_args,
+                caps=caps,
+                doing=f"{label}: its first call (torch.compile) and warm-up, "
+                f"within a {min(caps.values(), default=0):.0f} s budget",
+            )
         for slot in self.evidence:
             if slot in prep:  # the compile and warm-up: recorded, never timed
                 took = prep[slot].wall_s
                 self._prepare_spent += took
                 self.out.prepare_s.setdefault(slot, {})[label] = round(took, 3)
         rough = {}
-        for s in list(self.workers):  # each alone: the warm-ups overlapped
-            if (ans := self.turn(s, "rough")) is not None:
-                rough[s] = ans.body.ms
-        method = self._choose_method(rough, prep[self.reference].body) if cuda else "cpu"
-        accs = self._rounds(call, rough, method)
+        with self.phase("rough"):
+            for s in list(self.workers):  # each alone: the warm-ups overlapped
+                if (ans := self.turn(s, "rough")) is not None:
+                    rough[s] = ans.body.ms
+        with self.phase("method"):
+            method = self._choose_method(rough, prep[self.reference].body) if cuda else "cpu"
+        with self.phase("rounds"):
+            accs = self._rounds(call, rough, method)
         if method.startswith("graph:") and not self.out.problems:
             res = self._results(accs, method)
             lost = [
@@ -103,7 +107,8 @@ class RoundsMixin:
                 # A replay far faster than the same call timed alone lost work at capture.
                 method = "events"
                 self._set_method(method)
-                accs = self._rounds(call, rough, method)
+                with self.phase("rounds"):
+                    accs = self._rounds(call, rough, method)
         if not cuda and not self.out.problems and self._looks_like_a_lie(label, accs):
             # A second opinion before calling a CPU candidate's numbers a lie: a liar's
             # excess comes back every time, a noise spike in its quiet batches rarely twice
@@ -116,11 +121,13 @@ class RoundsMixin:
             self.out.warnings.append(
                 f"{label}: measured twice: the first pass's unaccounted time was out of line"
             )
-            accs = self._rounds(call, rough, method)
+            with self.phase("rounds"):
+                accs = self._rounds(call, rough, method)
         if cuda:
-            for s in list(self.workers):
-                if (ans := self.turn(s, "end")) is not None:
-                    accs[s].cals += ans.body.cals
+            with self.phase("end"):
+                for s in list(self.workers):
+                    if (ans := self.turn(s, "end")) is not None:
+                        accs[s].cals += ans.body.cals
         res = self._results(accs, method)
         if self.s.profile:  # empty on a CPU (bench_settings)
             self._profile_after.append((label, {**prep_args(self.reference), "ramp_s": 0.0}))
@@ -327,7 +334,8 @@ class RoundsMixin:
             self._audit(call, slot, *last[slot], _RNG.randrange(len(last[slot][2])))
         if cuda:  # what the trusted clock holds the events to (trusted/through.py)
             core_accs = {c: a for c, a in accs.items() if c not in self.evidence}
-            through_rounds(self, call, m, per_call, audited, core_accs)
+            with self.phase("through"):  # inside "rounds"
+                through_rounds(self, call, m, per_call, audited, core_accs)
         return accs
 
     def _results(self, accs: dict[str, checks.Acc], method: str) -> dict[str, SlotResult]:

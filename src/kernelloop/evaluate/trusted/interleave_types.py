@@ -82,6 +82,10 @@ class Outcome:
     warnings: list[str] = field(default_factory=list)
     log_tail: str = ""
     timing_phase_s: float | None = None
+    # Where the benchmark's wall time went, by part (Session.phase): start, calibrate,
+    # load, prepare, rough, method, rounds, audit, through, end, profile, stop; seconds
+    # summed over shapes. What the record's `phases_s` shows (issue 13: what to cut).
+    phases_s: dict[str, float] = field(default_factory=dict)
     idle: dict = field(default_factory=dict)  # idle-probe calibrations and worst probes (GPU)
     stray_killed: int = 0
     # Evidence slots: why each one dropped out; per shape, how long its `prepare` (the
