@@ -9,6 +9,7 @@ import importlib.util
 import json
 from pathlib import Path
 
+import pytest
 import torch
 import torch.nn.functional as F
 
@@ -145,3 +146,18 @@ def test_a_triton_candidate_of_a_task_that_draws_may_draw_its_random_numbers(tmp
     rec = evaluate(task, cheat, device="cpu", timing=False)
     assert not rec.verdict.accepted and rec.verdict.category == "no_kernel", rec.verdict
     assert any("bernoulli_" in r for r in rec.verdict.reasons), rec.verdict.reasons
+
+
+@pytest.mark.gpu
+def test_gpu_a_problem_that_draws_is_judged_on_the_gpu(tmp_path):
+    """On CUDA the draws come from the GPU's generator on both sides: the float64 reference
+    (widened float32 draws) and the candidate's own seeded draws must still agree, and the
+    PyTorch baseline passes through the gate's benchmark (its timed outputs audited)."""
+    folder = import_problem(EXTRA / "draws_in_forward.py", tmp_path, ["float32"])
+    task = load_task(folder)
+    good = tmp_path / "good.py"
+    good.write_text(DRAWS_TRITON.replace("{EXTRA}", ""))
+    rec = evaluate(task, good, device="cuda", shapes="gpu", timing=False)
+    assert rec.verdict.accepted, rec.verdict.reasons
+    rec = evaluate(task, folder / "baseline.py", device="cuda", shapes="gpu", timing=True)
+    assert rec.verdict.accepted, rec.verdict.reasons

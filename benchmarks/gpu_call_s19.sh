@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Session 19 (issues 13, 14). PARTS (space-separated, default "speed task"):
+#   speed  eval_speed.py, fused + wrong, median of 3, 2 correctness workers, prestarted 8 s
+#          (as session 17's call 4), with the benchmark's wall time by part (phases_s);
+#   task   the GPU tests of imported KernelBench problems: the solutions at the problems'
+#          sizes and a problem whose model draws random numbers (tests/task);
+#   gpu    every gpu-marked test (about 6-7 minutes: run alone).
+# $OUT: env.txt, summary.txt, s19.tgz (eval-speed json/md, pytest logs).
+set -u
+source benchmarks/device_env.sh
+S=$OUT/summary.txt; cat "$OUT/env.txt" > "$S"
+T=$(mktemp -d); L=$T/s19; mkdir -p "$L"
+python3 -c "import mcp" 2>/dev/null || IGNORE=--ignore=tests/mcp
+for part in ${PARTS:-speed task}; do
+  s=$(date +%s)
+  case $part in
+    speed)
+      timeout "${SPEED_LIMIT:-300}" python3 benchmarks/eval_speed.py "$L" --device cuda --repeats 3 \
+        --only fused,wrong --workers 2 --prestart 8 > "$L/eval_speed.txt" 2>&1
+      echo "== speed rc=$? $(( $(date +%s) - s ))s" >> "$S"
+      grep -E "^\| |trusted side|by part" "$L"/eval-speed-*.md 2>/dev/null | cut -c1-900 >> "$S"
+      tail -3 "$L/eval_speed.txt" >> "$S" ;;
+    task)
+      timeout "${TASK_LIMIT:-300}" python3 -m pytest -m gpu -v -p no:cacheprovider -rA --durations=0 \
+        tests/task > "$L/pytest_task.txt" 2>&1
+      echo "== task gpu tests rc=$? $(( $(date +%s) - s ))s" >> "$S"
+      grep -E "PASSED|FAILED|ERROR|passed|failed|^E " "$L/pytest_task.txt" | cut -c1-300 | tail -25 >> "$S" ;;
+    gpu)
+      timeout "${GPU_LIMIT:-560}" python3 -m pytest -m gpu -v -p no:cacheprovider --durations=0 \
+        ${IGNORE:-} tests > "$L/pytest_gpu.txt" 2>&1
+      echo "== all gpu tests rc=$? $(( $(date +%s) - s ))s" >> "$S"
+      grep -E "PASSED|FAILED|ERROR|SKIPPED|passed|failed|^E " "$L/pytest_gpu.txt" | cut -c1-300 | tail -70 >> "$S" ;;
+  esac
+done
+tar czf "$OUT/s19.tgz" -C "$T" s19
+cat "$S"
