@@ -264,10 +264,14 @@ def markdown(result: dict) -> str:
         )
         + ".",
         "",
-        "The benchmark's wall time by part, median seconds over shapes (audit and through "
-        "are parts of rounds): "
+        "The benchmark's wall time by part, median seconds over shapes (audit, audit_fetch "
+        "and through are parts of rounds; audits and turns are counts): "
         + "; ".join(
-            f"{n}: " + ", ".join(f"{k} {v:.2f}" for k, v in m["bench_phases_s"].items())
+            f"{n}: "
+            + ", ".join(
+                f"{k} {v:.0f}" if k in ("audits", "turns") else f"{k} {v:.2f}"
+                for k, v in m["bench_phases_s"].items()
+            )
             for n, m in med.items()
             if m.get("bench_phases_s")
         )

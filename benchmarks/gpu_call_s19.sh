@@ -2,8 +2,8 @@
 # Session 19 (issues 13, 14). PARTS (space-separated, default "speed task"):
 #   speed  eval_speed.py, fused + wrong, median of 3, 2 correctness workers, prestarted 8 s
 #          (as session 17's call 4), with the benchmark's wall time by part (phases_s);
-#   task   the GPU tests of imported KernelBench problems: the solutions at the problems'
-#          sizes and a problem whose model draws random numbers (tests/task);
+#   task   the tests of imported KernelBench problems' solutions (their GPU tests at the
+#          problems' sizes) and of problems whose model draws (TASK_TESTS: other files);
 #   gpu    every gpu-marked test (about 6-7 minutes: run alone).
 # $OUT: env.txt, summary.txt, s19.tgz (eval-speed json/md, pytest logs).
 set -u
@@ -21,8 +21,10 @@ for part in ${PARTS:-speed task}; do
       grep -E "^\| |trusted side|by part" "$L"/eval-speed-*.md 2>/dev/null | cut -c1-900 >> "$S"
       tail -3 "$L/eval_speed.txt" >> "$S" ;;
     task)
-      timeout "${TASK_LIMIT:-300}" python3 -m pytest -m gpu -v -p no:cacheprovider -rA --durations=0 \
-        tests/task > "$L/pytest_task.txt" 2>&1
+      timeout "${TASK_LIMIT:-300}" python3 -m pytest -v -p no:cacheprovider -rA --durations=0 \
+        -k "${TASK_K:-gpu or dropout}" \
+        ${TASK_TESTS:-tests/task/test_draws.py tests/task/test_kernelbench_solutions.py} \
+        > "$L/pytest_task.txt" 2>&1
       echo "== task gpu tests rc=$? $(( $(date +%s) - s ))s" >> "$S"
       grep -E "PASSED|FAILED|ERROR|passed|failed|^E " "$L/pytest_task.txt" | cut -c1-300 | tail -25 >> "$S" ;;
     gpu)

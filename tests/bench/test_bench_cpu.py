@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from kernelloop.evaluate.trusted.bench import BenchmarkRecord, benchmark, noise
+from kernelloop.evaluate.trusted.interleave_types import OUTER_PHASES
 from kernelloop.evaluate.trusted.run import evaluate
 from kernelloop.evaluate.trusted.timing_checks import BUSY
 from kernelloop.gate import decide, performance_gate
@@ -84,9 +85,10 @@ def test_record_is_complete_and_counts(timed):
     # fit inside the run's wall time, and the audits are a part of the rounds.
     ph = timed.phases_s
     assert {"start", "load", "prepare", "rough", "rounds", "stop", "audit"} <= set(ph)
-    outer = sum(v for k, v in ph.items() if k not in ("audit", "through"))
+    outer = sum(ph.get(k, 0.0) for k in OUTER_PHASES)
     assert 0 < outer <= timed.wall_s
-    assert 0 < ph["audit"] < ph["rounds"]
+    assert 0 < ph["audit_fetch"] < ph["audit"] < ph["rounds"] and ph["audits"] >= 2
+    assert ph["turns"] >= 2 and 0 < ph["turn_s"] < timed.wall_s
     json.loads(timed.model_dump_json())
 
 

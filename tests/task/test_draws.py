@@ -62,6 +62,34 @@ def test_widened_draws_are_the_float32_draws_in_float64():
     assert torch.equal(before, torch.get_rng_state())
 
 
+def test_a_dropout_mask_is_the_cpus_on_every_device():
+    """Under `seeded`, F.dropout and nn.Dropout draw the mask as the CPU does (bernoulli_ of
+    a float32 tensor, scaled): on the CPU bit for bit torch's own dropout, and one
+    definition a kernel can reproduce on a GPU, whose fused dropout draws another stream."""
+    x = torch.rand(33, 17) * 2 - 1
+    torch.manual_seed(9)
+    torch_own = F.dropout(x, 0.3, True)
+    devices = ["cpu", *(["cuda"] if torch.cuda.is_available() else [])]
+    for dev in devices:
+        xd = x.to(dev)
+        with seeded(9, dev, widen=False):
+            ours = F.dropout(xd, 0.3, True)
+        with seeded(9, dev, widen=False):
+            module = torch.nn.Dropout(0.3)(xd)
+        with seeded(9, dev, widen=False):
+            mask = torch.empty(33, 17, device=dev).bernoulli_(0.7)
+        assert torch.equal(ours, module)
+        assert torch.equal(ours, xd * mask.div_(0.7)), dev
+        if dev == "cpu":
+            assert torch.equal(ours, torch_own)
+        with seeded(9, dev, widen=True):
+            wide = F.dropout(xd.double(), 0.3, True)
+        assert torch.allclose(wide, ours.double(), rtol=1e-6), dev
+    with seeded(9, "cpu", widen=False):  # no draw where torch draws none
+        assert torch.equal(F.dropout(x, 0.3, False), x)
+        assert torch.equal(F.dropout(x, 0.0, True), x)
+
+
 def _module(path: Path, name: str):
     spec = importlib.util.spec_from_file_location(name, path)
     mod = importlib.util.module_from_spec(spec)

@@ -7,9 +7,17 @@ fresh like every input): the reference and the baseline seed torch's global gene
 it right before the forward (`seeded`), so an implementation that draws the same numbers
 in the same order computes the same result. The reference runs in float64, but the
 implementation's draws are float32 (torch's default dtype) and a float64 draw is another
-stream of numbers; under `Widened` the reference draws exactly what a float32 run draws
+stream of numbers; under `Draws(widen=True)` the reference draws exactly what a float32 run draws
 and widens it to float64 — `torch.randn(n)` without a dtype, `randn_like` or `normal_` of
-a float64 tensor, `F.dropout` of one."""
+a float64 tensor, `F.dropout` of one.
+
+A dropout's mask is drawn the same way on every device (`Draws`, widened or not): as the
+CPU draws it, `bernoulli_(1 - p)` of a float32 tensor of the input's shape, scaled by
+1/(1 - p). On CUDA, `F.dropout` (and `nn.Dropout`) would run torch's fused dropout kernel,
+whose Philox stream no kernel written outside torch can reproduce (measured on the H200,
+2026-12-02: a Triton candidate drawing its mask with `bernoulli_` as the CPU does
+disagreed with the reference on 597 of 1536 elements). With the portable mask a
+candidate draws the model's numbers with the random fills its screen allows."""
 
 from __future__ import annotations
 
@@ -32,7 +40,7 @@ _IN_PLACE = {
     torch.Tensor.cauchy_,
     torch.Tensor.geometric_,
 }
-_DROPOUTS = {F.dropout, F.dropout1d, F.dropout2d, F.dropout3d, F.alpha_dropout}
+_DROPOUTS = {F.dropout1d, F.dropout2d, F.dropout3d, F.alpha_dropout}
 
 
 def draw_seed(input_seed: int) -> int:
@@ -51,23 +59,29 @@ def rng_devices(device) -> list[int]:
 @contextlib.contextmanager
 def seeded(seed: int, device, widen: bool):
     """torch's global generator seeded with `seed` (on `device`'s generator too) for the
-    block, the caller's own state restored after it; `widen`: under `Widened`."""
+    block, the caller's own state restored after it, under `Draws(widen)`."""
     with torch.random.fork_rng(devices=rng_devices(device)):
         torch.manual_seed(int(seed))
-        if widen:
-            with Widened():
-                yield
-        else:
+        with Draws(widen):
             yield
 
 
-class Widened(TorchFunctionMode):
-    """Random draws as a float32 run makes them, widened to float64 (module docstring).
-    Only draws that would be float64, or float32 by default, change; an explicit other
-    dtype (an integer `randint`, a bfloat16 draw) is left as asked."""
+class Draws(TorchFunctionMode):
+    """A dropout's mask drawn as the CPU draws it, on every device; with `widen`, random
+    draws as a float32 run makes them, widened to float64 (module docstring). Only draws
+    that would be float64, or float32 by default, are widened; an explicit other dtype (an
+    integer `randint`, a bfloat16 draw) is left as asked."""
+
+    def __init__(self, widen: bool) -> None:
+        super().__init__()
+        self.widen = widen
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = dict(kwargs or {})
+        if func is F.dropout and args and isinstance(args[0], torch.Tensor):
+            return _portable_dropout(args, kwargs)
+        if not self.widen:
+            return func(*args, **kwargs)
         if func in _FACTORIES and kwargs.get("dtype") in (None, _F64, _F32):
             if func is torch.normal and args and isinstance(args[0], torch.Tensor):
                 return _widen_tensor_normal(func, args, kwargs)
@@ -96,6 +110,25 @@ def _widen_tensor_normal(func, args, kwargs):
     narrow = [a.to(_F32) if _is_f64(a) else a for a in args]
     kwargs.pop("dtype", None)
     return func(*narrow, **kwargs).to(_F64)
+
+
+def _portable_dropout(args, kwargs):
+    """`F.dropout(x, p, training, inplace)` with the mask of the module docstring; the
+    mask is float32 whatever x's dtype (a float64 x: the float32 run's mask, widened)."""
+    names = ("p", "training", "inplace")
+    given = dict(zip(names, args[1:], strict=False)) | kwargs
+    x = args[0]
+    p, training, inplace = (
+        float(given.get("p", 0.5)),
+        bool(given.get("training", True)),
+        bool(given.get("inplace", False)),
+    )
+    if not training or not 0.0 < p < 1.0:  # no draw: torch's own answer (x, or zeros)
+        return F.dropout(x, p, training, inplace)
+    noise = torch.empty(x.shape, dtype=_F32, device=x.device).bernoulli_(1.0 - p)
+    noise.div_(1.0 - p)
+    noise = noise.to(x.dtype)
+    return x.mul_(noise) if inplace else x * noise
 
 
 def _widened_dropout(func, args, kwargs):

@@ -112,8 +112,9 @@ class BenchmarkRecord(BaseModel):
     timing_phase_s: float | None = None
     phases_s: dict[str, float] = Field(
         default_factory=dict,
-        description="wall seconds by part of the run (interleave_types.Outcome.phases_s); "
-        "audit and through are parts of rounds",
+        description="wall seconds by part of the run (interleave_types.Outcome.phases_s): "
+        "OUTER_PHASES in sequence; audit, audit_fetch and through inside rounds; turns and "
+        "turn_s a count and a total",
     )
     device: Literal["cuda", "cpu"]
     device_name: str

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import json
 import secrets
+import sys
+import traceback
 from collections.abc import Callable, Iterable
 
 from pydantic import ValidationError
@@ -244,6 +246,13 @@ class Reader:
             try:
                 handle(msg)
             except Exception as e:  # noqa: BLE001 - see the class docstring
+                # The trusted side's own failure: its traceback goes to this process's
+                # stderr (never to the candidate), so a user can report where it broke.
+                print(
+                    f"kernelloop: the trusted side failed on a {msg['type']!r} message:",
+                    file=sys.stderr,
+                )
+                traceback.print_exc(limit=12, file=sys.stderr)
                 violation(
                     self.state,
                     f"the trusted side could not use a {msg['type']!r} message "

@@ -178,7 +178,11 @@ class Session(RoundsMixin, AuditMixin):
         return self._turn(w, cmd, cap, args)
 
     def _turn(self, w: TimingWorker, cmd: str, cap: float, args: dict):
+        t0 = time.monotonic()
         ans, ans.waited_s = self.held(w, lambda: w.ask(cmd, self.left(cap), **args))
+        ph = self.out.phases_s  # every turn: how many and their time (the count is a float)
+        ph["turns"] = ph.get("turns", 0) + 1
+        ph["turn_s"] = round(ph.get("turn_s", 0.0) + time.monotonic() - t0, 4)
         return ans
 
     def held(self, w: TimingWorker, act: Callable[[], T]) -> tuple[T, float]:

@@ -75,14 +75,18 @@ class AuditMixin:
         if not commits[j]:
             self.problem("timing", slot, f"{label}: {slot}'s timed call returned no tensor")
             return False
-        if self.turn(slot, "output", 300, file=name, index=j) is None:
-            return False  # an evidence slot, dropped
-        nbytes = like.numel() * like.element_size()
-        try:
-            data = checks.read_output(self.workers[slot].out_dir / name, nbytes)
-        except (OSError, ValueError) as e:
-            self.problem("timing", slot, f"{label}: {slot}'s timed output could not be read ({e})")
-            return False
+        with self.phase("audit_fetch"):  # inside "audit"
+            if self.turn(slot, "output", 300, file=name, index=j) is None:
+                return False  # an evidence slot, dropped
+            nbytes = like.numel() * like.element_size()
+            try:
+                data = checks.read_output(self.workers[slot].out_dir / name, nbytes)
+            except (OSError, ValueError) as e:
+                self.problem(
+                    "timing", slot, f"{label}: {slot}'s timed output could not be read ({e})"
+                )
+                return False
+        self.out.phases_s["audits"] = self.out.phases_s.get("audits", 0) + 1
         with _one_thread(self.cuda):
             out = torch.frombuffer(data, dtype=torch.uint8).view(like.dtype).reshape(like.shape)
             del data

@@ -82,9 +82,11 @@ class Outcome:
     warnings: list[str] = field(default_factory=list)
     log_tail: str = ""
     timing_phase_s: float | None = None
-    # Where the benchmark's wall time went, by part (Session.phase): start, calibrate,
-    # load, prepare, rough, method, rounds, audit, through, end, profile, stop; seconds
-    # summed over shapes. What the record's `phases_s` shows (issue 13: what to cut).
+    # Where the benchmark's wall time went (Session.phase), seconds summed over shapes: the
+    # OUTER_PHASES one after another; inside "rounds", "audit" (of which "audit_fetch":
+    # the worker writing the output and this process reading it) and "through"; and
+    # "turns"/"turn_s", how many single-worker commands ran and their time. What the
+    # record's `phases_s` shows (issue 13: what to cut).
     phases_s: dict[str, float] = field(default_factory=dict)
     idle: dict = field(default_factory=dict)  # idle-probe calibrations and worst probes (GPU)
     stray_killed: int = 0
@@ -92,6 +94,20 @@ class Outcome:
     # first call, which compiles, and the warm-up) took on the trusted clock.
     dropped: dict[str, str] = field(default_factory=dict)
     prepare_s: dict[str, dict[str, float]] = field(default_factory=dict)
+
+
+OUTER_PHASES = (
+    "start",
+    "calibrate",
+    "load",
+    "prepare",
+    "rough",
+    "method",
+    "rounds",
+    "end",
+    "profile",
+    "stop",
+)
 
 
 class _Abort(Exception):
