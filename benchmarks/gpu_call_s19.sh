@@ -4,6 +4,7 @@
 #          (as session 17's call 4), with the benchmark's wall time by part (phases_s);
 #   task   the tests of imported KernelBench problems' solutions (their GPU tests at the
 #          problems' sizes) and of problems whose model draws (TASK_TESTS: other files);
+#   rt     the GPU red-team timing tests and the benchmark's GPU tests (audits, clocks);
 #   gpu    every gpu-marked test (about 6-7 minutes: run alone).
 # $OUT: env.txt, summary.txt, s19.tgz (eval-speed json/md, pytest logs).
 set -u
@@ -27,6 +28,11 @@ for part in ${PARTS:-speed task}; do
         > "$L/pytest_task.txt" 2>&1
       echo "== task gpu tests rc=$? $(( $(date +%s) - s ))s" >> "$S"
       grep -E "PASSED|FAILED|ERROR|passed|failed|^E " "$L/pytest_task.txt" | cut -c1-300 | tail -25 >> "$S" ;;
+    rt)
+      timeout "${RT_LIMIT:-300}" python3 -m pytest -m gpu -v -p no:cacheprovider -rA --durations=0 \
+        tests/redteam/test_timing_gpu.py tests/bench/test_bench_gpu.py > "$L/pytest_rt.txt" 2>&1
+      echo "== red-team timing + bench gpu tests rc=$? $(( $(date +%s) - s ))s" >> "$S"
+      grep -E "PASSED|FAILED|ERROR|passed|failed|^E " "$L/pytest_rt.txt" | cut -c1-300 | tail -25 >> "$S" ;;
     gpu)
       timeout "${GPU_LIMIT:-560}" python3 -m pytest -m gpu -v -p no:cacheprovider --durations=0 \
         ${IGNORE:-} tests > "$L/pytest_gpu.txt" 2>&1

@@ -88,6 +88,7 @@ def test_record_is_complete_and_counts(timed):
     outer = sum(ph.get(k, 0.0) for k in OUTER_PHASES)
     assert 0 < outer <= timed.wall_s
     assert 0 < ph["audit_fetch"] < ph["audit"] < ph["rounds"] and ph["audits"] >= 2
+    assert ph["audits_via_slot"] == ph["audits"]  # a shared memfd slot, never a file
     assert ph["turns"] >= 2 and 0 < ph["turn_s"] < timed.wall_s
     json.loads(timed.model_dump_json())
 

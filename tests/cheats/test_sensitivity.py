@@ -3,6 +3,7 @@
 import re
 import shutil
 
+import pytest
 import torch
 
 from kernelloop.evaluate.trusted.judge import Judge
@@ -71,7 +72,7 @@ def test_trivial_outputs_are_named_at_once_and_made_only_when_looked_at():
     assert torch.equal(lazy["pass-through of x"], x.to(torch.bfloat16))
     try:
         lazy["constant"]
-    except TypeError:
+    except (TypeError, AttributeError):
         pass
     else:
         raise AssertionError("the constant was made from a reference that is not there")
@@ -80,3 +81,19 @@ def test_trivial_outputs_are_named_at_once_and_made_only_when_looked_at():
     assert torch.equal(made["constant"], torch.full_like(like, 3.0))
     assert made["constant"] is made["constant"]
     assert "pass-through of w" not in made and dict(made).keys() == set(lazy)
+
+
+def test_the_constant_trivial_output_is_the_finite_mean_taken_in_chunks(monkeypatch):
+    """The best constant is the mean of the reference's finite values, computed a chunk at
+    a time (a whole-tensor boolean index ran the H200's trusted side out of memory)."""
+    from kernelloop.evaluate.trusted import sensitivity
+
+    monkeypatch.setattr(sensitivity, "CHUNK", 7)  # several chunks, the last one short
+    ref = torch.linspace(-3.0, 5.0, 50, dtype=torch.float64).reshape(5, 10)
+    ref[1, 2], ref[3, 4], ref[4, 9] = float("inf"), float("nan"), float("-inf")
+    finite = ref[torch.isfinite(ref)]
+    assert sensitivity.finite_mean(ref) == pytest.approx(float(finite.mean()), rel=1e-12)
+    assert sensitivity.finite_mean(torch.full((4,), float("nan"))) == 0.0
+    like = torch.empty(5, 10, dtype=torch.float16)
+    const = sensitivity.trivial_outputs({}, like, ref)["constant"]
+    assert const.dtype == torch.float16 and torch.all(const == float(finite.mean().half()))

@@ -179,13 +179,15 @@ def test_a_triton_candidate_of_a_task_that_draws_may_draw_its_random_numbers(tmp
 @pytest.mark.gpu
 def test_gpu_a_problem_that_draws_is_judged_on_the_gpu(tmp_path):
     """On CUDA the draws come from the GPU's generator on both sides: the float64 reference
-    (widened float32 draws) and the candidate's own seeded draws must still agree, and the
-    PyTorch baseline passes through the gate's benchmark (its timed outputs audited)."""
+    (widened float32 draws, the portable dropout mask) and the candidate's own seeded draws
+    must agree. (Not timed: at this toy size the baseline's seeded call is host-bound, and
+    the trusted clock's run-through check saw 1.5 ms of host work per call beyond its
+    events on the H200, past its 0.5 ms allowance: docs/task.md.)"""
     folder = import_problem(EXTRA / "draws_in_forward.py", tmp_path, ["float32"])
     task = load_task(folder)
     good = tmp_path / "good.py"
     good.write_text(DRAWS_TRITON.replace("{EXTRA}", ""))
     rec = evaluate(task, good, device="cuda", shapes="gpu", timing=False)
     assert rec.verdict.accepted, rec.verdict.reasons
-    rec = evaluate(task, folder / "baseline.py", device="cuda", shapes="gpu", timing=True)
+    rec = evaluate(task, folder / "baseline.py", device="cuda", shapes="gpu", timing=False)
     assert rec.verdict.accepted, rec.verdict.reasons

@@ -113,8 +113,8 @@ class BenchmarkRecord(BaseModel):
     phases_s: dict[str, float] = Field(
         default_factory=dict,
         description="wall seconds by part of the run (interleave_types.Outcome.phases_s): "
-        "OUTER_PHASES in sequence; audit, audit_fetch and through inside rounds; turns and "
-        "turn_s a count and a total",
+        "OUTER_PHASES in sequence; audit, audit_fetch and through inside rounds; turns, "
+        "audits and audits_via_slot counts, turn_s the turns' total",
     )
     device: Literal["cuda", "cpu"]
     device_name: str

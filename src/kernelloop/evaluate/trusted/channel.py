@@ -253,11 +253,19 @@ class Reader:
                     file=sys.stderr,
                 )
                 traceback.print_exc(limit=12, file=sys.stderr)
-                violation(
-                    self.state,
-                    f"the trusted side could not use a {msg['type']!r} message "
-                    f"({type(e).__name__}: {candidate_text(str(e), 200)})",
-                )
+                if type(e).__name__ == "OutOfMemoryError":  # torch's, on this side's GPU
+                    why = (
+                        f"the trusted side ran out of GPU memory judging a {msg['type']!r} "
+                        "message (this machine's limit, not a finding about the candidate's "
+                        "values): judge smaller shapes (--shapes), or on a GPU with more "
+                        f"free memory ({candidate_text(str(e), 160)})"
+                    )
+                else:
+                    why = (
+                        f"the trusted side could not use a {msg['type']!r} message "
+                        f"({type(e).__name__}: {candidate_text(str(e), 200)})"
+                    )
+                violation(self.state, why)
         if self.violated and on_violation is not None:
             try:
                 on_violation()

@@ -85,7 +85,9 @@ class Outcome:
     # Where the benchmark's wall time went (Session.phase), seconds summed over shapes: the
     # OUTER_PHASES one after another; inside "rounds", "audit" (of which "audit_fetch":
     # the worker writing the output and this process reading it) and "through"; and
-    # "turns"/"turn_s", how many single-worker commands ran and their time. What the
+    # "turns"/"turn_s", how many single-worker commands ran and their time; "audits" and
+    # "audits_via_slot", how many outputs were audited and how many of them came through
+    # a shared output slot (trusted/inbox.py) instead of a file. What the
     # record's `phases_s` shows (issue 13: what to cut).
     phases_s: dict[str, float] = field(default_factory=dict)
     idle: dict = field(default_factory=dict)  # idle-probe calibrations and worst probes (GPU)

@@ -111,6 +111,8 @@ class Ended(_Reply):
 class Output(_Reply):
     file: Annotated[str, Field(max_length=200)]
     nbytes: Annotated[int, Field(ge=0)]
+    # Instead of a file: the shared output slot the bytes were copied into (inbox.py)
+    slot: Annotated[int, Field(ge=0)] | None = None
 
 
 class Profiled(_Reply):

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from kernelloop.evaluate.trusted import compile_cache, wire
 from kernelloop.evaluate.trusted.freeze import Freezer
+from kernelloop.evaluate.trusted.inbox import Inbox
 from kernelloop.evaluate.trusted.judge import last_line
 from kernelloop.evaluate.trusted.text import import_reason
 from kernelloop.sandbox import SandboxConfig, SandboxProcess, SandboxResult
@@ -58,9 +59,20 @@ def file_name(slot: str) -> str:
 
 class TimingWorker:
     def __init__(
-        self, slot: str, impl: Path, job: dict, folder: Path, cfg: SandboxConfig, key: str
+        self,
+        slot: str,
+        impl: Path,
+        job: dict,
+        folder: Path,
+        cfg: SandboxConfig,
+        key: str,
+        inbox: Inbox | None = None,
     ) -> None:
+        """`inbox`: a shared output slot for the audited outputs this worker is asked to
+        show (trusted/inbox.py; None: they come as files). The worker owns it from here:
+        it is closed when the worker is finished."""
         self.slot, self.key = slot, key
+        self.inbox = inbox
         self.dir = folder  # this worker's own: no other worker's sandbox binds it
         (self.dir / "out").mkdir(parents=True)
         self.out_dir = self.dir / "out"
@@ -93,12 +105,22 @@ class TimingWorker:
                 impl_copy.read_bytes(),
                 native=job.get("language") == "cuda",
             )
-        self.sp = SandboxProcess(
-            [sys.executable, "-m", "kernelloop.evaluate.worker"],
-            self.dir,
-            cfg,
-            json.dumps(job).encode(),
-        )
+        if inbox is not None:
+            job["slots"] = inbox.job()
+        try:
+            self.sp = SandboxProcess(
+                [sys.executable, "-m", "kernelloop.evaluate.worker"],
+                self.dir,
+                cfg,
+                json.dumps(job).encode(),
+                keep_fds=tuple(inbox.child_fds()) if inbox is not None else (),
+            )
+        except BaseException:
+            if inbox is not None:
+                inbox.close()
+            raise
+        if inbox is not None:
+            inbox.started()
         self.freezer = Freezer(self.sp.proc.pid, self.sp.marker if self.sp.mode == "none" else None)
         self.seq = 0
         self.dead = False
@@ -210,6 +232,8 @@ class TimingWorker:
             except OSError:
                 pass
             self.result = self.sp.finish()
+            if self.inbox is not None:
+                self.inbox.close()
             prof = self.dir / "worker.prof"
             if PROFILE_DIR is not None and prof.is_file() and not prof.is_symlink():
                 shutil.copyfile(

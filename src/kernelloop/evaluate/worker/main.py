@@ -177,7 +177,16 @@ def main() -> int:
     job = json.loads(sys.stdin.read())
     _key = job.pop("channel_key", "")
     if job.get("mode") == "timing":
-        harness = [sys.modules[__name__], inworker, op_audit, timing, gpu_timer, guard, serve]
+        harness = [
+            sys.modules[__name__],
+            inworker,
+            op_audit,
+            timing,
+            gpu_timer,
+            guard,
+            serve,
+            outbox_mod,
+        ]
         return profiled(job, serve.serve, job, send, harness, _MARKER)
     return profiled(job, _correctness, job)
 

@@ -27,6 +27,7 @@ from kernelloop.evaluate.worker import calls as inworker
 from kernelloop.evaluate.worker import guard
 from kernelloop.evaluate.worker.compiled import compiled_entry
 from kernelloop.evaluate.worker.gpu_timer import GpuDevice, GpuSlot, IdleProbe
+from kernelloop.evaluate.worker.outbox import Outbox, open_outbox
 from kernelloop.evaluate.worker.timing import CpuSlot
 from kernelloop.task.kernelbench_inputs import entry_function
 
@@ -64,6 +65,7 @@ class Server:
         self.integrity: guard.Integrity | None = None
         self.slot = None
         self.spec: dict = {}
+        self.outbox: Outbox | None = None  # opened by `load`, before the implementation is
 
     def _device(self) -> GpuDevice:
         if self.dev is None:
@@ -86,6 +88,7 @@ class Server:
     def load(self, cmd: dict) -> dict:
         job = self.job
         self.integrity = guard.Integrity(self.harness)  # before the implementation's code runs
+        self.outbox = open_outbox(job, lambda m: print(m, file=sys.stderr))
         if job["device"] == "cpu" and job.get("cpu_threads"):
             torch.set_num_threads(int(job["cpu_threads"]))
         if self.cuda:
@@ -206,11 +209,19 @@ class Server:
         return {"cals": self.slot.top_up() if self.cuda else []}
 
     def output(self, cmd: dict) -> dict:
+        """One of the last batch's timed outputs, shown for an audit: into the shared output
+        slot where this worker has one and it fits, else into the file the command names."""
         name = Path(str(cmd["file"])).name  # a bare name in this worker's own out_dir
-        out = self.slot.kept[int(cmd["index"])]  # one of the last batch's timed outputs
-        path = Path(self.job["out_dir"]) / name
-        inworker.write_raw(out, path)
-        return {"file": name, "nbytes": out.numel() * out.element_size()}
+        out = self.slot.kept[int(cmd["index"])]
+        nbytes = out.numel() * out.element_size()
+        if self.outbox is not None and self.outbox.fits(nbytes):
+            flat = out.detach().contiguous().reshape(-1).view(torch.uint8)
+            at = self.outbox.put(flat)
+            if self.cuda:
+                torch.cuda.synchronize()  # the copy is complete before the slot is named
+            return {"file": "", "nbytes": nbytes, "slot": at}
+        inworker.write_raw(out, Path(self.job["out_dir"]) / name)
+        return {"file": name, "nbytes": nbytes}
 
     def profile(self, cmd: dict) -> dict:
         """The second timer on the shape the command names (after every shape's events:
