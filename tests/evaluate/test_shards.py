@@ -205,3 +205,30 @@ def test_calls_of_one_shape_and_dtype_stay_together_where_the_balance_allows(fla
     distinct = len(set().union(*kinds))
     # the one-by-one split met 37 kinds in 2 workers for 25 distinct ones
     assert sum(len(k) for k in kinds) <= distinct + n, [len(k) for k in kinds]
+
+
+def test_a_gpu_gets_as_many_workers_as_its_memory_and_cores_hold(flagship, monkeypatch):
+    """Up to four correctness workers on a GPU (compiles in parallel), fewer where the
+    task's largest shape would not fit four times in the GPU's share, or cores are few."""
+    import types
+
+    from kernelloop.evaluate.trusted import run
+    from kernelloop.task.spec import Shape
+
+    h200 = types.SimpleNamespace(total_memory=150_000_000_000)
+    monkeypatch.setattr(run.torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(run.torch.cuda, "get_device_properties", lambda _i: h200)
+    monkeypatch.setattr(run.os, "cpu_count", lambda: 16)
+    assert run.default_workers("cuda", flagship) == 4  # 16384 x 8192 at most
+    assert run.default_workers("cuda") == 2  # no task: the old default
+
+    def sized(*dims: dict) -> object:
+        spec = flagship.spec.model_copy(update={"shapes": [Shape(dims=d) for d in dims]})
+        return types.SimpleNamespace(spec=spec)
+
+    # KernelBench level1/23 at its size: 36.6 GB per worker measured; two fit, not four.
+    assert run.default_workers("cuda", sized({"batch_size": 4096, "dim": 393216})) == 2
+    # A matmul's M x N x K overstates its tensors: fewer workers, never too many.
+    assert run.default_workers("cuda", sized({"m": 8192, "n": 8192, "k": 8192})) == 1
+    monkeypatch.setattr(run.os, "cpu_count", lambda: 4)
+    assert run.default_workers("cuda", flagship) == 2

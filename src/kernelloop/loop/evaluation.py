@@ -195,7 +195,7 @@ class EvaluationJob:
             self.device,
             sandbox=self.sandbox,
             gpu=slot.gpu,
-            workers=default_workers(self.device),
+            workers=default_workers(self.device, self.task),
             timeout_s=self.task.spec.rules.eval_timeout_s,
             head_s=PRESTART_HEAD_S,
         )

@@ -14,6 +14,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
+import math
 import os
 import shutil
 import tempfile
@@ -211,7 +212,7 @@ def _evaluate(
     task_files = files.entries(task.folder)
     mode = detect_mode(sandbox)
 
-    n_workers = workers if workers is not None else default_workers(device)
+    n_workers = workers if workers is not None else default_workers(device, task)
     if n_workers < 1:
         raise KernelloopError(f"workers={n_workers}: an evaluation needs at least 1 worker.")
     parts = shards.split(plan, n_workers)
@@ -458,16 +459,45 @@ def _keep_profiles(lane_dirs: list[Path]) -> None:
             shutil.copyfile(prof, timing_workers.PROFILE_DIR / name)
 
 
-def default_workers(device: str) -> int:
-    """Correctness workers per evaluation: two on the CPU when it has two cores (the
-    interpreter runs one thread per worker); two on a GPU, where a new candidate's
-    evaluation is mostly its Triton kernels compiling once per specialisation and the
-    workers compile theirs in parallel (shards.split keeps a shape's calls together): on
-    the H200 (2026-12-02, warm workers, output slots) the flagship's honest candidate's
-    full stage took 7.1 s with two, 9.8 s with one (`benchmarks/eval_speed.py --workers`)."""
+def default_workers(device: str, task: Task | None = None) -> int:
+    """Correctness workers per evaluation. On the CPU two when it has two cores (the
+    interpreter runs one thread per worker). On a GPU a new candidate's evaluation is mostly
+    its Triton kernels compiling once per specialisation, and the workers compile theirs in
+    parallel (shards.split keeps a shape's calls together): on the H200 (2026-12-02, warm
+    workers, output slots, the flagship's honest candidate, median of 3) the full stage took
+    9.8 s with one worker, 7.1 s with two and 4.1 s with four, the whole judgement with the
+    gate's benchmark 17.6 s with four, 22.5 s with two (benchmarks/results/
+    2026-12-02-h200-session19). So up to GPU_WORKERS, one per two CPU cores, and as many as
+    the GPU's memory holds (`gpu_memory_workers`); without the task, two."""
     if device == "cpu":
         return max(1, min(2, os.cpu_count() or 1))
-    return 2
+    if task is None:
+        return 2
+    by_cpu = max(1, (os.cpu_count() or 2) // 2)
+    return max(1, min(GPU_WORKERS, by_cpu, gpu_memory_workers(task)))
+
+
+GPU_WORKERS = 4
+# A correctness worker's GPU memory, per element of the task's largest GPU shape (the
+# product of its dims) and beyond a fixed part: KernelBench level1/23's 4096x393216 float32
+# softmax took 36.6 GB per worker on the H200 (inputs, the output and the previous one,
+# its slots), ~23 bytes per element; the fixed part is the CUDA context and two 512 MB slots.
+WORKER_BYTES_PER_ELEMENT = 24
+WORKER_FIXED_BYTES = 2 << 30
+GPU_SHARE = 0.6  # of the GPU's memory for correctness workers (the judge needs the rest)
+
+
+def gpu_memory_workers(task: Task) -> int:
+    """How many correctness workers the GPU's memory holds for `task` (at least one): a
+    deliberate overestimate for tasks whose dims multiply to more than their largest tensor
+    (a matmul's M x N x K), which then get fewer workers, never an out-of-memory."""
+    try:
+        total = torch.cuda.get_device_properties(torch.cuda.current_device()).total_memory
+    except (RuntimeError, AssertionError):
+        return 1
+    elements = max((math.prod(s.dims.values()) for s in task.spec.shapes), default=1)
+    per_worker = WORKER_BYTES_PER_ELEMENT * elements + WORKER_FIXED_BYTES
+    return max(1, int(GPU_SHARE * total // per_worker))
 
 
 def as_judged(task: Task, candidate: Path) -> Task:
