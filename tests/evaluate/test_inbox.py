@@ -8,6 +8,7 @@ exported through the CUDA driver."""
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -216,4 +217,41 @@ def test_device_slots_cross_the_sandbox_and_outlive_the_workers_mapping(tmp_path
         assert bool((own == 1).all())
     finally:
         proc.finish()
+        box.close()
+
+
+def test_an_audit_takes_only_the_slot_it_gave_at_the_size_it_expects(tmp_path):
+    """The benchmark's audit (interleave_audit._fetch) against forged `output` answers: a
+    slot the worker was not given, a size other than the output's, or a slot named by a
+    worker that has none is an error (the audit records a problem); an honest answer is a
+    private copy, and a refused one still hands its slot back."""
+    import types
+
+    from kernelloop.evaluate.trusted.interleave_audit import AuditMixin
+    from kernelloop.evaluate.trusted.wire import Output
+
+    box = Inbox.create("cpu", count=1)
+    assert box is not None
+    sess = AuditMixin()
+    sess.out = types.SimpleNamespace(phases_s={})
+    sess.workers = {
+        "candidate": types.SimpleNamespace(inbox=box, out_dir=tmp_path),
+        "best": types.SimpleNamespace(inbox=None, out_dir=tmp_path),
+    }
+    try:
+        with pytest.raises(ValueError, match="slot 1, which it was not given"):
+            sess._fetch("candidate", "x.bin", 64, Output(file="", nbytes=64, slot=1))
+        with pytest.raises(ValueError, match="not given"):
+            sess._fetch("best", "x.bin", 64, Output(file="", nbytes=64, slot=0))
+        assert os.read(box._credits_r, 16) == b"c"  # the worker's one credit, taken
+        with pytest.raises(ValueError, match="has 65 bytes, expected 64"):
+            sess._fetch("candidate", "x.bin", 64, Output(file="", nbytes=65, slot=0))
+        assert os.read(box._credits_r, 16) == b"c"  # handed back though refused
+        got = sess._fetch("candidate", "x.bin", 64, Output(file="", nbytes=64, slot=0))
+        assert isinstance(got, torch.Tensor) and got.numel() == 64
+        assert os.read(box._credits_r, 16) == b"c"
+        assert sess.out.phases_s == {"audits_via_slot": 1}  # the one taken
+        with pytest.raises(FileNotFoundError):  # no slot named: the file, which is absent
+            sess._fetch("candidate", "x.bin", 64, Output(file="x.bin", nbytes=64))
+    finally:
         box.close()

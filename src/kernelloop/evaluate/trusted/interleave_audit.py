@@ -131,15 +131,16 @@ class AuditMixin:
         process expects), else the output file `name`. Raises ValueError/OSError."""
         if body.slot is None:
             return checks.read_output(self.workers[slot].out_dir / name, nbytes)
-        ph = self.out.phases_s
-        ph["audits_via_slot"] = ph.get("audits_via_slot", 0) + 1
         inbox = self.workers[slot].inbox
         if inbox is None or body.slot >= inbox.count:
             raise ValueError(f"its answer names output slot {body.slot}, which it was not given")
         if body.nbytes != nbytes or not 0 < nbytes <= inbox.size:
             inbox.release()
             raise ValueError(f"its output has {body.nbytes} bytes, expected {nbytes}")
-        return inbox.take(body.slot, nbytes)
+        own = inbox.take(body.slot, nbytes)
+        ph = self.out.phases_s
+        ph["audits_via_slot"] = ph.get("audits_via_slot", 0) + 1
+        return own
 
     def _check_batch(self, label: str, slot: str, ans, probed: bool) -> None:
         if not probed and (ans.body.pre or ans.body.post):
