@@ -367,23 +367,22 @@ class Session(RoundsMixin, AuditMixin):
     def _prologue(self) -> None:
         # Idle-probe calibrations, one worker at a time, before any implementation is imported.
         if self.cuda:
-            t_cal = time.monotonic()
-            for slot, w in list(self.workers.items()):
-                if (
-                    slot != self.candidate
-                ):  # the GPU's clocks leave idle first (the first worker ramps longer)
-                    try:
-                        ans = w.ask(
-                            "calibrate", self.left(120), n=30, ramp_s=0.02 if self.cal else 0.1
-                        )
-                    except WorkerFailed as e:
-                        if slot not in self.evidence:
-                            raise
-                        self.drop(slot, f"calibrating its idle probe: {e}")
-                        continue
-                    self.cal[slot] = checks.calibration(ans.body.probes)
-            self.out.idle = {"calibration": self.cal, "worst_host_ms": {}}
-            self.out.phases_s["calibrate"] = round(time.monotonic() - t_cal, 4)
+            with self.phase("calibrate"):
+                for slot, w in list(self.workers.items()):
+                    if (
+                        slot != self.candidate
+                    ):  # the GPU's clocks leave idle first (the first worker ramps longer)
+                        try:
+                            ans = w.ask(
+                                "calibrate", self.left(120), n=30, ramp_s=0.02 if self.cal else 0.1
+                            )
+                        except WorkerFailed as e:
+                            if slot not in self.evidence:
+                                raise
+                            self.drop(slot, f"calibrating its idle probe: {e}")
+                            continue
+                        self.cal[slot] = checks.calibration(ans.body.probes)
+                self.out.idle = {"calibration": self.cal, "worst_host_ms": {}}
         self.say(
             f"importing {len(self.workers)} implementation(s), one worker each "
             f"(sandbox={self.out.mode})"

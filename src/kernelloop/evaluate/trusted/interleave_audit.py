@@ -92,11 +92,10 @@ class AuditMixin:
                 return False
         self.out.phases_s["audits"] = self.out.phases_s.get("audits", 0) + 1
         with _one_thread(self.cuda):
-            if isinstance(data, torch.Tensor):  # this process's copy of the shared slot
-                out = data.view(like.dtype).reshape(like.shape)
-            else:
-                out = torch.frombuffer(data, dtype=torch.uint8)
-                out = out.view(like.dtype).reshape(like.shape)
+            # A slot's bytes come as this process's own device/host copy, a file's as a buffer.
+            if not isinstance(data, torch.Tensor):
+                data = torch.frombuffer(data, dtype=torch.uint8)
+            out = data.view(like.dtype).reshape(like.shape)
             del data
             if check_digest(out, key, self.device) != commits[j]:
                 self.problem(

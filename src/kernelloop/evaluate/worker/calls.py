@@ -102,12 +102,18 @@ STAGE_CHUNK = 64 << 20  # bytes per page-locked staging buffer (two of them)
 _stage: list[torch.Tensor] = []
 
 
+def raw_bytes(out: torch.Tensor) -> torch.Tensor:
+    """The output's bytes as one flat uint8 tensor (on its device), as the trusted side
+    reads them back."""
+    return out.detach().contiguous().reshape(-1).view(torch.uint8)
+
+
 def write_raw(out: torch.Tensor, path: Path) -> None:
     """The output's bytes into `path` (written under another name, then renamed, so the
     trusted side never sees a partial file). A GPU output goes through two page-locked
     64 MB buffers, one copied from the device while the other is written: a whole-output
     `.cpu()` into pageable memory cost ~0.1 s per 512 MB output on the H200."""
-    flat = out.detach().contiguous().reshape(-1).view(torch.uint8)
+    flat = raw_bytes(out)
     tmp = path.with_suffix(".part")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
     try:

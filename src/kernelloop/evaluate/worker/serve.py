@@ -65,7 +65,7 @@ class Server:
         self.integrity: guard.Integrity | None = None
         self.slot = None
         self.spec: dict = {}
-        self.outbox: Outbox | None = None  # opened by `load`, before the implementation is
+        self.outbox: Outbox | None = None  # opened by `load`, before the implementation is imported
 
     def _device(self) -> GpuDevice:
         if self.dev is None:
@@ -215,8 +215,7 @@ class Server:
         out = self.slot.kept[int(cmd["index"])]
         nbytes = out.numel() * out.element_size()
         if self.outbox is not None and self.outbox.fits(nbytes):
-            flat = out.detach().contiguous().reshape(-1).view(torch.uint8)
-            at = self.outbox.put(flat)
+            at = self.outbox.put(inworker.raw_bytes(out))
             if self.cuda:
                 torch.cuda.synchronize()  # the copy is complete before the slot is named
             return {"file": "", "nbytes": nbytes, "slot": at}
