@@ -1,23 +1,25 @@
 #!/usr/bin/env bash
-# Session 19 (issues 13, 14). PARTS (space-separated, default "speed task"):
-#   speed  eval_speed.py, fused + wrong, median of 3, 2 correctness workers, prestarted 8 s
-#          (as session 17's call 4), with the benchmark's wall time by part (phases_s);
+# GPU calls by part (sessions 19-20, issues 13, 14). PARTS (space-separated, default "speed task"):
+#   speed  eval_speed.py, fused + wrong (SPEED_ARGS, default "--repeats 3 --workers 2
+#          --prestart 8": session 19's calls; "--repeats 5 --prestart 8" takes evaluate's own
+#          worker rule), with the benchmark's wall time by part (phases_s);
 #   task   the tests of imported KernelBench problems' solutions (their GPU tests at the
 #          problems' sizes) and of problems whose model draws (TASK_TESTS: other files);
 #   rt     the GPU red-team timing tests and the benchmark's GPU tests (audits, clocks);
-#   gpu    every gpu-marked test (about 6-7 minutes: run alone).
-# $OUT: env.txt, summary.txt, s19.tgz (eval-speed json/md, pytest logs).
+#   tests  the gpu-marked tests of GPU_TESTS (files or node ids, space-separated);
+#   gpu    every gpu-marked test (more than one call's 10 minutes now: split it with `tests`).
+# $OUT: env.txt, summary.txt, parts.tgz (eval-speed json/md, pytest logs).
 set -u
 source benchmarks/device_env.sh
 S=$OUT/summary.txt; cat "$OUT/env.txt" > "$S"
-T=$(mktemp -d); L=$T/s19; mkdir -p "$L"
+T=$(mktemp -d); L=$T/parts; mkdir -p "$L"
 python3 -c "import mcp" 2>/dev/null || IGNORE=--ignore=tests/mcp
 for part in ${PARTS:-speed task}; do
   s=$(date +%s)
   case $part in
     speed)
-      timeout "${SPEED_LIMIT:-300}" python3 benchmarks/eval_speed.py "$L" --device cuda --repeats 3 \
-        --only fused,wrong --workers 2 --prestart 8 > "$L/eval_speed.txt" 2>&1
+      timeout "${SPEED_LIMIT:-300}" python3 benchmarks/eval_speed.py "$L" --device cuda \
+        --only fused,wrong ${SPEED_ARGS:---repeats 3 --workers 2 --prestart 8} > "$L/eval_speed.txt" 2>&1
       echo "== speed rc=$? $(( $(date +%s) - s ))s" >> "$S"
       grep -E "^\| |trusted side|by part" "$L"/eval-speed-*.md 2>/dev/null | cut -c1-900 >> "$S"
       tail -3 "$L/eval_speed.txt" >> "$S" ;;
@@ -33,6 +35,11 @@ for part in ${PARTS:-speed task}; do
         tests/redteam/test_timing_gpu.py tests/bench/test_bench_gpu.py > "$L/pytest_rt.txt" 2>&1
       echo "== red-team timing + bench gpu tests rc=$? $(( $(date +%s) - s ))s" >> "$S"
       grep -E "PASSED|FAILED|ERROR|passed|failed|^E " "$L/pytest_rt.txt" | cut -c1-300 | tail -25 >> "$S" ;;
+    tests)
+      timeout "${TESTS_LIMIT:-500}" python3 -m pytest -m gpu -v -p no:cacheprovider -rA --durations=0 \
+        ${GPU_TESTS:?name the test files} > "$L/pytest_tests.txt" 2>&1
+      echo "== gpu tests of $GPU_TESTS rc=$? $(( $(date +%s) - s ))s" >> "$S"
+      grep -E "PASSED|FAILED|ERROR|SKIPPED|passed|failed|^E " "$L/pytest_tests.txt" | grep -v "^PASSED\|^SKIPPED" | cut -c1-300 | tail -40 >> "$S" ;;
     gpu)
       timeout "${GPU_LIMIT:-560}" python3 -m pytest -m gpu -v -p no:cacheprovider --durations=0 \
         ${IGNORE:-} tests > "$L/pytest_gpu.txt" 2>&1
@@ -40,5 +47,5 @@ for part in ${PARTS:-speed task}; do
       grep -E "PASSED|FAILED|ERROR|SKIPPED|passed|failed|^E " "$L/pytest_gpu.txt" | cut -c1-300 | tail -70 >> "$S" ;;
   esac
 done
-tar czf "$OUT/s19.tgz" -C "$T" s19
+tar czf "$OUT/parts.tgz" -C "$T" parts
 cat "$S"
