@@ -139,6 +139,8 @@ def one(task, name: str, path: Path, args, references: References | None) -> dic
         "bench_s": None,
         "bench_phases_s": None,
         "gate": None,
+        "gate_reasons": [],
+        "speedup_vs_baseline": None,
         "references": _delta(before, references.stats()) if references is not None else None,
     }
     if rec.verdict.accepted and pending is not None:  # where timings count, as the loop does
@@ -146,7 +148,9 @@ def one(task, name: str, path: Path, args, references: References | None) -> dic
         b = pending.run()
         row["bench_s"] = round(time.monotonic() - t1, 3)
         row["bench_phases_s"] = dict(b.phases_s)
-        row["gate"] = decide(rec, b, task.spec.rules).category
+        g = decide(rec, b, task.spec.rules)
+        row["gate"], row["gate_reasons"] = g.category, [r[:300] for r in g.reasons]
+        row["speedup_vs_baseline"] = {s.shape: round(s.speedup_vs_baseline, 4) for s in g.shapes}
         row["stages"]["timing"] = {
             "s": row["bench_s"],
             "judge_s": 0.0,
@@ -282,7 +286,28 @@ def markdown(result: dict) -> str:
         "nothing is timed). A rejected candidate stops at its first failed check and is "
         "never benchmarked.",
     ]
+    gated = [r for r in result["runs"] if r.get("gate")]
+    if gated:
+        lines += ["", _gates(gated)]
     return "\n".join(lines) + "\n"
+
+
+def _gates(runs: list[dict]) -> str:
+    """Each benchmarked repeat's gate verdict, its reasons and per-shape speedups."""
+    parts = []
+    for r in runs:
+        text = f"{r['candidate']} #{r['repeat']}: {r['gate']}"
+        if r.get("gate_reasons"):
+            text += f" ({' / '.join(r['gate_reasons'])})"
+        if r.get("speedup_vs_baseline"):
+            text += " · speedup " + ", ".join(
+                f"{k} {v:.3f}x" for k, v in r["speedup_vs_baseline"].items()
+            )
+        parts.append(text)
+    return (
+        "The gate on the benchmark (the candidate against the baseline, in the task's first "
+        "dtype), every repeat: " + "; ".join(parts) + "."
+    )
 
 
 def main() -> int:
