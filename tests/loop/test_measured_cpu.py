@@ -9,6 +9,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from rich.console import Console
+
 from kernelloop.agents.scripted import ScriptedAgent
 from kernelloop.history import open_task_memory
 from kernelloop.loop import Options, run_loop
@@ -54,9 +56,8 @@ def test_measured_run_promotes_the_winner_rejects_slower_and_stalls(tmp_path):
     task = load_task(folder)
 
     scratch_before = set(Path(tempfile.gettempdir()).glob("kernelloop-run-*"))
-    summary = run_loop(
-        task, ScriptedAgent(script), Options(device="cpu"), RunView(live_enabled=False)
-    )
+    view = RunView(console=Console(record=True, width=400), live_enabled=False)
+    summary = run_loop(task, ScriptedAgent(script), Options(device="cpu"), view)
     assert (
         set(Path(tempfile.gettempdir()).glob("kernelloop-run-*")) <= scratch_before
     )  # the run cleaned up
@@ -78,6 +79,15 @@ def test_measured_run_promotes_the_winner_rejects_slower_and_stalls(tmp_path):
         bench, gate = json.loads(r["bench_json"]), json.loads(r["gate_json"])
         assert bench["timings_count"] and len(bench["shapes"]) == 4
         assert gate["accepted"] == bool(r["accepted"]) or r is by_hyp["baseline"]
+    # What a person saw: each judged candidate's stage times, the gate's benchmark last.
+    seen = view.console.export_text()
+    for hyp in (SCRIPT[0][2], SCRIPT[1][2]):
+        line = next(x for x in seen.splitlines() if hyp[:60] in x and x.startswith("round "))
+        assert re.search(
+            r"\[static \d+\.\d s · start \d+\.\d s · compile \d+\.\d s · smoke \d+\.\d s · "
+            r"full \d+\.\d s.* · timing \d+\.\d s\]$",
+            line,
+        ), line
     # The winner is the run's best, with per-shape numbers in the summary.
     assert summary["best_proposal_id"] == fast["id"]
     assert summary["best_objective_vs_baseline"] > 1.5

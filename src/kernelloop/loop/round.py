@@ -15,6 +15,7 @@ from kernelloop.agents.base import Proposal
 from kernelloop.errors import KernelloopError
 from kernelloop.evaluate.trusted.record import Verdict
 from kernelloop.evaluate.trusted.refcache import References
+from kernelloop.evaluate.trusted.stages import summary as stage_summary
 from kernelloop.loop.context import context_profile
 from kernelloop.loop.evaluation import collect, evaluate_source, submit
 from kernelloop.loop.feedback import outcome_text
@@ -220,7 +221,16 @@ def _record_outcome(run: Run, r: int, e: Entry, ev: Evaluated, best_label: str) 
     word = "accepted" if accepted else "rejected"
     e.told = outcome_text(word, reasons, ev, best_label)
     shown = "correct, unmeasured" if ev.record.verdict.accepted and ev.gate is None else word
-    run.view.candidate(r, e.k, e.prop, shown, "; ".join(reasons)[:160])
+    run.view.candidate(r, e.k, e.prop, shown, "; ".join(reasons)[:160], stage_line(ev))
+
+
+def stage_line(ev: Evaluated) -> str:
+    """Where the candidate's judging time went, for the live view: each correctness
+    stage that ran, then the gate's benchmark where there was one."""
+    line = stage_summary(ev.record.stages) if ev.record is not None else ""
+    if ev.bench is not None:
+        line += f"{' · ' if line else ''}timing {ev.bench.wall_s:.1f} s"
+    return line
 
 
 def close_round(run: Run, r: int, best: Best, entries: list[Entry], note: str = "") -> RoundResult:

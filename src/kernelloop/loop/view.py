@@ -14,7 +14,7 @@ from rich.text import Text
 
 from kernelloop.loop.state import Best
 
-COLUMNS = ("round", "k", "agent", "hypothesis", "state", "note")
+COLUMNS = ("round", "k", "agent", "hypothesis", "state", "note", "stages")
 COLOURS = {"accepted": "green", "rejected": "red", "refused": "yellow", "infrastructure": "magenta"}
 
 
@@ -66,10 +66,12 @@ class RunView:
             self._status = message
             self._refresh()
 
-    def candidate(self, r: int, k: int, prop, state: str, note: str) -> None:
+    def candidate(self, r: int, k: int, prop, state: str, note: str, stages: str = "") -> None:
+        """A candidate's row: its state, the verdict's note, and once judged each stage's
+        time (`static 0.0 s · … · full 3.5 s · timing 7.9 s`)."""
         colour = COLOURS.get(state, "cyan")
         hyp, state_cell = prop.hypothesis[:70], f"[{colour}]{state}[/]"
-        row = (str(r), str(k), prop.agent or "-", hyp, state_cell, note[:90])
+        row = (str(r), str(k), prop.agent or "-", hyp, state_cell, note[:90], stages)
         with self._lock:  # a candidate's row is replaced where it is (verdicts come in any order)
             at = next((i for i, old in enumerate(self.rows) if old[:2] == row[:2]), None)
             if at is None:
@@ -77,7 +79,12 @@ class RunView:
             else:
                 self.rows[at] = row
         if self._live is None and state != "evaluating":
-            self.console.print(f"round {r}.{k} {state}: {prop.hypothesis[:80]} — {note[:120]}")
+            tail = f" [{stages}]" if stages else ""
+            self.console.print(
+                f"round {r}.{k} {state}: {prop.hypothesis[:80]} — {note[:120]}{tail}",
+                markup=False,
+                highlight=False,
+            )
         self._refresh()
 
     def round_done(self, r: int, best: Best, gain: float) -> None:
