@@ -33,7 +33,7 @@ from pathlib import Path
 import torch
 
 from kernelloop.errors import KernelloopError
-from kernelloop.task.kernelbench_cases import unfit_cases
+from kernelloop.task.kernelbench_cases import fitted, unfit_cases
 from kernelloop.task.kernelbench_follow import Follow, draws, follow
 from kernelloop.task.kernelbench_inputs import (
     CASES,
@@ -46,6 +46,7 @@ from kernelloop.task.kernelbench_inputs import (
 from kernelloop.task.kernelbench_sizes import (
     meta_model,
     reference_outputs,
+    restored,
     scaled,
     shape_dims,
     tensor_sizes,
@@ -235,7 +236,8 @@ def import_problem(
     CUDA C++ built with load_inline); its path. `atol`/`rtol` replace KernelBench's
     tolerance for every dtype (where an output is much smaller than 1e-2 its default
     accepts anything: level1/23's softmax rows of 393216 are all below 2e-4). A CPU shape
-    whose output the scaling made constant is grown back until it is not; `warn` hears of
+    whose output the scaling made constant, or at which the problem's own model misses its
+    tolerance, is grown back until it is not; `warn` hears of
     a problem whose output stays constant (it computes a constant: no check can judge it)."""
     if language not in LANGUAGES:
         raise KernelloopError(f"language {language!r} is not one of {list(LANGUAGES)}.")
@@ -273,9 +275,11 @@ def import_problem(
             f"{path}: parameter names collide with forward arguments ({clash}); rename them."
         )
     rows, _ = tensor_sizes(path, dims)
-    sized = [unflattened(path, dims, scaled(path, dims, b), b) for b in CPU_BUDGETS]
+    sized = [
+        unflattened(path, dims, restored(path, dims, scaled(path, dims, b)), b) for b in CPU_BUDGETS
+    ]
     cpu = [c for i, (c, _) in enumerate(sized) if c not in [d for d, _ in sized[:i]]]
-    flat = all(f for _, f in sized)
+    flat, grown = all(f for _, f in sized), []
     if flat and warn is not None:
         warn(
             f"{path.name}: the output is constant at every CPU size tried (on the problem's "
@@ -337,6 +341,11 @@ def import_problem(
     tol = "\n".join(
         f"[tolerances.{d}]\n{notes[d]}atol = {a:g}\nrtol = {r:g}\n" for d, (a, r) in tols.items()
     )
+    if not flat:
+        cpu, grown = fitted(folder, dims, cpu, tols)
+        for why in grown:
+            if warn is not None:
+                warn(f"{path.name}: {why}.")
     unfit = {} if flat else unfit_cases(folder, cpu, tols)
     extreme = [c for c in CASES if c not in unfit]
     case_notes = "".join(
@@ -360,9 +369,8 @@ def import_problem(
                     else f"the {c} case is left out of the task's checks."
                 )
             )
-    shapes = _shape_toml("shapes", dims, "common") + "\n".join(
-        _shape_toml("cpu_shapes", c, "common") for c in cpu
-    )
+    shapes = _shape_toml("shapes", dims, "common") + "".join(f"# {w}.\n" for w in grown)
+    shapes += "\n".join(_shape_toml("cpu_shapes", c, "common") for c in cpu)
     description = (doc or f"KernelBench {name}").replace('"', "'")
     (folder / "task.toml").write_text(
         f"# Imported from KernelBench ({path.name}) by `kernelloop import kernelbench`.\n"
