@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,7 @@ from kernelloop.task.kernelbench import import_problem
 from tests.task.cell_kernel import CELL_KERNEL
 
 EXTRA = Path(__file__).parent / "fixtures" / "kernelbench_extra"
+CXX_CELL = Path(__file__).parents[1] / "evaluate" / "cxx" / "draws_cell_cpu.py"
 
 
 def _draws(x: torch.Tensor) -> list[torch.Tensor]:
@@ -174,6 +176,41 @@ def test_a_triton_candidate_of_a_task_that_draws_may_draw_its_random_numbers(tmp
     rec = evaluate(task, cheat, device="cpu", timing=False)
     assert not rec.verdict.accepted and rec.verdict.category == "no_kernel", rec.verdict
     assert any("bernoulli_" in r for r in rec.verdict.reasons), rec.verdict.reasons
+
+
+@pytest.mark.skipif(
+    shutil.which("c++") is None or shutil.which("ninja") is None,
+    reason="needs a C++ compiler and ninja",
+)
+def test_a_cpp_candidate_of_a_task_that_draws_may_draw_in_its_host_code(tmp_path):
+    from kernelloop.evaluate.trusted.static import screen_source
+
+    folder = import_problem(EXTRA / "draws_in_forward.py", tmp_path, ["float32"], language="cuda")
+    task = load_task(folder)
+    assert task.draws() and task.spec.task.language == "cuda"
+    source = CXX_CELL.read_text()
+    # at::randn in C++ is PyTorch compute for a task that does not draw; allowed where it
+    # draws, as torch.randn is in Python.
+    found = screen_source(source, "cuda")
+    refused = {(f.rule, f.message.split(",")[0].split(";")[0]) for f in found}
+    assert refused == {("cpp", "C++ calls at::randn"), ("attribute", "uses `torch.manual_seed`")}
+    assert screen_source(source, "cuda", draws=True) == []
+    rec = evaluate(task, CXX_CELL, device="cpu", timing=False)
+    assert rec.verdict.accepted, rec.verdict.reasons
+    # The same kernel drawing its mask before h0 (not the model's order) draws other
+    # numbers: rejected, so the draws are what is being judged.
+    swapped = tmp_path / "swapped.py"
+    swapped.write_text(
+        source.replace(
+            "auto h0 = at::randn({rows, n_h}, f32);\n  auto keep = at::empty({rows, n_h}, "
+            "f32).bernoulli_(0.75);",
+            "auto keep = at::empty({rows, n_h}, f32).bernoulli_(0.75);\n  auto h0 = "
+            "at::randn({rows, n_h}, f32);",
+        ).replace("kl_draws_cell_cpu", "kl_draws_cell_swapped")
+    )
+    assert swapped.read_text() != source.replace("kl_draws_cell_cpu", "kl_draws_cell_swapped")
+    rec = evaluate(task, swapped, device="cpu", timing=False)
+    assert not rec.verdict.accepted and rec.verdict.category == "wrong", rec.verdict
 
 
 @pytest.mark.gpu

@@ -50,7 +50,11 @@ GROW_SEEDS = SEEDS[:8]  # seeds on which a grown shape must meet GROW_SHARE of t
 # A grown shape that meets the tolerance barely on 8 seeds misses it on the ninth (the
 # error's tail shrinks only as 1/sqrt(size)): it is taken where it meets half.
 GROW_SHARE = 0.5
-GROW_CALL_S = 2.0  # a grown shape whose one check call costs more is not grown further
+# A grown shape whose one check call costs more than GROW_CALL_S beyond GROW_COST × the
+# first shape's is not grown further (a call's cost starts with drawing the weights:
+# ResNet101's 44.5M take 1.2-2 s on 2 cores at any input size).
+GROW_CALL_S = 2.0
+GROW_COST = 4.0
 
 
 def _tensors(out) -> list[torch.Tensor]:
@@ -123,7 +127,8 @@ def fitted(
     to be the scaling's doing — statistics over a batch scaled to 2, a recurrence over 2
     steps — and grown: every size below `full` (the problem's own) doubled at once, at most
     GROW_STEPS times, until it meets GROW_SHARE of the tolerance on all GROW_SEEDS, and not
-    past a size whose one call costs over GROW_CALL_S or that the problem refuses. A miss
+    past a size whose one call costs over GROW_COST times the first one's + GROW_CALL_S, or
+    that the problem refuses. A miss
     no growth cures leaves the shape as it was (said too): unfit_cases then says the miss."""
     fns = _loaded(folder, cpu_shapes)
     if fns is None:
@@ -131,13 +136,13 @@ def fitted(
     out: list[dict[str, int]] = []
     said: list[str] = []
     for dims in cpu_shapes:
-        first = _random_miss(fns, dims, tolerances, GROW_SEEDS, BUDGET_S / 4)
+        first = _random_miss(fns, dims, tolerances, GROW_SEEDS, BUDGET_S)
         cur, found = dims, None
         if first is not None:
-            cost = first[1]
+            cost, limit = first[1], GROW_COST * first[1] + GROW_CALL_S
             for _ in range(GROW_STEPS):
                 grown = {k: min(full.get(k, v), v * 2) for k, v in cur.items()}
-                if grown == cur or cost > GROW_CALL_S:
+                if grown == cur or cost > limit:
                     break
                 try:
                     tensor_sizes(folder / "problem.py", grown, forward=True, strict=True)

@@ -367,7 +367,7 @@ class _Screen:
             text = _const_str(node)
             if text is None or not looks_like_cpp(text):
                 continue
-            for offset, message in cpp_findings(text):
+            for offset, message in cpp_findings(text, self.draws):
                 line = getattr(node, "lineno", 0) + offset
                 self.findings.setdefault((line, message), Finding(line, "cpp", message))
 

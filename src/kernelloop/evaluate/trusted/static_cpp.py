@@ -15,7 +15,11 @@ each with why (docs/evaluate.md, "Static screen"):
 - PyTorch compute from C++ (`at::matmul`, `torch::softmax`): the task asks for a kernel;
   `at::`/`torch::` names are limited to tensors, allocation, dtypes, devices, the
   current stream and guards (`ATEN_ALLOWED`). Tensor methods that compute (`x.sum()`)
-  are not seen here: the op audit sees them at run time.
+  are not seen here: the op audit sees them at run time. Where the task's model draws
+  random numbers (`draws`), torch's seeding and random factories too (`at::randn`,
+  `torch::rand_like`…, static_rules.TORCH_RNG, as in Python): a C++ candidate draws what
+  the model draws from the call's `draw_seed`; the op audit still lets through only the
+  fills with scalar moments (protocol.RNG_FILL_OPS).
 
 Inline PTX (`asm volatile(...)`) is allowed: fast kernels use it.
 """
@@ -23,6 +27,8 @@ Inline PTX (`asm volatile(...)`) is allowed: fast kernels use it.
 from __future__ import annotations
 
 import re
+
+from kernelloop.evaluate.trusted.static_rules import TORCH_RNG
 
 HEADERS_FORBIDDEN = (
     "unistd.h",
@@ -140,8 +146,9 @@ def looks_like_cpp(text: str) -> bool:
     return bool(_LOOKS_CPP.search(text))
 
 
-def cpp_findings(text: str) -> list[tuple[int, str]]:
-    """(line offset within `text`, message) for each rule `text` breaks; [] if none."""
+def cpp_findings(text: str, draws: bool = False) -> list[tuple[int, str]]:
+    """(line offset within `text`, message) for each rule `text` breaks; [] if none.
+    `draws`: the task's model draws random numbers (torch's random factories allowed)."""
     out: list[tuple[int, str]] = []
 
     def at(pos: int) -> int:
@@ -176,6 +183,7 @@ def cpp_findings(text: str) -> list[tuple[int, str]]:
             ok = True
         else:
             ok = first in ATEN_ALLOWED or bool(_DTYPE_CONST.fullmatch(first))
+            ok = ok or (draws and not inner and name in TORCH_RNG)
         if not ok:
             out.append(
                 (
