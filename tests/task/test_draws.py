@@ -22,6 +22,7 @@ from tests.task.cell_kernel import CELL_KERNEL
 
 EXTRA = Path(__file__).parent / "fixtures" / "kernelbench_extra"
 CXX_CELL = Path(__file__).parents[1] / "evaluate" / "cxx" / "draws_cell_cpu.py"
+CUDA_CELL = CXX_CELL.with_name("draws_cell_cuda.py")
 
 
 def _draws(x: torch.Tensor) -> list[torch.Tensor]:
@@ -227,4 +228,14 @@ def test_gpu_a_problem_that_draws_is_judged_on_the_gpu(tmp_path):
     rec = evaluate(task, good, device="cuda", shapes="gpu", timing=False)
     assert rec.verdict.accepted, rec.verdict.reasons
     rec = evaluate(task, folder / "baseline.py", device="cuda", shapes="gpu", timing=False)
+    assert rec.verdict.accepted, rec.verdict.reasons
+
+
+@pytest.mark.gpu
+def test_gpu_a_cuda_candidate_of_a_task_that_draws_is_judged_on_the_gpu(tmp_path):
+    """The CUDA C++ cell draws h0 and the mask in its host code on the GPU's generator, as
+    the model does; built with nvcc in the sandbox and accepted at the fixture's size."""
+    folder = import_problem(EXTRA / "draws_in_forward.py", tmp_path, ["float32"], language="cuda")
+    task = load_task(folder)
+    rec = evaluate(task, CUDA_CELL, device="cuda", shapes="gpu", timing=False)
     assert rec.verdict.accepted, rec.verdict.reasons
