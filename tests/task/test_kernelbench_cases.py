@@ -90,3 +90,36 @@ def test_a_cpu_shape_too_small_for_the_problems_own_model_is_grown_until_it_meet
     # At the shape the scaling chose, the problem's own model misses on its own inputs:
     # the growth is what makes the baseline pass.
     assert "random" in unfit_cases(folder, [{"batch_size": 2}], {"float32": (0.01, 0.01)})
+
+
+def test_a_miss_no_growth_cures_loosens_the_tolerance_to_what_the_model_meets(tmp_path):
+    # sin(3e5 x): float32's spacing at 3e5 is 0.03, so PyTorch's own model is 1e-2 to 3e-2
+    # from float64 at every size (fixture's header).
+    said: list[str] = []
+    folder = import_problem(EXTRA / "rounded_phase.py", tmp_path, ["float32"], warn=said.append)
+    text = (folder / "task.toml").read_text()
+    tol = tomllib.loads(text)["tolerances"]["float32"]
+    # The smallest power of two of KernelBench's 1e-2 that the model meets by half.
+    assert tol == {"atol": 0.04, "rtol": 0.04}, tol
+    assert "# the problem's own model in float32 misses atol 0.01, rtol 0.01" in text
+    assert any("the task uses atol 0.04, rtol 0.04 (4x)" in w for w in said), said
+    assert any("is kept: grown as far as 256x512" in w for w in said), said  # tried first
+    shapes = [s.dims for s in load_task(folder).spec.cpu_shapes]
+    assert "random" in unfit_cases(folder, shapes, {"float32": (0.01, 0.01)})
+    assert unfit_cases(folder, shapes, {"float32": (0.04, 0.04)}).keys() == {"large_magnitude"}
+    rec = evaluate(load_task(folder), folder / "baseline.py", **CPU)
+    assert rec.verdict.accepted, rec.verdict.reasons
+    # Still a check: a constant and zeros fail it (the sensitivity proof is in the record).
+    assert any(c.suite == "sensitivity" and c.passed for c in rec.checks), rec.checks
+
+
+def test_a_model_whose_float32_output_rounding_decides_is_refused_as_proving_nothing(tmp_path):
+    # sin(3e7 x): float32's spacing there is 2, every element is noise (as KernelBench
+    # level3/24's). The tolerance it would take lets a constant pass: the task's fault.
+    said: list[str] = []
+    folder = import_problem(EXTRA / "rounding_decides.py", tmp_path, ["float32"], warn=said.append)
+    assert tomllib.loads((folder / "task.toml").read_text())["tolerances"]["float32"]["atol"] > 1
+    assert any("refused as proving nothing" in w for w in said), said
+    rec = evaluate(load_task(folder), folder / "baseline.py", **CPU)
+    assert not rec.verdict.accepted and rec.verdict.category == "setup", rec.verdict
+    assert any("no planned check rejects a trivial output" in r for r in rec.verdict.reasons)

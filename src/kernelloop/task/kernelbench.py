@@ -33,7 +33,7 @@ from pathlib import Path
 import torch
 
 from kernelloop.errors import KernelloopError
-from kernelloop.task.kernelbench_cases import fitted, unfit_cases
+from kernelloop.task.kernelbench_cases import fitted, loosened, unfit_cases
 from kernelloop.task.kernelbench_follow import Follow, draws, follow
 from kernelloop.task.kernelbench_inputs import (
     CASES,
@@ -338,14 +338,17 @@ def import_problem(
                 f"{path.name}: {said}; the GPU shape's outputs may be smaller still — if its "
                 "evaluation is refused as proving nothing, import again with a smaller --atol."
             )
+    if not flat:
+        cpu, grown = fitted(folder, dims, cpu, tols)
+        tols, loose = (tols, {}) if given else loosened(folder, cpu, tols)
+        for d, why in loose.items():
+            notes[d] += f"# {why}.\n"
+        for why in [*grown, *loose.values()]:
+            if warn is not None:
+                warn(f"{path.name}: {why}.")
     tol = "\n".join(
         f"[tolerances.{d}]\n{notes[d]}atol = {a:g}\nrtol = {r:g}\n" for d, (a, r) in tols.items()
     )
-    if not flat:
-        cpu, grown = fitted(folder, dims, cpu, tols)
-        for why in grown:
-            if warn is not None:
-                warn(f"{path.name}: {why}.")
     unfit = {} if flat else unfit_cases(folder, cpu, tols)
     extreme = [c for c in CASES if c not in unfit]
     case_notes = "".join(
