@@ -5,6 +5,8 @@ baseline is accepted on the CPU; a Triton candidate is judged on them like on an
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -159,6 +161,36 @@ def test_the_cli_imports_a_folder_and_refuses_a_non_problem(tmp_path):
         [*cmd[:-2], str(junk), "--out", str(tmp_path / "o")], capture_output=True, text=True
     )
     assert bad.returncode == 2 and "get_inputs" in bad.stderr
+
+
+def test_a_problem_that_fails_as_written_is_said_in_a_sentence_and_the_folder_goes_on(tmp_path):
+    # KernelBench level4's problems import `transformers` and download a config at module
+    # level: where that fails, the import says so in one sentence, not a traceback, and
+    # the folder's other problems are still imported.
+    src = tmp_path / "problems"
+    src.mkdir()
+    (src / "needs_hub.py").write_text(
+        "import kl_no_such_module_here\nclass Model: pass\n"
+        "def get_inputs(): return []\ndef get_init_inputs(): return []\n"
+    )
+    (src / "raises.py").write_text(
+        "raise OSError('no network to fetch the config')\nclass Model: pass\n"
+        "def get_inputs(): return []\ndef get_init_inputs(): return []\n"
+    )
+    shutil.copy(KB / "level1" / "19_ReLU.py", src / "19_ReLU.py")
+    out = tmp_path / "tasks"
+    cmd = [sys.executable, "-m", "kernelloop.cli", "import", "kernelbench"]
+    done = subprocess.run(
+        [*cmd, str(src), "--out", str(out)], capture_output=True, text=True, timeout=300,
+        env={**os.environ, "COLUMNS": "1000"},
+    )  # fmt: skip
+    assert done.returncode == 2, done.stdout + done.stderr
+    text = done.stdout + done.stderr
+    assert "Traceback" not in text, text
+    assert "needs_hub.py imports `kl_no_such_module_here`, which is not installed here" in text
+    assert "raises.py fails when run as written (OSError: no network to fetch the config)" in text
+    assert "2 of 3 problems were not imported" in done.stderr, done.stderr
+    assert [p.name for p in out.iterdir()] == ["19_ReLU"]
 
 
 MODEL_NEW = """

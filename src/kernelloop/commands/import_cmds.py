@@ -9,6 +9,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from kernelloop.errors import KernelloopError
 from kernelloop.task import load_task
 
 import_app = typer.Typer(help="Bring problems from other benchmarks in as task folders.")
@@ -54,22 +55,36 @@ def kernelbench_cmd(
     files = problem_files(source)
     console = Console()
     wanted = [d.strip() for d in dtypes.split(",") if d.strip()]
+    failed: list[str] = []
     for k, path in enumerate(files, 1):
-        folder = import_problem(
-            path,
-            out,
-            wanted,
-            force=force,
-            language=language,
-            atol=atol,
-            rtol=rtol,
-            warn=lambda m: console.print(f"[yellow]warning:[/] {escape(m)}"),
-        )
+        try:
+            folder = import_problem(
+                path,
+                out,
+                wanted,
+                force=force,
+                language=language,
+                atol=atol,
+                rtol=rtol,
+                warn=lambda m: console.print(f"[yellow]warning:[/] {escape(m)}"),
+            )
+        except KernelloopError as e:
+            if len(files) == 1:
+                raise
+            # One problem that cannot be imported does not stop the folder's others.
+            console.print(f"[{k}/{len(files)}] [red]not imported:[/] {escape(str(e))}")
+            failed.append(str(e))
+            continue
         task = load_task(folder)  # what was written must load
         shapes = ", ".join(s.label for s in task.spec.shapes)
         console.print(
             f"[{k}/{len(files)}] {escape(str(folder))}  (GPU shape {shapes}; "
             f"CPU {', '.join(s.label for s in task.spec.cpu_shapes)})"
+        )
+    if failed:
+        raise KernelloopError(
+            f"{len(failed)} of {len(files)} problems were not imported (each says why above); "
+            f"the first: {failed[0]}"
         )
     console.print(
         f"imported {len(files)} problem(s) into {escape(str(out))}; check one with "

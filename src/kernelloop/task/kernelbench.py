@@ -92,6 +92,25 @@ def _check_source(path: Path, source: str) -> str:
     return doc[0].strip() if doc else ""
 
 
+def _runs_as_written(path: Path) -> None:
+    """KernelloopError, one sentence with the fix, where the problem file fails to run as
+    written (its module level: imports, constants); e.g. KernelBench level4's Hugging Face
+    models need `transformers` and a download at import time."""
+    try:
+        load_problem(path)
+    except ModuleNotFoundError as e:
+        raise KernelloopError(
+            f"{path.name} imports `{e.name}`, which is not installed here; install it in "
+            "kernelloop's environment and import the problem again."
+        ) from None
+    except Exception as e:  # noqa: BLE001 - the problem's own code: say what it raised
+        first = (str(e).strip().splitlines() or [""])[0][:200]
+        raise KernelloopError(
+            f"{path.name} fails when run as written ({type(e).__name__}: {first}); fix the "
+            "problem file, or import it where it runs (a download needs the network)."
+        ) from None
+
+
 def _roofline_bytes(rows: list[tuple[str, list[int], bool]]) -> str:
     floats = sum(_numel(s) for _, s, f in rows if f)
     others = sum(_numel(s) for _, s, f in rows if not f)
@@ -136,6 +155,7 @@ def import_problem(
         raise KernelloopError(f"language {language!r} is not one of {list(LANGUAGES)}.")
     source = path.read_text()
     doc = _check_source(path, source)
+    _runs_as_written(path)
     name = re.sub(r"[^A-Za-z0-9_.-]+", "_", name) if name else task_name(path)
     folder = out / name
     if folder.exists() and any(folder.iterdir()) and not force:
