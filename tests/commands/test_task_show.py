@@ -69,3 +69,26 @@ def test_task_show_names_the_bound_of_each_shape_on_a_compute_bound_task(tmp_pat
     flagship = show("--device", "cpu", "--json", "--workspace", str(tmp_path / "f"))
     text = json.loads(flagship.stdout)["roofline"]
     assert "Floor time = bytes / 4.27 TB/s" in text and "flops" not in text
+
+
+def test_task_show_spells_out_a_tuple_of_outputs(tmp_path):
+    # examples/add_rmsnorm returns (y, h): the brief says so, output by output, from the
+    # reference run on the CPU (output_like = "" names no input to copy).
+    from tests.conftest import ROOT
+
+    example = str(ROOT / "examples" / "add_rmsnorm")
+    out = subprocess.run(
+        [sys.executable, "-m", "kernelloop.cli", "task", "show", example]
+        + ["--device", "cpu", "--json", "--workspace", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    interface = json.loads(out.stdout)["interface"]
+    assert "Output: a tuple of 2 new, contiguous tensors, in the reference's order" in interface
+    assert "- output 0: shape (rows, cols), the call's dtype" in interface
+    assert "- output 1: shape (rows, cols), the call's dtype" in interface
+    # A one-output task keeps the one-tensor sentence.
+    flagship = show("--device", "cpu", "--json", "--workspace", str(tmp_path / "f"))
+    assert "Output: a new, contiguous torch.Tensor" in json.loads(flagship.stdout)["interface"]

@@ -18,6 +18,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 
+from kernelloop.task.contract_io import describe_inputs, describe_outputs
 from kernelloop.task.e2e_model import e2e_section
 from kernelloop.task.load import ELEM_SIZES, Task
 from kernelloop.task.roofline import Ceiling, Floor
@@ -132,12 +133,24 @@ def _interface(task: Task) -> str:
         kv = ", ".join(f"{k}={v!r}" for k, v in task.spec.params.items())
         lines.append(f"Keyword arguments of every call (task defaults): {kv}.")
     lines += describe_inputs(task)
+    outputs = [] if info.output_like else describe_outputs(task)
+    if len(outputs) > 1:
+        lines.append(
+            f"Output: a tuple of {len(outputs)} new, contiguous tensors, in the reference's "
+            "order (each judged on its own, against the reference's output of that place):"
+        )
+        lines += [f"- output {k}: {o}" for k, o in enumerate(outputs)]
+        lines.append(
+            "No output may share memory with an input or another output, inputs must not "
+            "be modified, and no work may continue after the call returns."
+        )
+        return "\n".join(lines)
     like = (
         f"the shape, dtype and device of `{info.output_like}`"
         if info.output_like
         else "the shape of the reference's output (a 0-dim tensor for a scalar), the dtype "
         "being judged for a floating-point output and the reference's own dtype otherwise "
-        "(compared exactly), on the inputs' device"
+        "(compared exactly), on the inputs' device" + (f": {outputs[0]}" if outputs else "")
     )
     lines.append(
         f"Output: a new, contiguous torch.Tensor with {like}; it must not share memory with "
@@ -342,52 +355,6 @@ def entry_signature(source: str, entry: str) -> str:
     return ""
 
 
-def describe_inputs(task: Task) -> list[str]:
-    """The entry's tensor arguments as the task's generator makes them: names, shapes in
-    the task's dimension names, dtypes (per call dtype) and contiguity. The generator is
-    the task's trusted code, run on the CPU on its smallest CPU shape."""
-    try:
-        import torch
-
-        make = task.load_function("inputs")
-        shape = min(task.spec.cpu_shapes, key=lambda s: _numel(s.dims))
-        seen: dict[str, list[tuple[str, object]]] = {}
-        for d in task.spec.dtypes:
-            g = torch.Generator(device="cpu").manual_seed(0)
-            for name, v in make(shape.dims, getattr(torch, d), "cpu", g, "random").items():
-                seen.setdefault(name, []).append((d, v))
-    except Exception as e:  # noqa: BLE001 - a description, never a reason to fail
-        return [f"Inputs: (could not be described: {type(e).__name__}: {str(e)[:120]})"]
-    lines = ["Tensor inputs (positional, in this order):"]
-    for name, per in seen.items():
-        lines.append(f"- {_describe_one(name, per, shape.dims)}")
-    return lines
-
-
-def _describe_one(name: str, per: list[tuple[str, object]], dims: dict[str, int]) -> str:
-    import torch
-
-    first = per[0][1]
-    if not isinstance(first, torch.Tensor):
-        return f"`{name}`: {type(first).__name__} {first!r}"
-    by_name = {}
-    for k, n in dims.items():
-        by_name.setdefault(n, []).append(k)
-    spelled = [by_name[n][0] if len(by_name.get(n, [])) == 1 else str(n) for n in first.shape]
-    same = all(isinstance(v, torch.Tensor) and str(v.dtype) == f"torch.{d}" for d, v in per)
-    if same:
-        dtype = "the call's dtype"
-    else:
-        dtype = ", ".join(
-            sorted({str(getattr(v, "dtype", "?")).removeprefix("torch.") for _, v in per})
-        )
-    contiguous = all(isinstance(v, torch.Tensor) and v.is_contiguous() for _, v in per)
-    return (
-        f"`{name}`: shape ({', '.join(spelled)}{',' if len(spelled) == 1 else ''}), {dtype}, "
-        f"{'contiguous' if contiguous else 'NOT always contiguous'}"
-    )
-
-
 def _docstring(source: str) -> str:
     try:
         return (ast.get_docstring(ast.parse(source)) or "").strip()
@@ -397,10 +364,3 @@ def _docstring(source: str) -> str:
 
 def _ms(ms: float) -> str:
     return f"{ms:.4f} ms" if ms < 1 else f"{ms:.3f} ms"
-
-
-def _numel(dims: dict[str, int]) -> int:
-    n = 1
-    for v in dims.values():
-        n *= v
-    return n
