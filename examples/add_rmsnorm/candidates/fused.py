@@ -13,8 +13,7 @@ CHUNK = 2048
 
 
 @triton.jit
-def _fused(x_ptr, r_ptr, w_ptr, y_ptr, h_ptr, cols, eps, BLOCK: tl.constexpr,
-           SINGLE: tl.constexpr):
+def _fused(x_ptr, r_ptr, w_ptr, y_ptr, h_ptr, cols, eps, BLOCK: tl.constexpr, SINGLE: tl.constexpr):
     base = tl.program_id(0).to(tl.int64) * cols
     if SINGLE:
         offs = tl.arange(0, BLOCK)
@@ -53,6 +52,7 @@ def forward(x, residual, weight, *, eps):
     single = cols <= MAX_SINGLE
     block = triton.next_power_of_2(cols) if single else CHUNK
     warps = 4 if block <= 2048 else 8 if block <= 4096 else 16
-    _fused[(rows,)](x, residual, weight, y, h, cols, eps, BLOCK=block, SINGLE=single,
-                    num_warps=warps)
+    _fused[(rows,)](
+        x, residual, weight, y, h, cols, eps, BLOCK=block, SINGLE=single, num_warps=warps
+    )
     return y, h
