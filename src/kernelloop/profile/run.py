@@ -44,6 +44,7 @@ from kernelloop.profile.summary import ProfileReport, summarize
 from kernelloop.profile.untrusted import UntrustedFile, clean, open_dir, read_regular, write_new
 from kernelloop.sandbox import SandboxConfig, run_sandboxed
 from kernelloop.task import Shape, Task
+from kernelloop.task.adhoc import shapes_from
 from kernelloop.task.roofline import ceiling_for, flops_kind, reference_ceiling
 
 WORKER = ["-m", "kernelloop.profile.worker"]
@@ -107,7 +108,7 @@ def profile_candidate(
     say = progress or (lambda _m: None)
     t0 = time.monotonic()
     device = resolve_device(device)
-    the_shape = task.find_shape(shape) if shape else default_shape(task)
+    the_shape = shapes_from(task, shape)[0] if shape else default_shape(task)
     the_dtype = dtype or task.spec.dtypes[0]
     if the_dtype not in task.spec.dtypes:
         raise KernelloopError(

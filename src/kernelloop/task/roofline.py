@@ -21,6 +21,7 @@ from typing import Literal
 from pydantic import TypeAdapter, ValidationError
 
 from kernelloop.errors import TaskError
+from kernelloop.task.adhoc import AD_HOC, floor_depends_on_dims
 from kernelloop.task.load import Task
 from kernelloop.task.spec import PeakOverride, Shape
 
@@ -67,6 +68,8 @@ class Floor:
 def floor_on(task: Task, shape: Shape, dtype: str, device_name: str) -> Floor | None:
     """The floor of `shape` in `dtype` on the GPU called `device_name`; None where no DRAM
     rate is known for it (an unknown GPU with no override, or a CPU)."""
+    if shape.tag == AD_HOC and not floor_depends_on_dims(task):
+        return None  # a floor of one fixed size (an imported problem's), not this shape's
     ceiling = ceiling_for(device_name, task.spec.roofline.peaks)
     return floor_with(task, shape, dtype, ceiling) if ceiling else None
 

@@ -55,6 +55,7 @@ from kernelloop.evaluate.trusted.static import screen_candidate
 from kernelloop.evaluate.trusted.text import compiler_lines
 from kernelloop.sandbox import SandboxProcess, detect_mode
 from kernelloop.task import Shape, Task, files
+from kernelloop.task.adhoc import shapes_from
 
 Progress = Callable[[str], None]
 
@@ -80,7 +81,7 @@ def select_shapes(task: Task, device: str, selection: str | None) -> list[Shape]
         return list(task.spec.cpu_shapes)
     if selection == "all":
         return [*task.spec.cpu_shapes, *task.spec.shapes]
-    return [task.find_shape(label.strip()) for label in selection.split(",")]
+    return shapes_from(task, selection)  # the task's labels, or ad-hoc sizes (task/adhoc.py)
 
 
 @bound_to_gpu
