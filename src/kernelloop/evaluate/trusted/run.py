@@ -28,6 +28,7 @@ import torch
 from kernelloop.errors import KernelloopError
 from kernelloop.evaluate.trusted import channel, compile_cache, native_source, prestart, shards
 from kernelloop.evaluate.trusted import workers as timing_workers
+from kernelloop.evaluate.trusted.bench_fill import below_floor
 from kernelloop.evaluate.trusted.gpu_bind import bound_to_gpu
 from kernelloop.evaluate.trusted.inbox import Inbox
 from kernelloop.evaluate.trusted.interleave import Settings, run_timing
@@ -413,6 +414,13 @@ def _evaluate(
             for shape in shape_list
             for slot, r in outcome.shapes.get(shape.label, {}).items()
         ]
+        for t in timings:  # a time below the floor is a cheat or a floor mistake, never a %
+            if why := below_floor(t.shape, t.impl, t.median_ms, t.floor_ms):
+                t.pct_of_floor = None
+                if t.impl == "candidate":
+                    verdict.reject("timing", why)
+                else:
+                    verdict.warnings.append(f"timing: {why}")
         clock.close("passed" if verdict.category == "accepted" else "failed")
     category, reasons, warnings = verdict.category, verdict.reasons, verdict.warnings
     launches = sorted(set(judge.launches))
