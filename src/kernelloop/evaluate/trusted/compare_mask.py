@@ -138,7 +138,7 @@ def binomial_ok(
     if n == 0:
         return (
             False,
-            "no element was decidable as kept or dropped; the task's stochastic case cannot tell",
+            "no element was decidable as kept or dropped",
         )
     mean = n * p
     sd = math.sqrt(max(n * p * (1 - p), 1e-12))
