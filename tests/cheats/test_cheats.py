@@ -14,7 +14,8 @@ from tests.cheats.runner import CANDIDATES, evaluate_all
 
 # cheat -> (exploit class, category, phrase in the first reason)
 RUNTIME = {
-    "stale_empty.py": (1, "wrong", "max abs err 3.4e+38"),  # glibc perturb: never a stale result
+    # glibc perturb: never a stale result (0x7f7f7f7f; at p = 0 or at p > 0)
+    "stale_empty.py": (1, "wrong", ("max abs err 3.4e+38", "got 3.39615e+38")),
     "trivial_residual.py": (2, "trivial", "pass-through of residual"),
     "trivial_zeros.py": (2, "trivial", "the output is zeros"),
     "nan_wildcard.py": (3, "nonfinite", "non-finite output"),
