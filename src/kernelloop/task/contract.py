@@ -178,7 +178,6 @@ def _reference(task: Task) -> str:
 def _inputs(task: Task) -> str:
     path, func = task.file_and_function("inputs")
     suites = task.spec.suites
-    st = task.spec.stochastic
     lines = [f"### Inputs (`{path.name}:{func}`) and the cases the judge runs"]
     doc = _docstring(path.read_text())
     if doc:
@@ -186,8 +185,6 @@ def _inputs(task: Task) -> str:
     cases = [f"`random` ({suites.random_repeats} draw(s) per shape and dtype)"]
     if suites.extreme_cases:
         cases.append("extreme: " + ", ".join(f"`{c}`" for c in suites.extreme_cases))
-    if st is not None:
-        cases.append(f"`{st.case}` for the randomness checks")
     lines.append(
         "Judged on every shape and dtype: "
         + "; ".join(cases)
@@ -298,17 +295,24 @@ def _randomness(task: Task) -> str:
         f"`{rate}` and `{seed}` are keyword arguments; kernelloop passes a fresh 31-bit "
         f"`{seed}` per call. {rate} values judged: {', '.join(f'{r:g}' for r in rates)} "
         f"(every listed rate on the first shape, {rate}={p_task:g} elsewhere; the "
-        f"benchmark times {rate}={p_task:g}). The random, extreme and determinism cases "
-        f"run with {rate}=0: no element dropped, the output must match the reference.",
+        f"benchmark times {rate}={p_task:g}). The random and determinism calls run with "
+        f"{rate}={p_task:g}, the extreme cases with {rate}=0 on some shapes and dtypes and "
+        f"{rate}={p_task:g} on the others, every randomness check on the same `random` "
+        f"inputs the benchmark times; with {rate}=0 the output must match the reference.",
     ]
     if st.contract.strip():
         lines.append(f"The operation's randomness, in the task's words: {st.contract.strip()}")
     lines += [
-        f"With {rate} > 0, on the `{st.case}` inputs:",
+        f"With {rate} > 0, in every suite:",
         f"- every element must equal either its kept value (the reference with "
         f"`{st.mask_param}` all True) or its dropped value (`{st.mask_param}` all False), "
-        "within the dtype's tolerance;",
-        f"- the fraction dropped must fit {rate} (binomial test, ±{st.confidence_sigmas:g} sigma);",
+        "within atol + rtol·|kept − dropped| (the tolerance is on the random term, not on "
+        "the whole value) plus one unit of the output dtype at the value;",
+        f"- the fraction dropped must fit {rate} (binomial test, ±{st.confidence_sigmas:g} "
+        "sigma), over all elements and within each half split by the size of the dropped "
+        "value and by the size of the term;",
+        f"- neighbouring rows' and neighbouring columns' masks must be independent (the "
+        f"fraction of pairs that differ fits 2·{rate}·(1-{rate}));",
         f"- the same inputs and `{seed}` must give identical bytes;",
         f"- a different `{seed}` must give an independent mask: the fraction of elements kept "
         f"in one call and dropped in the other must fit 2·{rate}·(1-{rate}) "

@@ -113,6 +113,11 @@ def plan_calls(
     plan = Plan()
     rate_name = st.rate_param if st else None
     seed_name = st.seed_param if st else None
+    # The rate the op is used (and timed) at: a stochastic task's random, determinism and
+    # half its extreme calls run with it, on the same random inputs as the timed calls, so
+    # no check is recognisable by its rate or its inputs (issue 33: every check at p = 0
+    # but one residual-free case let a kernel be wrong exactly where the op is used).
+    used = used_rate(task)
 
     def params(name: str, rate: float | None = None, seed: int | None = None) -> dict:
         p: dict = {}
@@ -136,7 +141,8 @@ def plan_calls(
             base = f"{shape.label}-{dtype}"
             repeats = 1 if large else spec.suites.random_repeats
             for k in range(repeats):
-                add(f"{base}-random-{k}", "random", "random", shape, dtype)
+                cid, rate = f"{base}-random-{k}", used if k % 2 == 0 else 0.0
+                add(cid, "random", "random", shape, dtype, params=params(cid, rate), rate=rate)
             # Determinism: the same inputs and seed twice must give identical bytes.
             grp = f"{base}-det"
             for role in ("a", "repeat"):
@@ -147,14 +153,15 @@ def plan_calls(
                     shape,
                     dtype,
                     inputs=grp,
-                    params=params(grp, seed=seeds.call_seed(grp)),
+                    params=params(grp, rate=used, seed=seeds.call_seed(grp)),
                     group=grp,
                     role=role,
+                    rate=used,
                 )
             if st is None:
                 continue
             cid = f"{base}-stochastic-p0"
-            add(cid, "stochastic", st.case, shape, dtype, params=params(cid, 0.0))
+            add(cid, "stochastic", "random", shape, dtype, params=params(cid, 0.0))
             # Every rate on the first shape; elsewhere the task's own rate (one mask check
             # per shape is what catches shape-dependent RNG indexing bugs).
             task_rate = float(spec.params.get(st.rate_param, st.rates[0]))
@@ -170,7 +177,7 @@ def plan_calls(
                     add(
                         f"{grp}-{role}",
                         "stochastic",
-                        st.case,
+                        "random",
                         shape,
                         dtype,
                         inputs=grp,
@@ -183,10 +190,11 @@ def plan_calls(
     # rows there are, so they run on every distinct row length with the fewest rows any
     # selected shape has (`suites.extreme_shrink`; docs/evaluate.md, "What each suite covers").
     ext_shapes = extreme_shapes(task, shapes)
+    extreme: list[tuple[Shape, str, str]] = []
     for shape in ext_shapes:
         for dtype in dtypes:
             for case in spec.suites.extreme_cases:
-                add(f"{shape.label}-{dtype}-extreme-{case}", "extreme", case, shape, dtype)
+                extreme.append((shape, dtype, case))
     # Numerical stress never depends on the dtypes a user selected: a kernel that is
     # fragile only where the input can carry a large mean/std ratio (one-pass variance
     # passed a bf16-only run on the H200, 2026-11-29, and fails fp32 large_offset) must
@@ -197,7 +205,10 @@ def plan_calls(
         small = min(ext_shapes, key=_numel)
         for dtype in omitted:
             for case in spec.suites.extreme_cases:
-                add(f"{small.label}-{dtype}-extreme-{case}", "extreme", case, small, dtype)
+                extreme.append((small, dtype, case))
+    for shape, dtype, case, rate in _extreme_rates(extreme, used, seeds):
+        cid = f"{shape.label}-{dtype}-extreme-{case}" + (f"-p{rate:g}" if rate else "")
+        add(cid, "extreme", case, shape, dtype, params=params(cid, rate), rate=rate)
     extra = (
         unseen_shape(task, shapes, seeds.rng("unseen"), accepts=task.accepts)
         if unseen and shapes and dtypes
@@ -205,10 +216,11 @@ def plan_calls(
     )
     if extra is not None:
         base = f"unseen-{extra.label}-{dtypes[0]}"
-        add(f"{base}-random-0", "random", "random", extra, dtypes[0])
+        cid = f"{base}-random-0"
+        add(cid, "random", "random", extra, dtypes[0], params=params(cid, used), rate=used)
         if st is not None:
             cid = f"{base}-stochastic-p0"
-            add(cid, "stochastic", st.case, extra, dtypes[0], params=params(cid, 0.0))
+            add(cid, "stochastic", "random", extra, dtypes[0], params=params(cid, 0.0))
     _stage(plan, shapes)
     for shape in e2e_shapes or []:
         for dtype in task.e2e_dtypes(dtypes):
@@ -220,6 +232,39 @@ def plan_calls(
                 p[rate_name] = 0.0
             add(cid, "e2e", "model", shape, dtype, params=p, audit=False, stage="e2e")
     return plan
+
+
+def used_rate(task: Task) -> float:
+    """The rate a stochastic task's op is used and timed at (its `[params]` value, else
+    its first checked rate); 0.0 for a task without randomness."""
+    st = task.spec.stochastic
+    if st is None:
+        return 0.0
+    rate = float(task.spec.params.get(st.rate_param, 0.0))
+    return rate if rate > 0 else max(st.rates, default=0.0)
+
+
+def _extreme_rates(
+    calls: list[tuple[Shape, str, str]], used: float, seeds: Seeds
+) -> list[tuple[Shape, str, str, float]]:
+    """Each extreme (shape, dtype, case) with its rate: with randomness, every case runs
+    at p = 0 (an exact comparison) on half its shape/dtype pairs and at the used rate
+    (kept or dropped element by element) on the other half, which half drawn per
+    evaluation; a case with a single pair runs at both. Without, every call at 0."""
+    if used <= 0:
+        return [(*c, 0.0) for c in calls]
+    flip = seeds.rng("extreme-rates").getrandbits(1)
+    by_case: dict[str, list[tuple[Shape, str, str]]] = {}
+    for c in calls:
+        by_case.setdefault(c[2], []).append(c)
+    out = []
+    for c in calls:
+        mine = by_case[c[2]]
+        if len(mine) == 1:
+            out += [(*c, 0.0), (*c, used)]
+        else:
+            out.append((*c, used if (mine.index(c) + flip) % 2 == 0 else 0.0))
+    return out
 
 
 def extreme_shapes(task: Task, shapes: list[Shape]) -> list[Shape]:

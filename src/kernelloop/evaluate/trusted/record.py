@@ -33,6 +33,9 @@ Category = Literal[
     "slower",
     "policy",
     "setup",
+    # The trusted side's own failure (judge.Judge.internal_error): infrastructure, never
+    # the candidate's; the loop evaluates it again (loop/evaluation.infrastructure_fault).
+    "internal",
 ]
 
 
