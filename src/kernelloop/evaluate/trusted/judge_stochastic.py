@@ -1,6 +1,6 @@
-"""The judge's randomness checks: determinism (the same inputs twice give the same
-bytes) and the stochastic suite (a dropout-like mask inferred from the output, its rate
-within a binomial bound, masks independent across seeds) (a part of judge.Judge)."""
+"""The judge's stochastic suite (a dropout-like mask inferred from the output, its rate
+within a binomial bound, masks independent across seeds) (a part of judge.Judge); the
+determinism suite is judged in judge_state.py."""
 
 from __future__ import annotations
 
@@ -14,24 +14,6 @@ from kernelloop.evaluate.trusted.plan import Call
 
 
 class StochasticMixin:
-    def _determinism(self, call: Call, out: torch.Tensor, cmp) -> None:
-        grp = self._groups.setdefault(call.group, {})
-        if call.role == "a":
-            grp["a"] = out
-            self._pass(call, "determinism", cmp, "first of two identical calls")
-        elif "a" in grp:
-            if _same_bytes(grp.get("a"), out):
-                self._pass(call, "determinism", cmp, "identical bytes on a repeated call")
-            else:
-                self._fail(
-                    call,
-                    "determinism",
-                    "nondeterministic",
-                    "two calls with the same inputs and seed gave different bytes (a race or "
-                    "hidden state)",
-                )
-            grp.pop("a", None)
-
     def _stochastic(self, call: Call, out: torch.Tensor, refs: dict, tol, trivial: dict) -> None:
         assert self.st is not None
         inf = infer_mask(out, refs["keep"], refs["drop"], tol)
