@@ -297,7 +297,11 @@ def import_problem(
         f'reference = "reference.py:reference"\n'
         f'inputs = "inputs.py:make_inputs"\n'
         f'output_like = ""\n'
-        f'kernelbench = "kernelbench.json"\n\n'
+        f'kernelbench = "kernelbench.json"\n'
+        # KernelBench poses each problem at its own sizes and judges it there; its solutions
+        # may rely on them (a GEMM on multiples of 128 with no masks): no undeclared shape.
+        f"# The problem's sizes are fixed: judged on the declared shapes only (docs/task.md).\n"
+        f"closed_shapes = true\n\n"
         f"[suites]\n{case_notes}extreme = {extreme!r}\nrandom_repeats = 2\n\n"
         f"{tol}\n{shapes}\n"
         f"# KernelBench's float32 semantics: PyTorch's defaults, full-precision float32\n"

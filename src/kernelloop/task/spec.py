@@ -52,6 +52,12 @@ class TaskInfo(_Strict):
         default_factory=list,
         description="module-level constants in the kernel source that a tuner may change",
     )
+    closed_shapes: bool = Field(
+        default=False,
+        description="the op is defined only at the declared shapes (an imported KernelBench "
+        "problem's fixed sizes): no undeclared shape is drawn, and the verdict says it was "
+        "judged on the declared shapes only",
+    )
 
     @field_validator("reference", "inputs")
     @classmethod

@@ -26,7 +26,14 @@ from pathlib import Path
 import torch
 
 from kernelloop.errors import KernelloopError
-from kernelloop.evaluate.trusted import channel, compile_cache, native_source, prestart, shards
+from kernelloop.evaluate.trusted import (
+    channel,
+    compile_cache,
+    native_source,
+    prestart,
+    shards,
+    undeclared,
+)
 from kernelloop.evaluate.trusted import workers as timing_workers
 from kernelloop.evaluate.trusted.bench_fill import below_floor
 from kernelloop.evaluate.trusted.gpu_bind import bound_to_gpu
@@ -452,7 +459,12 @@ def _evaluate(
         worker_log_tail=_log_tail(results),
         warnings=warnings,
         stages=clock.stages(timing="skipped" if timing is None else "not run"),
-        verdict=Verdict(accepted=category == "accepted", category=category, reasons=reasons[:20]),
+        verdict=Verdict(
+            accepted=category == "accepted",
+            category=category,
+            reasons=reasons[:20],
+            judged_on=undeclared.judged_on(task, plan),
+        ),
     )
 
 

@@ -83,6 +83,7 @@ def run_call(
     dtype = _dtype(call["dtype"])
     g = torch.Generator(device=dev).manual_seed(call["input_seed"])
     inputs = make_inputs(call["dims"], dtype, dev, g, call["case"])
+    inputs = _refilled(call, inputs, watch)
     if (prepare := PREPARE.get(fn)) is not None:  # a solution class, built for this size
         prepare(**inputs)
     tensors = {k: v for k, v in inputs.items() if isinstance(v, _Tensor)}
@@ -170,6 +171,33 @@ def run_call(
     _sync()
     facts["changed_after_return"] = not inworker.same_bytes(at_return, inworker.packed(parts))
     send("call", ok=True, **facts)
+
+
+def _refilled(call: dict, inputs: dict, watch: dict) -> dict:
+    """A determinism group's `refill` call runs in the very tensors its first call had
+    (same storage, same data_ptr), their values overwritten with this call's inputs: a
+    kernel that caches its output by input address returns the first call's output and
+    fails (trusted/judge_state.py). The first call's inputs are kept (`keep_inputs`) only
+    until then: the plan puts the refill right after it."""
+    kept = watch.pop("kept", None)
+    if call.get("keep_inputs"):
+        watch["kept"] = inputs
+    if not call.get("refill") or kept is None:
+        return inputs
+    out = dict(inputs)
+    for k, v in inputs.items():
+        old = kept.get(k)
+        if (
+            isinstance(v, _Tensor)
+            and isinstance(old, _Tensor)
+            and old.shape == v.shape
+            and old.dtype == v.dtype
+            and old.stride() == v.stride()
+        ):
+            old.copy_(v)
+            out[k] = old
+    _sync()
+    return out
 
 
 def main() -> int:
