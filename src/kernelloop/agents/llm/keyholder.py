@@ -242,7 +242,10 @@ def main() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the loop ends it by closing the socket
     _undumpable()
     environ = dict(os.environ)
-    serve(int(sys.argv[1]), environ)
+    try:
+        serve(int(sys.argv[1]), environ)
+    except OSError:  # the loop ended mid-answer: nothing left to serve
+        pass
 
 
 if __name__ == "__main__":
