@@ -300,12 +300,13 @@ def unseen_shape(
     is drawn again; none accepted in 50 draws gives no unseen shape.
     """
     every = [*task.spec.shapes, *task.spec.cpu_shapes]
-    names = list(selected[0].dims)
-    if any(list(s.dims) != names for s in every):
+    ranges = unseen_ranges(task, selected)
+    if ranges is None:
         return None
+    names = list(selected[0].dims)
     lo = {n: min(s.dims[n] for s in every) for n in names}
     hi = {n: max(s.dims[n] for s in every) for n in names}
-    varying = [n for n in names if lo[n] < hi[n]]
+    varying = list(ranges)
     budget = max(_numel(s) for s in selected)
     listed = {n: {s.dims[n] for s in every} for n in names}
     known = {s.label for s in every}
@@ -328,6 +329,21 @@ def unseen_shape(
         if fallback is None and shape.label not in known:
             fallback = shape
     return fallback
+
+
+def unseen_ranges(task: Task, selected: list[Shape]) -> dict[str, tuple[int, int]] | None:
+    """The dimensions `unseen_shape` draws and the range of each (the task's smallest and
+    largest value over every listed shape); None where it draws no shape. The agent's
+    brief quotes these (loop/context.py), so it follows any change made here."""
+    every = [*task.spec.shapes, *task.spec.cpu_shapes]
+    if not selected:
+        return None
+    names = list(selected[0].dims)
+    if any(list(s.dims) != names for s in every):
+        return None
+    lo = {n: min(s.dims[n] for s in every) for n in names}
+    hi = {n: max(s.dims[n] for s in every) for n in names}
+    return {n: (lo[n], hi[n]) for n in names if lo[n] < hi[n]}
 
 
 _RNG = secrets.SystemRandom()
