@@ -53,6 +53,20 @@ def undeclared_shapes(
     return out
 
 
+def undeclared_ranges(task: Task, selected: list[Shape]) -> dict[str, tuple[int, int]] | None:
+    """The dimensions the undeclared shapes vary and the range of each (the task's
+    smallest and largest declared value; the tile shape's go just past TILE within it);
+    None where none is drawn (closed shapes, or shapes of different dimensions). The
+    agent's brief quotes these (loop/context.py), so it follows any change made here."""
+    if task.spec.task.closed_shapes or not selected:
+        return None
+    got = _ranges(task, selected)
+    if got is None:
+        return None
+    _, lo, hi, varying, _, _ = got
+    return {n: (lo[n], hi[n]) for n in varying}
+
+
 def _ranges(task: Task, selected: list[Shape]):
     """(names, lo, hi, varying, budget, listed) over the task's declared shapes, or None
     when its shapes do not all have the same dimensions."""
