@@ -36,3 +36,24 @@ def test_within_the_margin_and_above_the_floor_nothing_is_said():
     problems: list[str] = []
     it = _impl_timing("candidate", _slot(2.0), 1.0, problems, "s")
     assert problems == [] and it.pct_of_floor == 50.0
+
+
+def test_beating_a_float32_compute_floor_names_the_precision_contract(tmp_path):
+    """On the H200 a KernelBench GEMM solution with `tl.dot`'s TF32 default passed the
+    1e-2 float32 tolerance and ran at 111% of its FP32 floor: the reason is its precision,
+    which the task's contract forbids — said so, with the fix."""
+    from pathlib import Path
+
+    from kernelloop.task import load_task
+    from kernelloop.task.kernelbench import import_problem
+    from kernelloop.task.roofline import floor_on, precision_hint
+
+    kb = Path(__file__).parents[1] / "task" / "fixtures" / "kernelbench"
+    task = load_task(import_problem(kb / "level2" / "12_Gemm_Multiply_LeakyReLU.py", tmp_path,
+                                    ["float32"]))  # fmt: skip
+    floor = floor_on(task, task.spec.shapes[0], "float32", "NVIDIA H200")
+    hint = precision_hint(task, floor, "float32")
+    why = below_floor("1024x8192x8192", "candidate", 1.8483, floor.ms, hint)
+    assert "at full float32" in why and "[precision] tf32 = false" in why
+    assert 'input_precision="ieee"' in why
+    assert precision_hint(task, floor, "bfloat16") == ""  # bf16 is floored at its own rate

@@ -104,6 +104,21 @@ def flops_kind(task: Task, dtype: str) -> str:
     return dtype
 
 
+def precision_hint(task: Task, floor: Floor | None, dtype: str) -> str:
+    """Why a kernel can beat a compute floor at the FP32 rate: it does not compute at full
+    float32 precision — which the task's contract forbids (`[precision] tf32 = false`).
+    On the H200 an honest-looking KernelBench GEMM solution (`tl.dot`'s TF32 default) ran
+    at 111% of its FP32 floor and passed the float32 tolerance of 1e-2 (2026-12-03)."""
+    if floor is None or floor.bound != "compute" or flops_kind(task, dtype) != "float32":
+        return ""
+    return (
+        "faster than float32 arithmetic allows on this GPU, so it computes below float32 "
+        "precision (TF32 tensor cores: `tl.dot`'s default for float32 inputs), which this "
+        'task forbids ([precision] tf32 = false): pass input_precision="ieee", or set tf32 = '
+        "true where the task allows TF32"
+    )
+
+
 def ceiling_for(
     device_name: str, task_peaks: dict[str, PeakOverride] | None = None
 ) -> Ceiling | None:
