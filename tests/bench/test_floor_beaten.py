@@ -58,3 +58,27 @@ def test_beating_a_float32_compute_floor_names_the_precision_contract(tmp_path):
     assert "at full float32" in why and "[precision] tf32 = false" in why
     assert 'input_precision="ieee"' in why
     assert precision_hint(task, floor, "bfloat16") == ""  # bf16 is floored at its own rate
+
+
+OOM = (
+    "baseline: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 8.00 GiB (GPU 0; "
+    "139.8 GiB total capacity)"
+)
+
+
+def test_a_trusted_implementation_out_of_memory_is_infrastructure_not_the_candidates():
+    from kernelloop.evaluate.trusted.bench import out_of_memory
+    from kernelloop.gate import performance_gate
+    from kernelloop.task.spec import Rules
+    from tests.bench.records import record
+
+    said = out_of_memory("baseline", OOM)
+    assert said.startswith("the baseline ran out of GPU memory (baseline: torch.OutOfMemory")
+    assert "infrastructure, not the candidate's failure" in said and "\n" not in said
+    assert out_of_memory("candidate", OOM) == ""  # its own allocation is its own failure
+    assert out_of_memory("baseline", "baseline: the worker crashed") == ""
+    rec = record(
+        {s: 0.5 for s in ("256x1024", "512x512", "2048x16", "8x16384")}, infrastructure=[said]
+    )
+    res = performance_gate(rec, Rules())
+    assert (res.accepted, res.category, res.reasons) == (False, "internal", [said])
