@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kernelloop.evaluate.trusted import judge as judge_module
+from kernelloop.evaluate.trusted import judge_stochastic
 from kernelloop.evaluate.trusted.judge import Judge
 from kernelloop.evaluate.trusted.outputs import OutputDir, OutputError
 from kernelloop.evaluate.trusted.plan import plan_calls
@@ -241,7 +242,7 @@ def test_a_trusted_side_failure_is_internal_never_raised(tasks, tmp_path, monkey
         raise KeyError("ref.0")  # what a stochastic call once met in _fail_values
 
     # the comparison itself breaks, on whichever path this call takes
-    monkeypatch.setattr(judge_module, "infer_mask", bug)
+    monkeypatch.setattr(judge_stochastic, "infer_mask", bug)
     monkeypatch.setattr(judge_module, "within_tolerance", bug)
     (f,) = _judge(judge, call, good, tmp_path)
     assert f.category == "internal"
