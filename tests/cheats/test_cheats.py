@@ -26,8 +26,13 @@ RUNTIME = {
     "one_pass_variance.py": (7, "wrong", "extreme/large_offset"),
     "no_max_softmax.py": (7, "nonfinite", "extreme/large_weight"),
     "hidden_state.py": (8, "nondeterministic", "same inputs and seed gave different bytes"),
-    # an extreme call at p = 0 or at p > 0 sees it first (which, the plan draws per evaluation)
-    "cache_by_shape.py": (9, "wrong", ("outside atol", "neither a kept nor a dropped value")),
+    # an extreme call at p = 0 or at p > 0, or the determinism refill, sees it first (which,
+    # the plan draws per evaluation)
+    "cache_by_shape.py": (
+        9,
+        ("wrong", "stateful"),
+        ("outside atol", "neither a kept nor a dropped value", "returned the output of an"),
+    ),
     "cache_ignores_seed.py": (9, "stochastic", "a different seed must give an independent mask"),
     "persistent_buffer.py": (9, "aliasing", "returned the storage it returned for an earlier call"),
     "detect_timing.py": (14, "timing", "timed calls launched none of the candidate's kernels"),
@@ -79,7 +84,8 @@ def screened_records(flagship):
 
 def _assert_rejected(rec, category, phrase):
     assert not rec.verdict.accepted
-    assert rec.verdict.category == category, rec.verdict.reasons
+    categories = (category,) if isinstance(category, str) else category
+    assert rec.verdict.category in categories, rec.verdict.reasons
     phrases = (phrase,) if isinstance(phrase, str) else phrase
     assert any(p in rec.verdict.reasons[0] for p in phrases), rec.verdict.reasons
 

@@ -214,6 +214,8 @@ def print_record(record: EvaluationRecord, console: Console) -> None:
     v = record.verdict
     if v.accepted:
         console.print("[bold green]ACCEPTED[/]: every check passed")
+        if v.judged_on:
+            console.print(f"  {v.judged_on}", highlight=False, markup=False)
     else:
         print_rejection(
             console,

@@ -3,8 +3,9 @@
 The trusted side regenerates the call's inputs from the secret seed, runs the reference
 in float64 and compares the bytes the worker wrote. Nothing the worker claims about
 correctness is used; its facts (type, aliasing, mutation, launches) can only reject.
-The interface and op-audit checks are in judge_interface.py, determinism and the
-stochastic suite in judge_stochastic.py; this file: values, references, trivial outputs.
+The interface and op-audit checks are in judge_interface.py, determinism and kept state in
+judge_state.py, the stochastic suite in judge_stochastic.py; this file: values,
+references, trivial outputs.
 """
 
 from __future__ import annotations
@@ -15,10 +16,11 @@ from dataclasses import dataclass, field, replace
 
 import torch
 
-from kernelloop.evaluate.trusted import diagnose
+from kernelloop.evaluate.trusted import diagnose, undeclared
 from kernelloop.evaluate.trusted.compare import Comparison, within_tolerance
 from kernelloop.evaluate.trusted.judge_e2e import E2EMixin
 from kernelloop.evaluate.trusted.judge_interface import InterfaceMixin
+from kernelloop.evaluate.trusted.judge_state import StateMixin
 from kernelloop.evaluate.trusted.judge_stochastic import StochasticMixin
 from kernelloop.evaluate.trusted.outputs import OutputDir, OutputError
 from kernelloop.evaluate.trusted.plan import Call
@@ -57,7 +59,7 @@ class TaskFault(Exception):
 
 
 @dataclass
-class Judge(InterfaceMixin, StochasticMixin, E2EMixin):
+class Judge(InterfaceMixin, StateMixin, StochasticMixin, E2EMixin):
     task: Task
     device: str
     # The round's (or this evaluation's) reference cache; None computes every reference.
@@ -101,6 +103,7 @@ class Judge(InterfaceMixin, StochasticMixin, E2EMixin):
             return self.reference(**up, **params)
 
     def _fail(self, call: Call, suite: str, category: str, reason: str, cmp=None) -> None:
+        reason = undeclared.reason(call.shape, category, reason)
         self.checks.append(
             CheckResult(
                 suite=suite,
@@ -209,8 +212,13 @@ class Judge(InterfaceMixin, StochasticMixin, E2EMixin):
             return
         cmp = self._compare(call, out, refs, tol)
         if not cmp.passed:
-            self._fail_values(call, call.suite, cmp.category, cmp.reason, cmp, out, trivial, tol)
-        elif call.suite == "determinism":
+            if not self._stateful(call, out, cmp):  # judge_state.py
+                self._fail_values(
+                    call, call.suite, cmp.category, cmp.reason, cmp, out, trivial, tol
+                )
+            return
+        self._remember(call, out)
+        if call.suite == "determinism":
             self._determinism(call, out, cmp)
         else:
             self._pass(call, call.suite, cmp)

@@ -1,8 +1,8 @@
-"""The judge's randomness checks: determinism (the same inputs twice give the same
-bytes) and every call with p > 0, in any suite (a dropout-like mask inferred from the
-output element by element, its rate within a binomial bound overall and by stratum,
-masks independent across neighbours and, in the stochastic suite, across seeds) (a part
-of judge.Judge)."""
+"""The judge's randomness checks on every call with p > 0, in any suite (a dropout-like
+mask inferred from the output element by element, its rate within a binomial bound overall
+and by stratum, masks independent across neighbours and, in the stochastic suite, across
+seeds) (a part of judge.Judge); the determinism suite's bytes and a kernel's state are
+judged in judge_state.py."""
 
 from __future__ import annotations
 
@@ -19,24 +19,6 @@ from kernelloop.evaluate.trusted.plan import Call
 
 
 class StochasticMixin:
-    def _determinism(self, call: Call, out: torch.Tensor, cmp) -> None:
-        grp = self._groups.setdefault(call.group, {})
-        if call.role == "a":
-            grp["a"] = out
-            self._pass(call, "determinism", cmp, "first of two identical calls")
-        elif "a" in grp:
-            if _same_bytes(grp.get("a"), out):
-                self._pass(call, "determinism", cmp, "identical bytes on a repeated call")
-            else:
-                self._fail(
-                    call,
-                    "determinism",
-                    "nondeterministic",
-                    "two calls with the same inputs and seed gave different bytes (a race or "
-                    "hidden state)",
-                )
-            grp.pop("a", None)
-
     def mask_check(self, call: Call, out: torch.Tensor, refs: dict, tol):
         """The mask inferred from a call with p > 0, and (category, reason) when its output
         fails (else None): every element its kept or its dropped value
@@ -53,15 +35,17 @@ class StochasticMixin:
         return inf, (None if why is None else ("stochastic", f"p={p:g}: {why}"))
 
     def _stochastic(self, call: Call, out: torch.Tensor, refs: dict, tol, trivial: dict) -> None:
-        """A call with p > 0, in any suite: the value check of `mask_problem` (every element
+        """A call with p > 0, in any suite: the value check of `mask_check` (every element
         kept or dropped, the rate overall and by stratum, neighbours independent); then a
         determinism pair's bytes, or the stochastic suite's seed checks."""
         assert self.st is not None
         inf, problem = self.mask_check(call, out, refs, tol)
         if problem is not None:
             category, reason = problem
-            self._fail_values(call, call.suite, category, reason, None, out, trivial, tol)
+            if not self._stateful(call, out, None):  # an earlier call's output (judge_state.py)
+                self._fail_values(call, call.suite, category, reason, None, out, trivial, tol)
             return
+        self._remember(call, out)
         if call.suite == "determinism":
             self._determinism(call, out, None)
             return
