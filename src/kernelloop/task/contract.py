@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from kernelloop.task.contract_io import describe_inputs, describe_outputs
 from kernelloop.task.e2e_model import e2e_section
 from kernelloop.task.load import ELEM_SIZES, Task
-from kernelloop.task.roofline import Ceiling, Floor
+from kernelloop.task.roofline import Ceiling, Floor, flops_kind
 from kernelloop.task.spec import Shape
 from kernelloop.task.textbudget import approx_tokens, fit
 
@@ -32,14 +32,20 @@ SECTION_BUDGETS: dict[str, int] = {
     "reference": 1200,
     "inputs": 700,
     "shapes": 700,
-    "numerics": 250,
+    "numerics": 380,  # with the precision contract
     "randomness": 550,
     "end_to_end": 150,
     "roofline": 250,
 }
 CONTRACT_BUDGET = sum(SECTION_BUDGETS.values())
 
-SHORT_DTYPE = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32", "float64": "fp64"}
+SHORT_DTYPE = {
+    "bfloat16": "bf16",
+    "float16": "fp16",
+    "float32": "fp32",
+    "float64": "fp64",
+    "tfloat32": "tf32",
+}
 
 
 @dataclass(frozen=True)
@@ -260,7 +266,23 @@ def _numerics(task: Task, j: Judging) -> str:
         f"Dtypes judged: {', '.join(dtypes)} (task: {', '.join(task.spec.dtypes)}). "
         "Every output element must satisfy |out - ref| <= atol + rtol * |ref|, against the "
         "reference computed in float64 on the same inputs; a NaN or Inf where the reference "
-        f"is finite fails. {per}."
+        f"is finite fails. {per}.\n" + precision_text(task)
+    )
+
+
+def precision_text(task: Task) -> str:
+    """The task's precision contract in one or two sentences (`[precision]`, task/spec.py)."""
+    if task.spec.precision.tf32:
+        return (
+            "Precision: float32 matmuls and convolutions may round their inputs to TF32 "
+            "(Triton's `tl.dot` default); a float32 compute floor is at the TF32 tensor-core "
+            "rate."
+        )
+    return (
+        "Precision: float32 is computed at full float32 precision; TF32 is not allowed. "
+        'Triton\'s `tl.dot` rounds float32 inputs to TF32 unless given `input_precision="ieee"`'
+        " (the CPU interpreter emulates that rounding, so it fails there as on a GPU); a "
+        "float32 compute floor is at the FP32 (non-tensor-core) rate."
     )
 
 
@@ -307,7 +329,13 @@ def _roofline(task: Task, j: Judging) -> str:
     ]
     c = j.ceiling
     if _counts_flops(task):
-        at = f"the {rl.flops_dtype} peak" if rl.flops_dtype else "the judged dtype's dense peak"
+        at = (
+            f"the {rl.flops_dtype} peak"
+            if rl.flops_dtype
+            else "the judged dtype's dense peak (float32: "
+            + ("TF32's" if task.spec.precision.tf32 else "FP32's, TF32 not allowed")
+            + ")"
+        )
         lines.append(f"Minimal flops per call: `{rl.flops}` (a multiply-add is 2), at {at}.")
     if c is None:
         lines.append(
@@ -321,7 +349,7 @@ def _roofline(task: Task, j: Judging) -> str:
         lines.append(f"Floor time = {mem} on the {j.floor_device}; {pct}")
         return "\n".join(lines)
     dtypes = list(j.dtypes) or list(task.spec.dtypes)
-    kinds = [rl.flops_dtype] if rl.flops_dtype else dtypes
+    kinds = [flops_kind(task, d) for d in dtypes]
     rates = ", ".join(
         f"{SHORT_DTYPE.get(k, k)} {c.flops_per_s[k] / 1e12:g}" if k in c.flops_per_s
         else f"{SHORT_DTYPE.get(k, k)} unknown (memory floor only)"

@@ -44,7 +44,7 @@ import torch  # noqa: E402  (after the channel is set up)
 
 from kernelloop.evaluate.worker import calls as inworker  # noqa: E402  (after the channel is set up)
 from kernelloop.evaluate.worker import e2e as e2e_model  # noqa: E402
-from kernelloop.evaluate.worker import gpu_timer, guard, op_audit, serve, timing  # noqa: E402  (timing binds its clocks before candidates load)
+from kernelloop.evaluate.worker import gpu_timer, guard, interp_tf32, op_audit, serve, timing  # noqa: E402  (timing binds its clocks before candidates load)
 from kernelloop.evaluate.worker import outbox as outbox_mod  # noqa: E402
 from kernelloop.task.generic_cases import with_generic_cases  # noqa: E402
 from kernelloop.task.kernelbench_inputs import PREPARE, entry_function  # noqa: E402
@@ -244,6 +244,7 @@ def _correctness(job: dict) -> int:
         getattr(_import_file(job["inputs_file"], "kernelloop_task_inputs"), job["inputs_func"])
     )
     e2e = e2e_model.load(job, _import_file)  # the task's [e2e] model (trusted), if any
+    interp_tf32.install()  # the CPU interpreter's tl.dot at TF32 where a GPU's would be
     # Snapshots taken before any candidate code runs (see guard.py).
     watch = {
         "integrity": guard.Integrity(
