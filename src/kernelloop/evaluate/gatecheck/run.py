@@ -101,8 +101,12 @@ class GateCheckReport(BaseModel):
 
 
 def killed_by(record: EvaluationRecord) -> str:
+    """The suite of the failed check the verdict names first (its reason starts with
+    `suite/case`), else of the first failed check, else the verdict's category."""
     failed = record.failed_checks()
-    return failed[0].suite if failed else record.verdict.category
+    first = record.verdict.reasons[0] if record.verdict.reasons else ""
+    named = [c for c in failed if first.startswith(f"{c.suite}/{c.case} ")]
+    return (named or failed)[0].suite if failed else record.verdict.category
 
 
 def mutants_of(task: Task, text: str, device: str, operators: list[str] | None) -> list[Variant]:
