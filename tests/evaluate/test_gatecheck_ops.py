@@ -91,6 +91,7 @@ def test_a_kernelbench_solution_is_wrapped_as_a_method_and_gets_axis_mutants():
         "max_first_dim": 7,
         "tunables": [],
         "max_rate": 0,
+        "closed_shapes": True,
     }
     from kernelloop.evaluate.gatecheck.wrappers import caching, shortcuts
 

@@ -9,6 +9,9 @@ rates. A survivor the oracle rejects is a gate gap (it counts against the kill r
 one it accepts too is "not shown to differ" and is left out of the kill rate's
 denominator, listed separately.
 
+A task whose shapes are closed (`[task] closed_shapes`, an imported KernelBench problem)
+gets no undeclared shape: a kernel wrong only off its declared shapes is not wrong there.
+
 The oracle is only trusted where the original kernel passes it: the original is judged
 first (with the extra shapes, then without them if it fails there); if it fails both, the
 oracle is unusable and every survivor counts as a survivor — never as excluded — so the
@@ -41,7 +44,7 @@ def oracle_shapes(task: Task, device: str, base: list[Shape]) -> list[Shape]:
     minutes on a loaded 2-core machine (2026-12-03)."""
     declared = [*task.spec.cpu_shapes, *task.spec.shapes]
     seen = {tuple(s.dims.items()) for s in declared}
-    if not base:
+    if not base or task.spec.task.closed_shapes:  # the op is defined at its shapes only
         return []
     small = min(base, key=lambda s: math.prod(s.dims.values()))
     variants = [first_dim_variant(small.dims)]

@@ -122,6 +122,7 @@ def mutants_of(task: Task, text: str, device: str, operators: list[str] | None) 
         "params": dict(task.spec.params),
         "max_first_dim": max((next(iter(s.dims.values())) for s in declared), default=0),
         "tunables": list(task.spec.task.tunables),
+        "closed_shapes": task.spec.task.closed_shapes,
         "max_rate": max([*st.rates, float(task.spec.params.get(st.rate_param, 0))]) if st else 0,
     }
     chosen = operators or list(OPERATORS)
