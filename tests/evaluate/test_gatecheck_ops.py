@@ -177,3 +177,17 @@ def _report(**kw) -> GateCheckReport:
 )
 def test_thresholds_fail_when_nothing_was_measured(kill, fr, ok):
     assert _report(kill_rate=kill, false_reject_rate=fr).meets(0.98, 0.0) is ok
+
+
+def test_the_command_exits_2_on_a_setup_error_before_judging_anything(tmp_path):
+    import subprocess
+    import sys
+
+    plain = tmp_path / "plain.py"
+    plain.write_text("SCALE = 2\n")  # no kernel, no entry: nothing to mutate
+    cli = [sys.executable, "-m", "kernelloop.cli", "gate-check", str(RMSNORM)]
+    out = subprocess.run([*cli, str(plain)], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2, out.stderr
+    assert "no mutation site found in plain.py" in out.stderr
+    out = subprocess.run([*cli, "--operators", "nope"], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2 and "unknown operator(s) ['nope']" in out.stderr, out.stderr

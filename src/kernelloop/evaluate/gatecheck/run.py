@@ -109,7 +109,11 @@ def killed_by(record: EvaluationRecord) -> str:
     return (named or failed)[0].suite if failed else record.verdict.category
 
 
-def mutants_of(task: Task, text: str, device: str, operators: list[str] | None) -> list[Variant]:
+def mutants_of(
+    task: Task, text: str, device: str, operators: list[str] | None
+) -> tuple[list[Variant], Source, dict]:
+    """Every distinct mutant of `text` by `operators` (default all), the parsed source and
+    the task facts the operators read."""
     src = Source(text, "kernel.py")
     mc = task.model_class()
     declared = task.spec.cpu_shapes if device == "cpu" else task.spec.shapes
