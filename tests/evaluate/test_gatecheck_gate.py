@@ -36,7 +36,15 @@ CASES = {
         5,
     ),
 }
-KNOWN_GAPS: dict[str, list[str]] = {}
+# Measured on main 2026-12-03 (129fd0c, stoch's and shapes' work merged), CPU, float32:
+# the flagship's 9-mutant sample killed 8; the survivor, a kernel wrong only when p is
+# above 0.5 (the largest rate the task declares), was shown wrong by the oracle's p = 0.9
+# calls. The gate judges dropout only at the declared rates ([stochastic] rates and the
+# task's p): a gap (issue 33, the op's whole domain), reported to the lead; the test
+# below keeps it in view (it asserts the oracle shows it wrong).
+KNOWN_GAPS: dict[str, list[str]] = {
+    "ln_softmax_dropout": ["above every rate the task declares"],
+}
 
 
 def explain(report: GateCheckReport) -> str:
