@@ -99,9 +99,26 @@ def _impl_timing(
         samples_ms=samples,
         round_size=r.round_size,
     )
-    if floor_ms and med < FLOOR_MARGIN * floor_ms:
-        problems.append(
-            f"{label}: {slot} median {med:.4f} ms is below the roofline floor "
-            f"{floor_ms:.4f} ms: impossible, so the timing is not real"
-        )
+    if why := below_floor(label, slot, med, floor_ms):
+        problems.append(why)
+        it.pct_of_floor = None  # a % of floor over 100 is never shown
     return it
+
+
+def below_floor(label: str, slot: str, med: float, floor_ms: float | None) -> str:
+    """'' unless `slot`'s median is below FLOOR_MARGIN of the roofline floor; then why that
+    is impossible and what it means: for the candidate a timing that is not real (or a
+    floor mistake), for a trusted implementation (the baseline, the compiled reference) a
+    floor that is wrong — they cannot beat physics either."""
+    if not floor_ms or not med > 0 or med >= FLOOR_MARGIN * floor_ms:
+        return ""
+    said = (
+        f"{label}: {slot} median {med:.4f} ms is {100 * floor_ms / med:.0f}% of the roofline "
+        f"floor {floor_ms:.4f} ms, which no kernel can beat"
+    )
+    if slot == "candidate":
+        return f"{said}: impossible, so the timing is not real (or the task's floor is wrong)"
+    return (
+        f"{said}: a trusted implementation beat it, so the task's floor is wrong — check "
+        "[roofline] bytes and flops (each tensor's real dtype; the precision the task allows)"
+    )

@@ -28,10 +28,10 @@ class OwnErrorMixin:
         return note(call.dtype, tol, q, factor(tol, q))
 
     def own_used(self, call, tol: Tolerance) -> float:
-        """The task's own model's `used` on `call` (NaN: not measured — no margin, a
-        stochastic call, or the model failed to run in the judged dtype)."""
-        if tol.model_margin is None or call.suite in ("stochastic", "e2e"):
-            return math.nan
+        """The task's own model's `used` on `call` (NaN: not measured — no margin, a call
+        with p > 0, or the model failed to run in the judged dtype)."""
+        if tol.model_margin is None or call.suite == "e2e" or call.rate > 0:
+            return math.nan  # a p > 0 call's kept/dropped check has its own bound
         key = ("own", tol.atol, tol.rtol, *self._ref_key(call))
 
         def compute() -> dict:
