@@ -6,7 +6,7 @@ rejected honest kernels on its x100 case at the GPU size, where torch's own fp32
 misses by the same amount). A benchmark, not a test.
 
     python benchmarks/own_error_attention.py OUT_PREFIX [--device cpu|cuda] [--seeds 50]
-        [--dims 1,2,512,1024]
+        [--dims 1,2,512,1024] [--cases random,mixed_sign,large_magnitude]
 
 The problem is imported with kernelloop's importer into a temporary folder, and every call
 uses the task's own inputs.py (cases random, mixed_sign, large_magnitude) and
@@ -67,6 +67,7 @@ def main() -> int:
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--seeds", type=int, default=50)
     ap.add_argument("--dims", default=None, help="batch,heads,seq,emb")
+    ap.add_argument("--cases", default=",".join(CASES))
     a = ap.parse_args()
     sys.path[:0] = [str(ROOT / "src")]
     from kernelloop.task.kernelbench import import_problem
@@ -87,7 +88,7 @@ def main() -> int:
     reference = runpy.run_path(str(folder / "reference.py"))["reference"]
     impls = {"model": lambda **kw: reference(**kw), "manual": None, "blockwise": None}
     rows = []
-    for case in CASES:
+    for case in a.cases.split(","):
         per: dict[str, list[tuple[float, float]]] = {k: [] for k in impls}
         t0 = time.monotonic()
         for seed in range(a.seeds):
