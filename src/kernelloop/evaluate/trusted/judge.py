@@ -23,6 +23,7 @@ from kernelloop.evaluate.trusted.judge_interface import InterfaceMixin
 from kernelloop.evaluate.trusted.judge_state import StateMixin
 from kernelloop.evaluate.trusted.judge_stochastic import StochasticMixin
 from kernelloop.evaluate.trusted.outputs import OutputDir, OutputError
+from kernelloop.evaluate.trusted.own_error import OwnErrorMixin
 from kernelloop.evaluate.trusted.plan import Call
 from kernelloop.evaluate.trusted.record import CheckResult
 from kernelloop.evaluate.trusted.refcache import References
@@ -59,7 +60,7 @@ class TaskFault(Exception):
 
 
 @dataclass
-class Judge(InterfaceMixin, StateMixin, StochasticMixin, E2EMixin):
+class Judge(InterfaceMixin, StateMixin, StochasticMixin, E2EMixin, OwnErrorMixin):
     task: Task
     device: str
     # The round's (or this evaluation's) reference cache; None computes every reference.
@@ -211,17 +212,18 @@ class Judge(InterfaceMixin, StateMixin, StochasticMixin, E2EMixin):
             self._stochastic(call, out, refs, tol, trivial)
             return
         cmp = self._compare(call, out, refs, tol)
+        floating = torch.empty(0, dtype=getattr(torch, call.dtype))
+        said = self.own_note(call, self.tolerance(call, floating, own=False))  # own_error.py
         if not cmp.passed:
             if not self._stateful(call, out, cmp):  # judge_state.py
-                self._fail_values(
-                    call, call.suite, cmp.category, cmp.reason, cmp, out, trivial, tol
-                )
+                reason = cmp.reason + said
+                self._fail_values(call, call.suite, cmp.category, reason, cmp, out, trivial, tol)
             return
         self._remember(call, out)
         if call.suite == "determinism":
             self._determinism(call, out, cmp)
         else:
-            self._pass(call, call.suite, cmp)
+            self._pass(call, call.suite, cmp, said.strip())
 
     def output_like(self, call: Call, inputs: dict | None = None) -> torch.Tensor:
         """What the call's output must look like (shape, dtype, device): the input the task
@@ -294,14 +296,17 @@ class Judge(InterfaceMixin, StateMixin, StochasticMixin, E2EMixin):
                 )
         return out
 
-    def tolerance(self, call: Call, like: torch.Tensor):
+    def tolerance(self, call: Call, like: torch.Tensor, own: bool = True):
         """The call's tolerance: the task's for its dtype (on a generic case with values up
-        to S, its absolute part × S: task/generic_cases.py); an integer or boolean output is
-        compared exactly (an index one off is a wrong index, whatever its size)."""
+        to S, its absolute part × S: task/generic_cases.py), widened where the task's own
+        model misses it on the call's inputs (`model_margin`: own_error.py; own=False: not
+        widened); an integer or boolean output is compared exactly (an index one off is a
+        wrong index, whatever its size)."""
         if like.is_floating_point() or like.is_complex():
             tol = self.task.spec.tolerances[call.dtype]
             k = atol_factor(call.case, getattr(torch, call.dtype))
-            return tol if k == 1.0 else tol.model_copy(update={"atol": tol.atol * k})
+            tol = tol if k == 1.0 else tol.model_copy(update={"atol": tol.atol * k})
+            return self.own_tolerance(call, tol) if own else tol
         return EXACT
 
     # ---- trivial outputs -------------------------------------------------------
