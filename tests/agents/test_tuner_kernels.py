@@ -51,9 +51,13 @@ def test_the_tuner_moves_one_kernel_at_a_time_and_jointly_within_the_rules(tmp_p
     task = load_task(FLAGSHIP)
     base = task.baseline_path.read_text()
     props = TunerAgent(task, per_round=40).propose(context(base, {}))
+    # First the pattern library at the baseline's marked spot (its dropout RNG), then
+    # each kernel's own launch parameters.
+    rng = props[0]
+    assert rng.direction.startswith("pattern: one Philox call for four elements of a flat block")
     per_kernel = [p for p in props if p.direction.startswith("per-kernel")]
     assert len(per_kernel) >= 10, [p.direction for p in props]
-    assert props.index(per_kernel[0]) < 3  # right after the structural moves
+    assert props.index(per_kernel[0]) == 1
     joint = [p for p in per_kernel if "sweep" in p.direction]
     assert joint and any("NUM_WARPS_SOFTMAX" in p.direction for p in per_kernel)
     for p in props:
@@ -64,19 +68,31 @@ def test_the_tuner_moves_one_kernel_at_a_time_and_jointly_within_the_rules(tmp_p
     one = next(p for p in per_kernel if p.direction.endswith("NUM_WARPS_SOFTMAX up"))
     lits = find_tunables(one.source, [*COPIES["NUM_WARPS"]])
     assert [lits[n].value for n in COPIES["NUM_WARPS"]] == [4, 8, 4]
-    # ... and the source still computes the op (Triton's interpreter, against torch).
+    # ... and both sources still compute the op (Triton's interpreter, against torch); the
+    # RNG rewrite drops about p of the elements, the same seed twice gives the same mask
+    # and another seed an independent one (what the judge checks, docs/evaluate.md).
     (tmp_path / "cand.py").write_text(one.source)
+    (tmp_path / "rng.py").write_text(rng.source)
     script = """
-import torch, cand
+import torch, cand, rng
 torch.manual_seed(0)
-x, r, w, b = torch.randn(5, 100), torch.randn(5, 100), torch.randn(100), torch.randn(100)
-out = cand.forward(x, r, w, b, p=0.0, eps=1e-5, seed=3)
-ref = torch.softmax(torch.nn.functional.layer_norm(x, (100,), w, b, 1e-5), -1) + r
-print((out - ref).abs().max().item())
+x, r, w, b = torch.randn(7, 300), torch.randn(7, 300), torch.randn(300), torch.randn(300)
+ref = torch.softmax(torch.nn.functional.layer_norm(x, (300,), w, b, 1e-5), -1)
+err = max((m.forward(x, r, w, b, p=0.0, eps=1e-5, seed=3) - ref - r).abs().max().item()
+          for m in (cand, rng))
+z = torch.zeros_like(r)
+o1, o2, o3 = (rng.forward(x, z, w, b, p=0.5, eps=1e-5, seed=s) for s in (3, 3, 4))
+d1, d3 = o1 == 0, o3 == 0
+assert torch.equal(o1, o2)
+assert torch.allclose(o1[~d1], 2 * ref[~d1], atol=1e-5)
+print(err, d1.float().mean().item(), (d1 != d3).float().mean().item())
 """
     env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(tmp_path)}
     done = subprocess.run(
         [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=180
     )
     assert done.returncode == 0, done.stderr[-2000:]
-    assert float(done.stdout.strip()) < 1e-5
+    err, dropped, differ = (float(v) for v in done.stdout.split())
+    assert err < 1e-5
+    # 2100 elements: sd 0.011 for the dropped fraction and for the disagreement.
+    assert abs(dropped - 0.5) < 0.066 and abs(differ - 0.5) < 0.066, (dropped, differ)

@@ -47,6 +47,9 @@ class AgentContext:
     # its parent (`Proposal.parent`) instead of the current best: a diff is applied to it
     # and edit points are counted against it; the gate still compares with the best.
     parents: dict[str, str] = field(default_factory=dict)
+    # With model latency overlapped with judging (loop/driver.py): which results this
+    # context could not show yet, because they were still being judged ("" otherwise).
+    unseen_note: str = ""
 
 
 @dataclass(frozen=True)

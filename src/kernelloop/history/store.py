@@ -212,6 +212,13 @@ class HistoryStore(RunsMixin, BestMixin):
         ).fetchone()
         return (row[0], json.loads(row[1])) if row else None
 
+    def has_model_calls(self, run_id: int, round_index: int) -> bool:
+        row = self._conn.execute(
+            "SELECT 1 FROM model_calls WHERE run_id = ? AND round = ? LIMIT 1",
+            (run_id, round_index),
+        ).fetchone()
+        return row is not None
+
     def add_model_call(
         self,
         run_id: int,

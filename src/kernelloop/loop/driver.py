@@ -19,11 +19,12 @@ from kernelloop.evaluate.trusted.run import resolve_device, timings_count
 from kernelloop.history import HistoryStore, open_task_memory
 from kernelloop.history.heartbeat import Heartbeat
 from kernelloop.loop.context import agent_context
+from kernelloop.loop.overlap import Ahead, overlaps
 from kernelloop.loop.resume import catch_up, refuse_if_live, restore, resumable_run, skip_replayed
 from kernelloop.loop.round import UNMEASURED, play_round, start_run
-from kernelloop.loop.state import Options, Run, View
+from kernelloop.loop.state import Best, Options, Run, View
 from kernelloop.loop.summary import run_summary
-from kernelloop.policy import budget_check
+from kernelloop.policy import StopDecision, budget_check
 from kernelloop.task import Task
 
 
@@ -69,29 +70,65 @@ def _run(run: Run, opts: Options) -> dict:
             )
         last_round = min(task.spec.rules.max_rounds, opts.rounds or task.spec.rules.max_rounds)
         status, why = (stop.status, stop.reason) if stop else ("finished", "all rounds done")
-        for r in range(first_round, last_round + 1 if stop is None else first_round):
-            if stop := budget_check(r - 1, _spent(agent), time.monotonic() - t0, task.spec.rules):
-                status, why = stop.status, stop.reason
-                break
-            store.start_round(run.id, r)
-            ctx = agent_context(task, store.digest(task.name), best, r, last_round, run)
-            proposals = skip_replayed(agent, ctx, replayed)
-            _record_model_calls(store, agent, run.id, r)
-            if not proposals:
-                status, why = "finished", "the agent has nothing left to propose"
-                store.finish_round(run.id, r, why)
-                break
-            played = play_round(run, r, proposals, best)
-            best = played.best
-            if played.stop:
-                status, why = played.stop.status, played.stop.reason
-                break
+        ahead = Ahead(agent) if opts.overlap and overlaps(agent) else None  # loop/overlap.py
+        try:
+            best, status, why = _rounds(
+                run, best, first_round, last_round, stop, status, why, replayed, ahead, t0
+            )
+        except BaseException:
+            if ahead is not None:
+                ahead.close(wait=False)
+            raise
+        if ahead is not None:
+            ahead.close()
+            for r in ahead.requested:  # a request whose round never came was still paid for
+                _record_model_calls(store, agent, run.id, r, once=True)
         if not run.measured:
             why += UNMEASURED
         summary = run_summary(task, store, run.id, best, status, why, time.monotonic() - t0)
         view.finish(summary)
         store.finish_run(run.id, status, json.dumps(summary))
     return summary
+
+
+def _rounds(
+    run: Run,
+    best: Best,
+    first_round: int,
+    last_round: int,
+    stop: StopDecision | None,
+    status: str,
+    why: str,
+    replayed: dict,
+    ahead: Ahead | None,
+    t0: float,
+) -> tuple[Best, str, str]:
+    """Rounds first_round..last_round; (best, status, why) at the end. With `ahead`, each
+    round's judging overlaps the model's answer for the next round (loop/overlap.py)."""
+    task, store, agent = run.task, run.store, run.agent
+    for r in range(first_round, last_round + 1 if stop is None else first_round):
+        if stop := budget_check(r - 1, _spent(agent), time.monotonic() - t0, task.spec.rules):
+            status, why = stop.status, stop.reason
+            break
+        store.start_round(run.id, r)
+        proposals = ahead.take(r) if ahead is not None else None
+        if proposals is None:
+            ctx = agent_context(task, store.digest(task.name), best, r, last_round, run)
+            proposals = skip_replayed(agent, ctx, replayed)
+        _record_model_calls(store, agent, run.id, r)
+        if not proposals:
+            status, why = "finished", "the agent has nothing left to propose"
+            store.finish_round(run.id, r, why)
+            break
+        if ahead is not None and r < last_round:
+            nxt = agent_context(task, store.digest(task.name), best, r + 1, last_round, run)
+            ahead.request(nxt, proposals, r)
+        played = play_round(run, r, proposals, best)
+        best = played.best
+        if played.stop:
+            status, why = played.stop.status, played.stop.reason
+            break
+    return best, status, why
 
 
 def _spent(agent: Agent) -> float:
@@ -101,10 +138,15 @@ def _spent(agent: Agent) -> float:
     return float(total() if callable(total) else total)
 
 
-def _record_model_calls(store: HistoryStore, agent: Agent, run_id: int, r: int) -> None:
-    """Copy this round's model calls from the agent's cost ledger into the history."""
+def _record_model_calls(
+    store: HistoryStore, agent: Agent, run_id: int, r: int, *, once: bool = False
+) -> None:
+    """Copy this round's model calls from the agent's cost ledger into the history (with
+    `once`, only where none of round r's is recorded yet)."""
     ledger = getattr(agent, "ledger", None)
-    for e in getattr(ledger, "entries", []):
+    if once and store.has_model_calls(run_id, r):
+        return
+    for e in list(getattr(ledger, "entries", [])):
         if e.round == r:
             store.add_model_call(
                 run_id,

@@ -16,6 +16,7 @@ from kernelloop.agents.llm.prompts import (
     parent_choice,
 )
 from kernelloop.agents.llm.providers import Provider
+from kernelloop.task.textbudget import clip
 
 
 @dataclass
@@ -130,8 +131,7 @@ def feedback_text(outcomes: list[tuple[Proposal, str]]) -> str:
     the per-shape ratios. The history digest keeps the older rounds."""
     lines = []
     for i, (prop, outcome) in enumerate(outcomes, start=1):
-        what = prop.direction or prop.hypothesis
-        what = " ".join(what.split())[:120]
+        what = clip(prop.direction or prop.hypothesis, 120)
         text = outcome if len(outcome) <= OUTCOME_CHARS else outcome[: OUTCOME_CHARS - 1] + "…"
         lines.append(f"{i}. {what or '(no direction given)'}\n{text}")
     return "\n".join(lines)

@@ -184,6 +184,10 @@ def context_values(context: AgentContext, budget: str, feedback: str = "") -> di
         "history_digest": fitted(
             "history_digest", context.history_digest.strip() or "(nothing tried yet)"
         ),
-        "feedback": fitted("feedback", feedback.strip() or "(no earlier candidates of yours)"),
+        "feedback": fitted(
+            "feedback",
+            "\n\n".join(t for t in (context.unseen_note.strip(), feedback.strip()) if t)
+            or "(no earlier candidates of yours)",
+        ),
         "tunables": ", ".join(context.tunables) or "(none named)",
     }
