@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 import shlex
+import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 from rich.console import Console
 
+from kernelloop.commands import interrupt
 from kernelloop.commands.executor_opts import (
     ExecutorOpt,
     GpusOpt,
@@ -18,6 +20,9 @@ from kernelloop.commands.executor_opts import (
     make_executor,
 )
 from kernelloop.task import load_task
+
+if TYPE_CHECKING:
+    from kernelloop.loop.driver import RunInterrupted
 
 
 def register(app: typer.Typer) -> None:
@@ -102,10 +107,12 @@ def run_cmd(
     from kernelloop.evaluate.trusted import prestart
     from kernelloop.evaluate.trusted.run import resolve_device
     from kernelloop.loop import Options, run_loop
+    from kernelloop.loop.driver import RunInterrupted
     from kernelloop.loop.view import RunView
 
     t = load_task(task)
     pool = make_executor(executor, resolve_device(device), gpus, jobs, ray_address)
+    interrupt.install()
     try:
         per_round = candidates or default_candidates(agent, t.spec.rules.candidates, pool.slots)
         the_agent = make_agent(
@@ -129,7 +136,10 @@ def run_cmd(
             compiled=compiled,
             overlap=overlap,
         )
-        summary = run_loop(t, the_agent, opts, RunView(Console()))
+        try:
+            summary = run_loop(t, the_agent, opts, RunView(Console()))
+        except RunInterrupted as stop:
+            _interrupted(stop, resume)
     finally:
         pool.close()
         prestart.stop_all()  # the next evaluation's workers, started for none
@@ -144,7 +154,26 @@ def run_cmd(
         summary_json.write_text(text)
     err = Console(stderr=True, soft_wrap=True)  # paths stay on one line, to be copied
     err.print(f"run summary: {out}", markup=False)
-    hint = ["kernelloop", "report", str(task)] + (
+    hint = [*interrupt.invocation(), "report", str(task)] + (
         ["--workspace", str(workspace)] if workspace else []
     )
     err.print(f"reviewer's report: {shlex.join(hint)}", markup=False)
+
+
+def _interrupted(stop: RunInterrupted, resumed: bool) -> NoReturn:
+    """Say what a Ctrl-C left and the exact command that continues it; exit 130."""
+    err = Console(stderr=True, soft_wrap=True)
+    if not stop.run_id:
+        err.print(
+            "interrupted in round 0, before the baseline was recorded: nothing to resume; "
+            "run the same command again to start over.",
+            markup=False,
+        )
+    else:
+        again = [*interrupt.invocation(), *sys.argv[1:]] + ([] if resumed else ["--resume"])
+        err.print(
+            f"interrupted: run {stop.run_id} stopped in round {stop.round}, recorded as "
+            f"interrupted; continue it with: {shlex.join(again)}",
+            markup=False,
+        )
+    raise typer.Exit(interrupt.EXIT_INTERRUPTED)

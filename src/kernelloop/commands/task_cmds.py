@@ -120,7 +120,7 @@ def evaluate_cmd(
     ] = None,
 ) -> None:
     """Check a candidate for correctness (and time it on a GPU) in a sandboxed worker.
-    Exit 0 accepted, 1 rejected."""
+    Exit 0 accepted, 1 rejected, 2 not judged (kernelloop's own failure)."""
     from kernelloop.evaluate.trusted.run import evaluate
 
     t = load_task(task)
@@ -142,7 +142,9 @@ def evaluate_cmd(
         sys.stdout.write(record.model_dump_json(indent=2) + "\n")
     else:
         print_record(record, Console())
-    raise typer.Exit(0 if record.verdict.accepted else 1)
+    # internal: kernelloop's own failure, no verdict on the candidate (exit as for setup)
+    internal = record.verdict.category == "internal"
+    raise typer.Exit(0 if record.verdict.accepted else 2 if internal else 1)
 
 
 def print_record(record: EvaluationRecord, console: Console) -> None:
@@ -212,6 +214,8 @@ def print_record(record: EvaluationRecord, console: Console) -> None:
     v = record.verdict
     if v.accepted:
         console.print("[bold green]ACCEPTED[/]: every check passed")
+        if v.judged_on:
+            console.print(f"  {v.judged_on}", highlight=False, markup=False)
     else:
         print_rejection(
             console,

@@ -18,6 +18,7 @@ from typing import TypeVar
 
 from kernelloop.errors import KernelloopError
 from kernelloop.executor.base import Executor, InTurn, Job, Slot
+from kernelloop.sandbox import stopping
 
 R = TypeVar("R")
 DRIVER_GPUS = Path("/proc/driver/nvidia/gpus")
@@ -79,7 +80,9 @@ class LocalSlots:
             self._free.put(slot)
 
     def close(self) -> None:
-        self._pool.shutdown(wait=True)
+        # After a Ctrl-C (sandbox.stopping) jobs not yet started are dropped, and the
+        # running ones end as their workers are killed: none is waited for.
+        self._pool.shutdown(wait=not stopping.STOPPING.is_set(), cancel_futures=True)
 
 
 class LocalGPUs(LocalSlots):

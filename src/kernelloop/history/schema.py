@@ -156,6 +156,19 @@ MIGRATIONS: list[str] = [
     ALTER TABLE runs ADD COLUMN heartbeat_at TEXT;
     ALTER TABLE proposals ADD COLUMN infra_reason TEXT NOT NULL DEFAULT '';
     """,
+    # Every Ctrl-C that stopped a run (issue 36): the round it stopped in, when, and when
+    # `--resume` took the run up again (NULL until then), so a report's wall time can
+    # say which part of it the run spent stopped.
+    """
+    CREATE TABLE interruptions (
+        id INTEGER PRIMARY KEY,
+        run_id INTEGER NOT NULL REFERENCES runs(id),
+        round INTEGER NOT NULL,
+        at TEXT NOT NULL,
+        resumed_at TEXT
+    );
+    CREATE INDEX interruptions_run ON interruptions(run_id, id);
+    """,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

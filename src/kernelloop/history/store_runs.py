@@ -55,6 +55,26 @@ class RunsMixin(StoreBase):
                 (status, summary_json, _now(), run_id),
             )
 
+    def add_interruption(self, run_id: int, round_index: int) -> None:
+        """A Ctrl-C stopped the run in this round (it stays unfinished, for `--resume`)."""
+        self._insert("interruptions", dict(run_id=run_id, round=round_index, at=_now()))
+
+    def mark_resumed(self, run_id: int) -> None:
+        """`--resume` took the run up again: its open interruption ends now."""
+        with self._tx() as c:
+            c.execute(
+                "UPDATE interruptions SET resumed_at = ? WHERE run_id = ? AND resumed_at IS NULL",
+                (_now(), run_id),
+            )
+
+    def interruptions(self, run_id: int) -> list[dict]:
+        """The run's interruptions, oldest first: round, at, resumed_at (None: not yet)."""
+        rows = self._conn.execute(
+            "SELECT round, at, resumed_at FROM interruptions WHERE run_id = ? ORDER BY id",
+            (run_id,),
+        )
+        return [dict(r) for r in rows]
+
     def runs(self, task_name: str) -> list[RunInfo]:
         rows = self._conn.execute("SELECT * FROM runs WHERE task = ? ORDER BY id", (task_name,))
         return [queries.run_info(r) for r in rows]

@@ -81,7 +81,9 @@ class Outcome:
 class View(Protocol):
     """Where a run shows itself (`loop.view.RunView`, or the MCP server's stderr view)."""
 
-    def start(self, task: Task, agent_name: str, device: str, best: Best) -> None: ...
+    def start(self, task: Task, agent_name: str, device: str, best: Best | None) -> None: ...
+    def set_best(self, best: Best) -> None: ...
+    def close(self) -> None: ...
     def status(self, message: str) -> None: ...
     def candidate(
         self, r: int, k: int, prop: Proposal, state: str, note: str, stages: str = ""
@@ -111,6 +113,7 @@ class Run:
     compiled: bool = False  # benchmarks also time the reference under torch.compile
     id: int = 0
     arch: str = ""
+    round_now: int = 0  # the round being played (a Ctrl-C is recorded against it)
     gains: list[float] = field(default_factory=list)
     # Who runs the evaluations of a round (in turn on the one device, or one per GPU).
     executor: Executor = field(default_factory=InTurn)

@@ -5,6 +5,7 @@ shows comes computed (from `objective`, the gate, or the run summary)."""
 from __future__ import annotations
 
 import threading
+import time
 from dataclasses import dataclass, field
 
 from rich.console import Console, Group
@@ -17,6 +18,7 @@ from kernelloop.loop.state import Best
 from kernelloop.task.textbudget import clip
 
 COLUMNS = ("round", "k", "agent", "hypothesis", "state", "note", "stages")
+ECHO_EVERY_S = 5.0
 # By the outcome's first word (history/models.outcome_word's vocabulary).
 COLOURS = {"accepted": "green", "correct": "green", "rejected": "red", "refused": "yellow",
            "not": "magenta"}  # fmt: skip
@@ -42,6 +44,9 @@ class RunView:
     header: str = ""
     _status: str = ""
     _live: Live | None = None
+    echo_status: bool = True
+    _echoed: float = -1e9
+    _prefix: str = ""
     # Evaluations report progress from the executor's threads while the round's thread
     # adds rows: one lock around every change and redraw.
     _lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
@@ -57,18 +62,39 @@ class RunView:
             if self._live is not None:
                 self._live.update(self._render())
 
-    def start(self, task, agent_name: str, device: str, best: Best) -> None:
-        self.header = f"{task.name} · agent {agent_name} · {device}{_best_text(best)}"
+    def start(self, task, agent_name: str, device: str, best: Best | None) -> None:
+        """Show the header now; `best` None: not known yet (the baseline round, or a
+        resumed run's best being restored), given later by `set_best`."""
+        self._prefix = f"{task.name} · agent {agent_name} · {device}"
+        self.header = self._prefix + (_best_text(best) if best is not None else "")
         if self.live_enabled and self.console.is_terminal:
             self._live = Live(self._render(), console=self.console, refresh_per_second=4)
             self._live.start()
         else:
-            self.console.print(self.header)
+            self.console.print(self.header, markup=False, highlight=False)
+
+    def set_best(self, best: Best) -> None:
+        with self._lock:
+            self.header = self._prefix + _best_text(best)
+            self._refresh()
 
     def status(self, message: str) -> None:
         with self._lock:
             self._status = message
             self._refresh()
+            # Without a live display (output to a file or pipe), status lines are printed,
+            # at most one per ECHO_EVERY_S, so a long stage still shows it is alive.
+            now = time.monotonic()
+            if self._live is None and self.echo_status and now - self._echoed >= ECHO_EVERY_S:
+                self._echoed = now
+                self.console.print(f"  … {message}", markup=False, highlight=False)
+
+    def close(self) -> None:
+        """Stop the live display (idempotent): the run ended, failed or was interrupted."""
+        with self._lock:
+            if self._live is not None:
+                self._live.stop()
+                self._live = None
 
     def candidate(self, r: int, k: int, prop, state: str, note: str, stages: str = "") -> None:
         """A candidate's row: its state, the verdict's note, and once judged each stage's
@@ -96,7 +122,7 @@ class RunView:
         self._refresh()
 
     def round_done(self, r: int, best: Best, gain: float) -> None:
-        self.header = f"{self.header.split(' · best')[0]}{_best_text(best)}"
+        self.set_best(best)
         self.status(f"round {r} done, gain {gain:.2%}")
 
     def finish(self, summary: dict) -> None:

@@ -21,7 +21,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from kernelloop.sandbox import limits as lim
-from kernelloop.sandbox import mounts, seccomp
+from kernelloop.sandbox import mounts, seccomp, stopping
 from kernelloop.sandbox.bwrap import BASE_FLAGS, SANDBOX_UID, bwrap_path, detect_mode
 from kernelloop.sandbox.config import (
     MARKER,
@@ -171,6 +171,7 @@ class SandboxProcess:
         self.timed_out = False
         self.stopped = False  # stop(): the launcher ended it early on purpose
         self._fds: list[int] = []  # memfds bwrap reads at setup (seccomp program, /etc files)
+        stopping.refuse_if_stopping()  # Ctrl-C: no worker starts once the stop is asked for
         try:
             full, env, cwd = self._command(list(argv), Path(workdir))
             self.cgroup = self._bound()
@@ -192,6 +193,7 @@ class SandboxProcess:
                 self.cgroup.destroy()
             raise
         self._cleanup_launch()
+        stopping.started(self.proc.pid)
         self.cgroup.close_fds()
         self._lines: queue.Queue[bytes | None] = queue.Queue()
         self._err = bytearray()
@@ -334,6 +336,9 @@ class SandboxProcess:
             if left <= 0:
                 self.timed_out = True
                 return
+            if stopping.STOPPING.is_set():
+                self.stopped = True
+                return
             try:
                 line = self._lines.get(timeout=min(left, 0.5))
             except queue.Empty:
@@ -372,6 +377,7 @@ class SandboxProcess:
             except (OSError, AttributeError):
                 pass
         waiting = not (self.timed_out or self.stopped or self.protocol is not None)
+        waiting = waiting and not stopping.STOPPING.is_set()
         if self.proc.poll() is None and waiting:
             try:
                 self.proc.wait(timeout=max(0.1, self.t0 + self.cfg.timeout_s - time.monotonic()))
@@ -381,6 +387,7 @@ class SandboxProcess:
         _killpg(self.proc.pid)
         stray = kill_marked(self.marker)
         self.proc.wait()
+        stopping.ended(self.proc.pid)
         self.cgroup.destroy()
         self._err_thread.join(timeout=2.0)
         rest = b""

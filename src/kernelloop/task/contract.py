@@ -23,7 +23,7 @@ from importlib import metadata
 from kernelloop.task.contract_io import describe_inputs, describe_outputs
 from kernelloop.task.e2e_model import e2e_section
 from kernelloop.task.load import ELEM_SIZES, Task
-from kernelloop.task.roofline import Ceiling, Floor
+from kernelloop.task.roofline import Ceiling, Floor, flops_kind
 from kernelloop.task.spec import Shape
 from kernelloop.task.textbudget import approx_tokens, fit
 
@@ -34,14 +34,20 @@ SECTION_BUDGETS: dict[str, int] = {
     "reference": 1200,
     "inputs": 700,
     "shapes": 700,
-    "numerics": 330,
+    "numerics": 380,  # with the precision contract
     "randomness": 550,
     "end_to_end": 150,
     "roofline": 250,
 }
 CONTRACT_BUDGET = sum(SECTION_BUDGETS.values())
 
-SHORT_DTYPE = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32", "float64": "fp64"}
+SHORT_DTYPE = {
+    "bfloat16": "bf16",
+    "float16": "fp16",
+    "float32": "fp32",
+    "float64": "fp64",
+    "tfloat32": "tf32",
+}
 
 
 @dataclass(frozen=True)
@@ -71,7 +77,8 @@ class Judging:
     torch: str = ""
     triton: str = ""
     # The ranges the extra (undeclared) shape of each evaluation is drawn from, per
-    # dimension, as evaluate/trusted/plan.py's `unseen_ranges` gives them (loop/context.py).
+    # dimension, as evaluate/trusted/undeclared.py's `undeclared_ranges` gives them
+    # (loop/context.py).
     unseen: dict[str, tuple[int, int]] = field(default_factory=dict)
 
 
@@ -222,7 +229,6 @@ def _reference(task: Task) -> str:
 def _inputs(task: Task, j: Judging) -> str:
     path, func = task.file_and_function("inputs")
     suites = task.spec.suites
-    st = task.spec.stochastic
     lines = [f"### Inputs (`{path.name}:{func}`) and the cases the judge runs"]
     doc = _docstring(path.read_text())
     if doc:
@@ -230,8 +236,6 @@ def _inputs(task: Task, j: Judging) -> str:
     cases = [f"`random` ({suites.random_repeats} draw(s) per shape and dtype)"]
     if suites.extreme_cases:
         cases.append("extreme: " + ", ".join(f"`{c}`" for c in suites.extreme_cases))
-    if st is not None:
-        cases.append(f"`{st.case}` for the randomness checks")
     lines.append(
         "Judged on every shape and dtype: "
         + "; ".join(cases)
@@ -318,23 +322,23 @@ def _numerics(task: Task, j: Judging) -> str:
         f"Dtypes judged: {', '.join(dtypes)} (task: {', '.join(task.spec.dtypes)}). "
         "Every output element must satisfy |out - ref| <= atol + rtol * |ref|, against the "
         "reference computed in float64 on the same inputs; a NaN or Inf where the reference "
-        f"is finite fails. {per}." + _precision(task, dtypes)
+        f"is finite fails. {per}.\n" + precision_text(task)
     )
 
 
-def _precision(task: Task, dtypes: list[str]) -> str:
-    """What the task allows for float32 math: TF32 is not forbidden as such, the fp32
-    tolerance decides (issue 34 will make the precision contract a task field)."""
-    if "float32" not in dtypes:
-        return ""
-    tol = task.spec.tolerances["float32"]
+def precision_text(task: Task) -> str:
+    """The task's precision contract in one or two sentences (`[precision]`, task/spec.py)."""
+    if task.spec.precision.tf32:
+        return (
+            "Precision: float32 matmuls and convolutions may round their inputs to TF32 "
+            "(Triton's `tl.dot` default); a float32 compute floor is at the TF32 tensor-core "
+            "rate."
+        )
     return (
-        " Precision of float32: the fp32 output is held to the fp32 tolerance above "
-        f"(rtol={tol.rtol:g}) against float64, whatever the kernel computes in; TF32 "
-        "(Triton's `tl.dot` default `input_precision` for fp32 operands; 10-bit mantissa, "
-        "about 5e-4 relative error per product) is allowed only where the result stays "
-        "within it. kernelloop does not change torch's TF32 switches "
-        "(`torch.backends.cuda.matmul.allow_tf32` keeps torch's default, False)."
+        "Precision: float32 is computed at full float32 precision; TF32 is not allowed. "
+        'Triton\'s `tl.dot` rounds float32 inputs to TF32 unless given `input_precision="ieee"`'
+        " (the CPU interpreter emulates that rounding, so it fails there as on a GPU); a "
+        "float32 compute floor is at the FP32 (non-tensor-core) rate."
     )
 
 
@@ -350,17 +354,24 @@ def _randomness(task: Task, j: Judging) -> str:
         f"`{rate}` and `{seed}` are keyword arguments; kernelloop passes a fresh 31-bit "
         f"`{seed}` per call. {rate} values judged: {', '.join(f'{r:g}' for r in rates)} "
         f"(every listed rate on the first shape, {rate}={p_task:g} elsewhere; the "
-        f"benchmark times {rate}={p_task:g}). The random, extreme and determinism cases "
-        f"run with {rate}=0: no element dropped, the output must match the reference.",
+        f"benchmark times {rate}={p_task:g}). The random and determinism calls run with "
+        f"{rate}={p_task:g}, the extreme cases with {rate}=0 on some shapes and dtypes and "
+        f"{rate}={p_task:g} on the others, every randomness check on the same `random` "
+        f"inputs the benchmark times; with {rate}=0 the output must match the reference.",
     ]
     if st.contract.strip():
         lines.append(f"The operation's randomness, in the task's words: {st.contract.strip()}")
     lines += [
-        f"With {rate} > 0, on the `{st.case}` inputs:",
+        f"With {rate} > 0, in every suite:",
         f"- every element must equal either its kept value (the reference with "
         f"`{st.mask_param}` all True) or its dropped value (`{st.mask_param}` all False), "
-        "within the dtype's tolerance;",
-        f"- the fraction dropped must fit {rate} (binomial test, ±{st.confidence_sigmas:g} sigma);",
+        "within atol + rtol·|kept − dropped| (the tolerance is on the random term, not on "
+        "the whole value) plus one unit of the output dtype at the value;",
+        f"- the fraction dropped must fit {rate} (binomial test, ±{st.confidence_sigmas:g} "
+        "sigma), over all elements and within each half split by the size of the dropped "
+        "value and by the size of the term;",
+        f"- neighbouring rows' and neighbouring columns' masks must be independent (the "
+        f"fraction of pairs that differ fits 2·{rate}·(1-{rate}));",
         f"- the same inputs and `{seed}` must give identical bytes;",
         f"- a different `{seed}` must give an independent mask: the fraction of elements kept "
         f"in one call and dropped in the other must fit 2·{rate}·(1-{rate}) "
@@ -408,7 +419,13 @@ def _roofline(task: Task, j: Judging) -> str:
     ]
     c = j.ceiling
     if _counts_flops(task):
-        at = f"the {rl.flops_dtype} peak" if rl.flops_dtype else "the judged dtype's dense peak"
+        at = (
+            f"the {rl.flops_dtype} peak"
+            if rl.flops_dtype
+            else "the judged dtype's dense peak (float32: "
+            + ("TF32's" if task.spec.precision.tf32 else "FP32's, TF32 not allowed")
+            + ")"
+        )
         lines.append(f"Minimal flops per call: `{rl.flops}` (a multiply-add is 2), at {at}.")
     if c is None:
         lines.append(
@@ -422,7 +439,7 @@ def _roofline(task: Task, j: Judging) -> str:
         lines.append(f"Floor time = {mem} on the {j.floor_device}; {pct}")
         return "\n".join(lines)
     dtypes = list(j.dtypes) or list(task.spec.dtypes)
-    kinds = [rl.flops_dtype] if rl.flops_dtype else dtypes
+    kinds = [flops_kind(task, d) for d in dtypes]
     rates = ", ".join(
         f"{SHORT_DTYPE.get(k, k)} {c.flops_per_s[k] / 1e12:g}" if k in c.flops_per_s
         else f"{SHORT_DTYPE.get(k, k)} unknown (memory floor only)"
