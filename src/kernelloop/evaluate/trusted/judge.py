@@ -35,6 +35,7 @@ from kernelloop.evaluate.trusted.sensitivity import (
 )
 from kernelloop.evaluate.trusted.staging import Staging
 from kernelloop.evaluate.trusted.text import (  # noqa: F401  (last_line: re-exported)
+    candidate_frame,
     candidate_text,
     compiler_lines,
     last_line,
@@ -176,7 +177,10 @@ class Judge(InterfaceMixin, StateMixin, StochasticMixin, E2EMixin, OwnErrorMixin
             if (lines := compiler_lines(error)) is not None:
                 self._fail(call, call.suite, "compile", f"its kernel failed to compile: {lines}")
             else:
-                self._fail(call, call.suite, "crash", f"the candidate raised {last_line(error)}")
+                where = candidate_frame(error)  # the kernel's line, for the agent's next try
+                self._fail(
+                    call, call.suite, "crash", f"the candidate raised {last_line(error)}{where}"
+                )
             return
         if call.suite == "e2e":
             self._judge_e2e(call, msg, outputs)
