@@ -16,11 +16,13 @@ from kernelloop.errors import KernelloopError
 def report(
     task_dir: Annotated[
         Path | None,
-        typer.Argument(help="The task folder (holding task.toml), or a suite's --out folder."),
+        typer.Argument(
+            metavar="TASK", help="task folder (with task.toml), or a suite's --out folder"
+        ),
     ] = None,
     workspace: WorkspaceOpt = None,
     run: Annotated[
-        int | None, typer.Option("--run", help="Report this run id (default: the latest).")
+        int | None, typer.Option("--run", min=1, help="Report this run id (default: the latest).")
     ] = None,
     out: Annotated[
         Path | None,

@@ -12,12 +12,14 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from kernelloop.commands.candidate_file import check_candidate_file
 from kernelloop.commands.labels import print_rejection
 from kernelloop.errors import KernelloopError
 from kernelloop.evaluate.trusted.record import EvaluationRecord
 from kernelloop.evaluate.trusted.stages import summary as stage_summary
 from kernelloop.task import load_task
 
+SETUP_CATEGORIES = {"setup", "internal"}
 TEMPLATE = Path(__file__).resolve().parent.parent / "task" / "template"
 
 
@@ -28,7 +30,10 @@ def register(app: typer.Typer) -> None:
 
 def init(
     name: Annotated[
-        str, typer.Argument(help="folder to create (its last part becomes the task name)")
+        str,
+        typer.Argument(
+            metavar="NAME", help="folder to create (its last part becomes the task name)"
+        ),
     ],
     from_file: Annotated[
         Path | None,
@@ -74,12 +79,13 @@ def init(
 
 
 def evaluate_cmd(
-    task: Annotated[Path, typer.Argument(help="task folder (with task.toml)")],
+    task: Annotated[Path, typer.Argument(metavar="TASK", help="task folder (with task.toml)")],
     candidate: Annotated[
         Path,
         typer.Argument(
+            metavar="CANDIDATE",
             help="candidate .py file defining the task's entry function (a cuda task: "
-            "or a .cu/.cpp source binding it with PYBIND11_MODULE)"
+            "or a .cu/.cpp source binding it with PYBIND11_MODULE)",
         ),
     ],
     json_out: Annotated[
@@ -100,7 +106,7 @@ def evaluate_cmd(
         str, typer.Option(help="auto (= bwrap) | bwrap | none (no isolation: see docs/security.md)")
     ] = "auto",
     timeout: Annotated[
-        float | None, typer.Option(help="wall-clock limit for the worker, seconds")
+        float | None, typer.Option(min=1, help="wall-clock limit for the worker, seconds")
     ] = None,
     timing: Annotated[
         bool | None,
@@ -120,10 +126,14 @@ def evaluate_cmd(
     ] = None,
 ) -> None:
     """Check a candidate for correctness (and time it on a GPU) in a sandboxed worker.
-    Exit 0 accepted, 1 rejected."""
+    Exit 0 accepted, 1 rejected, 2 usage or setup error (a bad candidate file, the task's
+    inputs or reference failing)."""
     from kernelloop.evaluate.trusted.run import evaluate
+    from kernelloop.task.inputs_check import check_inputs_apart
 
     t = load_task(task)
+    check_candidate_file(candidate)
+    check_inputs_apart(t)
     err = Console(stderr=True)
     with err.status("evaluating…") as status:
         record = evaluate(
@@ -142,7 +152,11 @@ def evaluate_cmd(
         sys.stdout.write(record.model_dump_json(indent=2) + "\n")
     else:
         print_record(record, Console())
-    raise typer.Exit(0 if record.verdict.accepted else 1)
+    if record.verdict.accepted:
+        raise typer.Exit(0)
+    # The task's own code failed (its reference or inputs), or the trusted side did: no
+    # verdict on the candidate, so not "rejected".
+    raise typer.Exit(2 if record.verdict.category in SETUP_CATEGORIES else 1)
 
 
 def print_record(record: EvaluationRecord, console: Console) -> None:
@@ -152,7 +166,7 @@ def print_record(record: EvaluationRecord, console: Console) -> None:
         f"({env.device}) · sandbox={env.sandbox} · {record.wall_s:.1f} s"
     )
     for w in record.warnings:
-        console.print(f"[bold yellow]warning:[/] {w}")
+        console.print(f"[bold yellow]warning:[/] {escape(w)}")
     suites: dict[tuple[str, str], list] = {}
     for c in record.checks:
         suites.setdefault((c.suite, c.dtype), []).append(c)
@@ -192,7 +206,7 @@ def print_record(record: EvaluationRecord, console: Console) -> None:
             )
         console.print(kt)
     if record.stages:
-        console.print(f"stages: {stage_summary(record.stages)}")
+        console.print(f"stages: {stage_summary(record.stages)}", markup=False)
     if record.timings:
         title = "timing" if record.timings_count else "timing (interpreter: does not count)"
         tt = Table(

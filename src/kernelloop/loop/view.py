@@ -9,6 +9,7 @@ import time
 from dataclasses import dataclass, field
 
 from rich.console import Console, Group
+from rich.markup import escape
 from rich.live import Live
 from rich.table import Table
 from rich.text import Text
@@ -129,7 +130,7 @@ class RunView:
         self.console.print(table)
         if summary.get("best_per_shape"):
             self.console.print(_shape_table(summary["best_per_shape"]))
-        self.console.print(f"[bold]{summary['status']}[/]: {summary['reason']}")
+        self.console.print(f"[bold]{escape(summary['status'])}[/]: {escape(summary['reason'])}")
         pct = summary.get("best_pct_of_floor")
         floor = f", {pct:.1f}% of floor" if pct else ""
         self.console.print(
