@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+import shlex
 import shutil
 import sys
 from pathlib import Path
@@ -40,15 +42,31 @@ def init(
         typer.Option(
             "--from",
             help="a KernelBench-style file (class Model, get_inputs, get_init_inputs) to "
-            "build the task from instead of the template",
+            "build the task from instead of the skeleton",
+        ),
+    ] = None,
+    like: Annotated[
+        Path | None,
+        typer.Option(
+            "--like",
+            metavar="TASK",
+            help="copy this task folder (its history and caches left out) instead of "
+            "writing the skeleton",
         ),
     ] = None,
 ) -> None:
-    """Write a new task folder from the team template (task.toml, reference, inputs,
-    baseline), or from a KernelBench-style file (`--from`, as `kernelloop import kernelbench`)."""
+    """Write a new task folder: a skeleton for a new op (task.toml with TODOs, reference,
+    inputs, baseline: a small valid example to replace), a copy of a task (`--like`), or
+    one built from a KernelBench-style file (`--from`, as `kernelloop import kernelbench`).
+    Exit 0 written, 2 usage error."""
     dst = Path(name)
     if dst.exists():
         raise KernelloopError(f"{dst} already exists; pick a new folder name or remove it first.")
+    if from_file is not None and like is not None:
+        raise KernelloopError("--from and --like both name a source; pass one of them.")
+    if like is not None:
+        _init_like(like, dst)
+        return
     if from_file is not None:
         from kernelloop.task.kernelbench import import_problem
 
@@ -70,11 +88,51 @@ def init(
         return
     shutil.copytree(TEMPLATE, dst, ignore=shutil.ignore_patterns("__pycache__"))
     toml = dst / "task.toml"
-    toml.write_text(toml.read_text().replace("TASK_NAME", dst.name.replace(" ", "_")))
-    load_task(dst)  # the template must be valid as written
-    Console().print(
-        f"created task [bold]{dst}[/]: edit task.toml, reference.py, inputs.py and baseline.py, "
-        f"then run `kernelloop evaluate {dst} {dst}/baseline.py`."
+    toml.write_text(toml.read_text().replace("TASK_NAME", _task_name(dst)))
+    load_task(dst)  # the skeleton must be valid as written
+    Console(soft_wrap=True).print(
+        f"created task {dst}: replace the TODOs in task.toml, reference.py, inputs.py and "
+        f"baseline.py, then check it with `{_cli()} task show {dst}` and "
+        f"`{_cli()} evaluate {dst} {dst}/baseline.py`.",
+        markup=False,
+    )
+
+
+def _task_name(dst: Path) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", dst.resolve().name)
+
+
+def _cli() -> str:
+    from kernelloop.commands.interrupt import invocation
+
+    return shlex.join(invocation())
+
+
+def _init_like(src: Path, dst: Path) -> None:
+    """A copy of task `src` named after `dst`: its files, not its history (.kernelloop),
+    caches or the candidates it was tested with."""
+    old = load_task(src)
+    shutil.copytree(
+        old.folder,
+        dst,
+        ignore=shutil.ignore_patterns(".kernelloop", "__pycache__", "candidates", ".git"),
+    )
+    toml = dst / "task.toml"
+    text = toml.read_text()
+    quoted = re.escape(old.name)
+    text, n = re.subn(rf'(?m)^(name\s*=\s*)"{quoted}"', rf'\g<1>"{_task_name(dst)}"', text, count=1)
+    if n != 1:
+        shutil.rmtree(dst)
+        raise KernelloopError(
+            f'could not find `name = "{old.name}"` in {old.toml_path} to rename the copy; '
+            "copy the folder by hand and set [task] name."
+        )
+    toml.write_text(text)
+    load_task(dst)
+    Console(soft_wrap=True).print(
+        f"created task {dst} as a copy of {old.name} ({src}); check it with "
+        f"`{_cli()} task show {dst}`.",
+        markup=False,
     )
 
 
