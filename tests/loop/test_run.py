@@ -1,6 +1,7 @@
 """`kernelloop run` end to end on the CPU: real sandboxed evaluations, real SQLite, real git."""
 
 import json
+import os
 import shlex
 import shutil
 import subprocess
@@ -157,7 +158,8 @@ def test_cli_run_with_tuner_and_resume_refusal(tmp_path):
     # writes the report.
     hint = next(line for line in res.stderr.splitlines() if line.startswith("reviewer's report: "))
     printed = shlex.split(hint.split(": ", 1)[1])
-    assert printed[:4] == [sys.executable, "-m", "kernelloop", "report"], hint
+    assert os.path.abspath(printed[0]) == os.path.abspath(sys.executable), hint
+    assert printed[1:4] == ["-m", "kernelloop", "report"], hint
     report = subprocess.run(printed, capture_output=True, text=True, timeout=120)
     assert report.returncode == 0, report.stderr[-2000:]
     assert (folder / ".kernelloop" / "reports" / "run-1" / "report.md").is_file()
