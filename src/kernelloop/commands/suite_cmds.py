@@ -56,9 +56,7 @@ def kernelbench_tasks(folder: Path, level: int | None, out: Path) -> list[Path]:
 
 
 def suite_cmd(
-    tasks: Annotated[
-        list[Path] | None, typer.Argument(metavar="TASK", help="task folders")
-    ] = None,
+    tasks: Annotated[list[Path] | None, typer.Argument(metavar="TASK", help="task folders")] = None,
     kernelbench: Annotated[
         Path | None,
         typer.Option(

@@ -9,8 +9,8 @@ import time
 from dataclasses import dataclass, field
 
 from rich.console import Console, Group
-from rich.markup import escape
 from rich.live import Live
+from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
