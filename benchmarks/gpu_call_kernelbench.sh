@@ -46,6 +46,13 @@ for sh in rec["shapes"]:
           f"x{b['median_ms'] / c['median_ms']:.2f} over eager")
 print(f"  speedup over eager {rec.get('speedup_vs_baseline')}, over torch.compile "
       f"{rec.get('speedup_vs_compiled')}")
+c = rec.get("compiled") or {}
+print(f"  compiled slot: shapes {c.get('shapes')} dropped {c.get('dropped')!r} "
+      f"recompiles {c.get('recompiles')} eager_checked {c.get('eager_checked')}")
+for sh in rec["shapes"]:
+    for name, it in sh["impls"].items():
+        print(f"  {sh['shape']} {name}: {it['median_ms']:.4f} ms, {it.get('pct_of_floor')} % of "
+              f"floor {sh.get('floor_ms')} ({sh.get('floor_bound')})")
 PY
 done
 s=$(date +%s); left=$(( ${KB_LIMIT:-300} - (s - start) )); [ "$left" -lt 30 ] && left=30

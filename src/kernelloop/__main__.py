@@ -1,5 +1,6 @@
-"""`python -m kernelloop`: the same command line as the `kernelloop` script."""
+"""`python -m kernelloop`: the same program as the `kernelloop` script (launch.py: the
+environment confined first, then the command line)."""
 
-from kernelloop.cli import main
+from kernelloop.launch import main
 
 main()

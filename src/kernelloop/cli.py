@@ -66,6 +66,9 @@ def _root(
 
 
 def main() -> None:
+    from kernelloop.sandbox.trusted_env import confine
+
+    confine()  # task code never runs with the model keys (docs/security.md); see launch.py
     try:
         app()
     except KernelloopError as e:

@@ -14,7 +14,8 @@ from tests.cheats.runner import CANDIDATES, evaluate_all
 
 # cheat -> (exploit class, category, phrase in the first reason)
 RUNTIME = {
-    "stale_empty.py": (1, "wrong", "max abs err 3.4e+38"),  # glibc perturb: never a stale result
+    # glibc perturb: never a stale result (0x7f7f7f7f; at p = 0 or at p > 0)
+    "stale_empty.py": (1, "wrong", ("max abs err 3.4e+38", "got 3.39615e+38")),
     "trivial_residual.py": (2, "trivial", "pass-through of residual"),
     "trivial_zeros.py": (2, "trivial", "the output is zeros"),
     "nan_wildcard.py": (3, "nonfinite", "non-finite output"),
@@ -25,7 +26,13 @@ RUNTIME = {
     "one_pass_variance.py": (7, "wrong", "extreme/large_offset"),
     "no_max_softmax.py": (7, "nonfinite", "extreme/large_weight"),
     "hidden_state.py": (8, "nondeterministic", "same inputs and seed gave different bytes"),
-    "cache_by_shape.py": (9, "wrong", "outside atol"),
+    # an extreme call at p = 0 or at p > 0, or the determinism refill, sees it first (which,
+    # the plan draws per evaluation)
+    "cache_by_shape.py": (
+        9,
+        ("wrong", "stateful"),
+        ("outside atol", "neither a kept nor a dropped value", "returned the output of an"),
+    ),
     "cache_ignores_seed.py": (9, "stochastic", "a different seed must give an independent mask"),
     "persistent_buffer.py": (9, "aliasing", "returned the storage it returned for an earlier call"),
     "detect_timing.py": (14, "timing", "timed calls launched none of the candidate's kernels"),
@@ -77,8 +84,10 @@ def screened_records(flagship):
 
 def _assert_rejected(rec, category, phrase):
     assert not rec.verdict.accepted
-    assert rec.verdict.category == category, rec.verdict.reasons
-    assert phrase in rec.verdict.reasons[0], rec.verdict.reasons
+    categories = (category,) if isinstance(category, str) else category
+    assert rec.verdict.category in categories, rec.verdict.reasons
+    phrases = (phrase,) if isinstance(phrase, str) else phrase
+    assert any(p in rec.verdict.reasons[0] for p in phrases), rec.verdict.reasons
 
 
 @pytest.mark.parametrize("name", sorted(RUNTIME))

@@ -20,15 +20,8 @@ def _prove(task, shapes: str, dtype: str) -> Judge:
     for call in plan.calls:
         inputs = judge._inputs(call)
         like = inputs[task.spec.task.output_like]
-        if call.suite == "stochastic" and call.rate > 0:
-            ones = torch.ones_like(like, dtype=torch.bool)
-            refs = {
-                "keep": judge._ref(inputs, call, keep_mask=ones),
-                "drop": judge._ref(inputs, call, keep_mask=~ones),
-            }
-        else:
-            refs = {"ref": judge._ref(inputs, call)}
-        trivial = trivial_outputs(inputs, like, refs.get("ref", refs.get("keep")))
+        refs = judge.value_refs(call, inputs)  # {"keep", "drop"} for any call with p > 0
+        trivial = trivial_outputs(inputs, like, refs.get("ref", refs.get("keep")), refs.get("keep"))
         judge._prove(call, trivial, refs, task.spec.tolerances[dtype])
     judge.finish_sensitivity()
     return judge
@@ -38,7 +31,13 @@ def test_flagship_plan_rejects_every_trivial_output(flagship):
     judge = _prove(flagship, "5x1000", "bfloat16")
     assert judge.failures == []
     cases = {c.case for c in judge.checks if c.suite == "sensitivity" and c.passed}
-    assert cases == {"zeros", "constant", "pass-through of x", "pass-through of residual"}
+    assert cases == {
+        "zeros",
+        "constant",
+        "pass-through of x",
+        "pass-through of residual",
+        "no dropout (every element kept)",
+    }
 
 
 def test_loose_task_is_refused_as_unproven(tmp_path):

@@ -18,6 +18,8 @@ HONEST = [
     ROOT / "src/kernelloop/task/template/baseline.py",
     *sorted((ROOT / "tests/agents/fixtures").glob("*.py")),
     CANDIDATES / "shadow" / "candidate.py",
+    # a KernelBench-style ModelNew whose __init__ builds its parameters with torch factories
+    ROOT / "tests/evaluate/screen_candidates/kb_factories_in_init.py",
 ]
 CPU_TASK = ROOT / "examples" / "cpu_task"
 HONEST_TORCH = [CPU_TASK / "baseline.py", *sorted((CPU_TASK / "candidates").glob("*.py"))]
@@ -170,6 +172,18 @@ def test_runtime_cheats_pass_the_screen(name):
     assert screen_source((CANDIDATES / name).read_text()) == []
 
 
+_MODULE = """
+import torch
+import torch.nn as nn
+class ModelNew(nn.Module):
+    def __init__(self, x):
+        super().__init__()
+        {init}
+    def forward(self, x):
+        {fwd}
+"""
+
+
 @pytest.mark.parametrize(
     "src, phrase",
     [
@@ -201,6 +215,22 @@ def test_runtime_cheats_pass_the_screen(name):
             "`__builtins__`",
         ),
         ("def f(x: 'not valid ('): pass\n", "string annotation that is not a Python expression"),
+        # issue 33 finding 8: `register` evaluates a run-time string annotation as code
+        ("import functools\n@functools.singledispatch\ndef f(x): pass\n", "`functools.singledisp"),
+        ("from functools import singledispatchmethod\n", "`functools.singledispatchmethod`"),
+        ("import functools as F\nd = getattr(F, 'singledispatch')\n", "`functools.singledisp"),
+        # torch factories only in an nn.Module's own __init__ (issue 33 finding 7)
+        (_MODULE.format(init="pass", fwd="return torch.randn(3)"), "uses `torch.randn`"),
+        (_MODULE.format(init="pass", fwd="nn.init.zeros_(x)"), "`torch.nn.init.zeros_`"),
+        (_MODULE.format(init="self.w = torch.matmul(x, x)", fwd="pass"), "`torch.matmul`"),
+        (
+            _MODULE.format(init="self.g = lambda: torch.ones(3)", fwd="return self.g()"),
+            "uses `torch.ones`",
+        ),
+        (
+            "import torch\nclass P:\n    def __init__(self):\n        torch.ones(2)\n",
+            "`torch.ones`",
+        ),
         (
             "import functools\ndef f(k):\n"
             "    return functools.update_wrapper(k, f, assigned=('__globals__',))\n",

@@ -26,6 +26,7 @@ REFUSED = (
         ("timing", False, "PERFORMANCE GATE: FAIL (timing)"),
         ("slower", False, "PERFORMANCE GATE: FAIL (slower)"),
         ("policy", False, "REFUSED by the loop's rules (policy)"),
+        ("internal", False, "NOT JUDGED: kernelloop's trusted side failed (internal)"),
         ("accepted", True, "ACCEPTED"),
     ],
 )
@@ -44,6 +45,7 @@ def test_every_category_has_a_stage():
         "policy",
         "performance gate",
         "correctness",
+        "internal",  # the trusted side's own failure: not a verdict on the candidate
     }
 
 

@@ -10,7 +10,8 @@ import traceback
 import torch
 from triton.compiler.errors import CompilationError
 
-from kernelloop.evaluate.trusted.compare import infer_mask, within_tolerance
+from kernelloop.evaluate.trusted.compare import within_tolerance
+from kernelloop.evaluate.trusted.compare_mask import infer_mask
 from kernelloop.evaluate.trusted.text import COMPILER_CHARS, compiler_lines, last_line
 from kernelloop.task.spec import Tolerance
 

@@ -203,8 +203,10 @@ def test_calls_of_one_shape_and_dtype_stay_together_where_the_balance_allows(fla
     parts = shards.split(plan, n)
     kinds = [{shards._kind([c]) for c in p.calls} for p in parts]
     distinct = len(set().union(*kinds))
-    # the one-by-one split met 37 kinds in 2 workers for 25 distinct ones
-    assert sum(len(k) for k in kinds) <= distinct + n, [len(k) for k in kinds]
+    # the one-by-one split met 37 kinds in 2 workers for 25 distinct ones; with the
+    # determinism refill call (issue 33) each shape's kind is heavier, and in 2 workers one
+    # more kind is split (29 for 26, 2026-12-03)
+    assert sum(len(k) for k in kinds) <= distinct + n + 1, [len(k) for k in kinds]
 
 
 def test_a_gpu_gets_as_many_workers_as_its_memory_and_cores_hold(flagship, monkeypatch):

@@ -60,6 +60,13 @@ def test_the_rule_for_a_correctness_worker(category, reasons, infrastructure):
     assert not fault or "killed from outside" in fault
 
 
+def test_a_failure_of_the_trusted_side_is_infrastructure():
+    # judge.Judge.internal_error's category: evaluated again, never charged to the candidate
+    why = "random/random 7x129 float32: the trusted side failed judging this call (KeyError)"
+    ev = Evaluated(make_record(False, "internal", (why,)))
+    assert loop_evaluation.infrastructure_fault(ev) == why
+
+
 def test_the_rule_for_a_benchmark_worker():
     killed = bench_record(uniform(0.5), problems=["the benchmark worker died with exit code -9"])
     ended = bench_record(uniform(0.5), problems=["the benchmark worker died with exit code 1"])

@@ -65,6 +65,38 @@ def test_behind_the_screen_the_string_routes_import_os_and_the_sandbox_contains_
     assert canary.intact() and processes_with(token) == []
 
 
+def test_singledispatch_route_to_import_is_refused_by_the_screen(tmp_path, canary):
+    """Issue 33 finding 8: `functools.singledispatch` evaluated a string annotation joined
+    at run time (no literal for the screen to read) and reached `__import__`."""
+    token = _token()
+    cand = write_candidate(
+        tmp_path, "singledispatch_import.py", CANARY=str(canary.path), TOKEN=token
+    )
+    messages = [f.message for f in screen_source(cand.read_text())]
+    assert messages == [
+        "uses `functools.singledispatch`, which evaluates annotations as code "
+        "(typing.get_type_hints); candidates may not"
+    ], messages
+    rec = evaluate(_flagship(), cand, **SMALL)
+    assert rec.verdict.category == "static" and rec.environment.sandbox == "not started"
+    assert canary.intact() and processes_with(token) == []
+
+
+@pytest.mark.slow
+def test_behind_the_screen_singledispatch_imports_os_and_the_sandbox_contains_it(tmp_path, canary):
+    """The route was real: with the screen off the candidate gets `os` (the process it
+    leaves is what rejects it) and cannot reach the canary outside the sandbox."""
+    token = _token()
+    cand = write_candidate(
+        tmp_path, "singledispatch_import.py", CANARY=str(canary.path), TOKEN=token
+    )
+    rec = evaluate(_flagship(), cand, screen=False, **SMALL)
+    assert rec.environment.sandbox in ("bwrap", "unshare"), rec.environment.sandbox
+    assert rec.verdict.category == "tamper", rec.verdict.reasons
+    assert any("process" in r for r in rec.verdict.reasons), rec.verdict.reasons
+    assert canary.intact() and processes_with(token) == []
+
+
 # ---- class 2: PyTorch compute hidden from the dispatch-mode audit -----------------------
 
 

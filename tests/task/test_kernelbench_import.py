@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import shutil
 import subprocess
 import sys
@@ -15,10 +16,12 @@ import pytest
 import torch
 
 from kernelloop.evaluate.trusted.run import evaluate
+from kernelloop.evaluate.trusted.undeclared import undeclared_shapes
 from kernelloop.task import load_task
 from kernelloop.task.kernelbench import import_problem, problem_files
 from kernelloop.task.kernelbench_inputs import int_constants, load_problem, make
 from kernelloop.task.kernelbench_sizes import flat_output
+from kernelloop.task.load import Task
 
 KB = Path(__file__).parent / "fixtures" / "kernelbench"
 CPU = {"device": "cpu", "timing": False}
@@ -276,8 +279,26 @@ def test_sizes_that_must_divide_each_other_and_batchnorm_in_training_mode(tmp_pa
     assert not task.accepts({**task.spec.cpu_shapes[0].dims, "out_features": 300})
     rec = evaluate(task, folder / "baseline.py", **CPU)
     assert rec.verdict.accepted, rec.verdict.reasons
-    unseen = {c.shape for c in rec.checks} - {s.label for s in task.spec.cpu_shapes}
-    assert unseen, "an unseen shape the problem accepts was drawn and judged"
+    # KernelBench poses the problem at its own sizes: the import declares them closed, so
+    # the verdict says what it was judged on and no undeclared shape was drawn.
+    assert task.spec.task.closed_shapes
+    assert rec.verdict.judged_on == (
+        "judged on the declared shapes only: the task declares its shapes closed"
+    )
+    assert {c.shape for c in rec.checks} - {s.label for s in task.spec.cpu_shapes} <= {"all"}
+    # Opened (the line removed), the undeclared shapes drawn are ones the problem accepts.
+    opened = Task(
+        task.folder,
+        task.spec.model_copy(
+            update={"task": task.spec.task.model_copy(update={"closed_shapes": False})}
+        ),
+    )
+    # (out_features must stay a multiple of num_groups = 128: odd draws are refused, so
+    # the wide shape falls back to coarser multiples of two; a fixed generator: no flake.)
+    cpu = list(task.spec.cpu_shapes)
+    drawn = undeclared_shapes(opened, cpu, random.Random(0), accepts=opened.accepts)
+    assert drawn and all(opened.accepts(s.dims) for s in drawn), drawn
+    assert not {s.label for s in drawn} & {s.label for s in [*task.spec.shapes, *cpu]}
 
 
 def test_what_stopped_four_upstream_problems_imports_and_the_baseline_is_accepted(tmp_path):

@@ -91,6 +91,16 @@ def test_each_solution_is_accepted_on_the_cpu(tasks, problem):
     assert {"random", "extreme", "determinism", "interface"} <= {c.suite for c in rec.checks}
 
 
+def test_a_solution_that_builds_its_parameters_with_torch_factories_is_accepted(tasks):
+    """Issue 33 finding 7: most published KernelBench solutions make their parameters in
+    `ModelNew.__init__` with `torch.randn`, `torch.empty(...).uniform_`, `nn.init`; the
+    task's weights replace them, so the screen lets them through and the judge accepts."""
+    task = load_task(tasks["level2/12_Gemm_Multiply_LeakyReLU.py"])
+    cand = ROOT / "tests/evaluate/screen_candidates/kb_factories_in_init.py"
+    rec = evaluate(task, cand, **CPU)
+    assert rec.verdict.accepted, rec.verdict.reasons
+
+
 def test_a_wrong_leaky_relu_slope_is_rejected_as_wrong(tasks, tmp_path):
     problem = "level2/12_Gemm_Multiply_LeakyReLU.py"
     source = (SOLUTIONS / CASES[problem]).read_text()

@@ -14,4 +14,5 @@ COMMAND_MODULES = [
     "kernelloop.commands.profile_cmds",
     "kernelloop.commands.report_cmds",
     "kernelloop.commands.mcp_cmds",
+    "kernelloop.commands.gatecheck_cmds",
 ]

@@ -142,7 +142,12 @@ def speedup_lines(rec) -> list[str]:
         out.append(
             f"compiled slot: {c.source} under torch.compile (mode {c.mode}, dynamic={c.dynamic}); "
             f"compile + warm-up per shape (untimed): {took}"
-            + (f"; dropped: {c.dropped}" if c.dropped else "")
+            + (
+                f"; dropped: {c.dropped}"
+                if c.dropped
+                else "; 0 recompiles while timed"
+                + ("; outputs checked against eager" if c.eager_checked else "")
+            )
         )
     return out
 

@@ -56,6 +56,13 @@ def kernelbench_cmd(
     console = Console()
     wanted = [d.strip() for d in dtypes.split(",") if d.strip()]
     failed: list[str] = []
+    # A problem file is not screened or sandboxed: it is the task's reference.
+    console.print(
+        f"note: {'these problem files become' if len(files) > 1 else 'the problem file becomes'}"
+        " trusted code: kernelloop runs it unsandboxed (here, and as the reference in every "
+        "evaluation), without the model keys; import only files you trust.",
+        markup=False,
+    )
     for k, path in enumerate(files, 1):
         try:
             folder = import_problem(

@@ -24,6 +24,8 @@ def stage(category: str) -> str:
         return "policy"
     if category in PERFORMANCE:
         return "performance gate"
+    if category == "internal":
+        return "internal"
     return "correctness"
 
 
@@ -38,6 +40,8 @@ def headline(category: str, accepted: bool) -> str:
         return "REFUSED by the loop's rules (policy)"
     if where == "performance gate":
         return f"PERFORMANCE GATE: FAIL ({category})"
+    if where == "internal":  # the trusted side's failure, not a finding about the candidate
+        return "NOT JUDGED: kernelloop's trusted side failed (internal)"
     return f"REJECTED by correctness ({category})"
 
 

@@ -184,8 +184,8 @@ def evaluate_cmd(
     ] = None,
 ) -> None:
     """Check a candidate for correctness (and time it on a GPU) in a sandboxed worker.
-    Exit 0 accepted, 1 rejected, 2 usage or setup error (a bad candidate file, the task's
-    inputs or reference failing)."""
+    Exit 0 accepted, 1 rejected, 2 not judged: a usage or setup error (a bad candidate
+    file, the task's inputs or reference failing) or kernelloop's own failure."""
     from kernelloop.evaluate.trusted.run import evaluate
     from kernelloop.task.inputs_check import check_inputs_apart
 
@@ -212,8 +212,8 @@ def evaluate_cmd(
         print_record(record, Console())
     if record.verdict.accepted:
         raise typer.Exit(0)
-    # The task's own code failed (its reference or inputs), or the trusted side did: no
-    # verdict on the candidate, so not "rejected".
+    # The task's own code failed (its reference or inputs: setup), or kernelloop's did
+    # (internal): no verdict on the candidate, so not "rejected".
     raise typer.Exit(2 if record.verdict.category in SETUP_CATEGORIES else 1)
 
 
@@ -284,6 +284,8 @@ def print_record(record: EvaluationRecord, console: Console) -> None:
     v = record.verdict
     if v.accepted:
         console.print("[bold green]ACCEPTED[/]: every check passed")
+        if v.judged_on:
+            console.print(f"  {v.judged_on}", highlight=False, markup=False)
     else:
         print_rejection(
             console,

@@ -7,6 +7,7 @@ from kernelloop.agents.base import AgentContext
 from kernelloop.errors import KernelloopError
 from kernelloop.evaluate.trusted.record import EvaluationRecord
 from kernelloop.evaluate.trusted.run import select_shapes, timings_count
+from kernelloop.evaluate.trusted.undeclared import undeclared_ranges as unseen_ranges
 from kernelloop.loop.state import Best, Run
 from kernelloop.objective import floor_by_shape, floors
 from kernelloop.policy import rules_text
@@ -77,8 +78,13 @@ def judging_for(
     record = best.record if best else None
     env = record.environment if record else None
     device = device or (env.device if env else None)
+    versions = {"torch": env.torch, "triton": env.triton or ""} if env else {}
     if device is None:
-        return Judging(best_label=f"#{best.pid}" if best else "")
+        return Judging(
+            best_label=f"#{best.pid}" if best else "",
+            unseen=unseen_ranges(task, task.spec.shapes or task.spec.cpu_shapes) or {},
+            **versions,
+        )
     language = task.spec.task.language
     interpreter = bool(env.interpreter) if env else device == "cpu" and language != "torch"
     device_name = env.device_name if env else _device_name(device)
@@ -100,6 +106,8 @@ def judging_for(
         best_label=f"#{best.pid}" if best else "",
         best_objective=best.objective if best else None,
         best_rows=tuple(best.shapes) if best else (),
+        unseen=unseen_ranges(task, judged) or {},
+        **versions,
     )
 
 

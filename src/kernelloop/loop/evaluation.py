@@ -66,6 +66,8 @@ _KILLED = re.compile(r"worker died with exit code (-9|137)\b")
 def infrastructure_fault(ev: Evaluated) -> str:
     """Why `ev` has no verdict through no act of the candidate, or "" when it stands."""
     rec = ev.record
+    if rec is not None and rec.verdict.category == "internal":
+        return rec.verdict.reasons[0] if rec.verdict.reasons else "the trusted side failed"
     if rec is not None and rec.verdict.category == "crash":
         if killed := next((r for r in rec.verdict.reasons if _KILLED.search(r)), None):
             return f"the sandboxed worker was killed from outside ({killed})"

@@ -44,7 +44,8 @@ from kernelloop.profile.summary import ProfileReport, summarize
 from kernelloop.profile.untrusted import UntrustedFile, clean, open_dir, read_regular, write_new
 from kernelloop.sandbox import SandboxConfig, run_sandboxed
 from kernelloop.task import Shape, Task
-from kernelloop.task.roofline import ceiling_for, reference_ceiling
+from kernelloop.task.adhoc import shapes_from
+from kernelloop.task.roofline import ceiling_for, flops_kind, reference_ceiling
 
 WORKER = ["-m", "kernelloop.profile.worker"]
 MAX_CSV_BYTES = 16 << 20  # ncu's details page: ~50 KB per kernel (H200 captures)
@@ -107,7 +108,7 @@ def profile_candidate(
     say = progress or (lambda _m: None)
     t0 = time.monotonic()
     device = resolve_device(device)
-    the_shape = task.find_shape(shape) if shape else default_shape(task)
+    the_shape = shapes_from(task, shape)[0] if shape else default_shape(task)
     the_dtype = dtype or task.spec.dtypes[0]
     if the_dtype not in task.spec.dtypes:
         raise KernelloopError(
@@ -151,7 +152,7 @@ def profile_candidate(
         with ThreadPoolExecutor(max_workers=len(files)) as pool:
             got = dict(zip(files, pool.map(gather, files), strict=True))
 
-    flop_kind = task.spec.roofline.flops_dtype or the_dtype
+    flop_kind = flops_kind(task, the_dtype)
 
     def report_for(role: str, parent_report: ProfileReport | None) -> ProfileReport:
         g = got[role]

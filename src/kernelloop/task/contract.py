@@ -16,12 +16,14 @@ out what follows it; a cut is marked.
 from __future__ import annotations
 
 import ast
+import math
 from dataclasses import dataclass, field
+from importlib import metadata
 
 from kernelloop.task.contract_io import describe_inputs, describe_outputs
 from kernelloop.task.e2e_model import e2e_section
 from kernelloop.task.load import ELEM_SIZES, Task
-from kernelloop.task.roofline import Ceiling, Floor
+from kernelloop.task.roofline import Ceiling, Floor, flops_kind
 from kernelloop.task.spec import Shape
 from kernelloop.task.textbudget import approx_tokens, fit
 
@@ -32,14 +34,20 @@ SECTION_BUDGETS: dict[str, int] = {
     "reference": 1200,
     "inputs": 700,
     "shapes": 700,
-    "numerics": 250,
+    "numerics": 380,  # with the precision contract
     "randomness": 550,
     "end_to_end": 150,
     "roofline": 250,
 }
 CONTRACT_BUDGET = sum(SECTION_BUDGETS.values())
 
-SHORT_DTYPE = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32", "float64": "fp64"}
+SHORT_DTYPE = {
+    "bfloat16": "bf16",
+    "float16": "fp16",
+    "float32": "fp32",
+    "float64": "fp64",
+    "tfloat32": "tf32",
+}
 
 
 @dataclass(frozen=True)
@@ -65,6 +73,13 @@ class Judging:
     best_label: str = ""
     best_objective: float | None = None
     best_rows: tuple[dict, ...] = ()
+    # The judging machine's torch and triton (its evaluation record's, else this one's).
+    torch: str = ""
+    triton: str = ""
+    # The ranges the extra (undeclared) shape of each evaluation is drawn from, per
+    # dimension, as evaluate/trusted/undeclared.py's `undeclared_ranges` gives them
+    # (loop/context.py).
+    unseen: dict[str, tuple[int, int]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -85,10 +100,10 @@ def render_contract(task: Task, judging: Judging | None = None) -> Contract:
         "judging": _judging(task, j),
         "interface": _interface(task),
         "reference": _reference(task),
-        "inputs": _inputs(task),
+        "inputs": _inputs(task, j),
         "shapes": _shapes(task, j),
         "numerics": _numerics(task, j),
-        "randomness": _randomness(task),
+        "randomness": _randomness(task, j),
         "end_to_end": e2e_section(task, list(j.dtypes) or list(task.spec.dtypes)),
         "roofline": _roofline(task, j),
     }
@@ -104,7 +119,8 @@ def _judging(task: Task, j: Judging) -> str:
     if not j.device_name:
         return (
             "### Where it is judged\nNo device chosen yet: a run judges on its GPU (the "
-            "task's shapes) or, without one, on the CPU (its small cpu_shapes, correctness only)."
+            "task's shapes) or, without one, on the CPU (its small cpu_shapes, correctness only).\n"
+            + _versions(j)
         )
     hw = [j.device]
     if j.compute_capability:
@@ -114,7 +130,7 @@ def _judging(task: Task, j: Judging) -> str:
     where = f"{j.device_name} ({', '.join(hw)})"
     if j.interpreter or (j.device == "cpu" and task.spec.task.language != "torch"):
         where += ", kernels run in the Triton interpreter"
-    lines = ["### Where it is judged", f"Candidates are judged on {where}."]
+    lines = ["### Where it is judged", f"Candidates are judged on {where}.", _versions(j)]
     if j.timings_count:
         lines.append("Timings here count: a measurably faster, correct candidate is accepted.")
     else:
@@ -125,6 +141,24 @@ def _judging(task: Task, j: Judging) -> str:
     return "\n".join(lines)
 
 
+def _versions(j: Judging) -> str:
+    """The versions that decide which APIs a candidate may use."""
+    torch_v = j.torch or _installed("torch")
+    triton_v = j.triton or _installed("triton")
+    where = "the judging machine's" if j.torch else "this machine's"
+    return (
+        f"Software ({where}): torch {torch_v or 'not installed'}, triton "
+        f"{triton_v or 'not installed'}; use only APIs these versions have."
+    )
+
+
+def _installed(package: str) -> str:
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return ""
+
+
 def _interface(task: Task) -> str:
     info = task.spec.task
     sig = entry_signature(task.baseline_path.read_text(), info.entry)
@@ -133,6 +167,7 @@ def _interface(task: Task) -> str:
         kv = ", ".join(f"{k}={v!r}" for k, v in task.spec.params.items())
         lines.append(f"Keyword arguments of every call (task defaults): {kv}.")
     lines += describe_inputs(task)
+    lines += _model_new(task)
     outputs = [] if info.output_like else describe_outputs(task)
     if len(outputs) > 1:
         lines.append(
@@ -160,6 +195,28 @@ def _interface(task: Task) -> str:
     return "\n".join(lines)
 
 
+def _model_new(task: Task) -> list[str]:
+    """An imported KernelBench task's other form of candidate (task/kernelbench_inputs.py,
+    `model_entry`): a `ModelNew` class built from the problem's constructor arguments."""
+    try:
+        spec = task.model_class()
+    except Exception:  # noqa: BLE001 - a description, never a reason to fail
+        return []
+    if not spec:
+        return []
+    init = spec.get("init")
+    state = ", ".join(f"`{n}`" for n in spec.get("state", [])) or "none"
+    return [
+        f"Or, instead of `{task.spec.task.entry}`, define `class {spec.get('class', 'ModelNew')}"
+        "(nn.Module)` as KernelBench solutions do: the judge builds it once per size with the "
+        f"problem's constructor arguments ({init!r} for the problem's own sizes) and calls "
+        f"its forward({', '.join(spec.get('forward_args', []))}). Its constructor may keep "
+        "those constants (a size, an eps, a scale) as attributes for its kernels; its "
+        f"parameters and buffers must carry Model's names ({state}): the task's values are "
+        "swapped in by name."
+    ]
+
+
 def _reference(task: Task) -> str:
     path, func = task.file_and_function("reference")
     source = path.read_text().rstrip("\n")
@@ -169,10 +226,9 @@ def _reference(task: Task) -> str:
     )
 
 
-def _inputs(task: Task) -> str:
+def _inputs(task: Task, j: Judging) -> str:
     path, func = task.file_and_function("inputs")
     suites = task.spec.suites
-    st = task.spec.stochastic
     lines = [f"### Inputs (`{path.name}:{func}`) and the cases the judge runs"]
     doc = _docstring(path.read_text())
     if doc:
@@ -180,8 +236,6 @@ def _inputs(task: Task) -> str:
     cases = [f"`random` ({suites.random_repeats} draw(s) per shape and dtype)"]
     if suites.extreme_cases:
         cases.append("extreme: " + ", ".join(f"`{c}`" for c in suites.extreme_cases))
-    if st is not None:
-        cases.append(f"`{st.case}` for the randomness checks")
     lines.append(
         "Judged on every shape and dtype: "
         + "; ".join(cases)
@@ -190,6 +244,14 @@ def _inputs(task: Task) -> str:
         "same inputs twice give identical bytes) and one extra shape drawn per evaluation "
         "from the task's ranges that no listed shape has: do not special-case listed sizes."
     )
+    if j.unseen:
+        fixed = any(k not in j.unseen for s in task.spec.shapes[:1] for k in s.dims)
+        ranges = ", ".join(f"{k} in [{lo}, {hi}]" for k, (lo, hi) in j.unseen.items())
+        lines.append(
+            f"The extra shape's ranges: {ranges} (log-uniform, odd values where possible, "
+            "never a listed value, no more elements than the largest judged shape)"
+            + ("; the other dimensions keep their listed value." if fixed else ".")
+        )
     return "\n".join(lines)
 
 
@@ -260,11 +322,27 @@ def _numerics(task: Task, j: Judging) -> str:
         f"Dtypes judged: {', '.join(dtypes)} (task: {', '.join(task.spec.dtypes)}). "
         "Every output element must satisfy |out - ref| <= atol + rtol * |ref|, against the "
         "reference computed in float64 on the same inputs; a NaN or Inf where the reference "
-        f"is finite fails. {per}."
+        f"is finite fails. {per}.\n" + precision_text(task)
     )
 
 
-def _randomness(task: Task) -> str:
+def precision_text(task: Task) -> str:
+    """The task's precision contract in one or two sentences (`[precision]`, task/spec.py)."""
+    if task.spec.precision.tf32:
+        return (
+            "Precision: float32 matmuls and convolutions may round their inputs to TF32 "
+            "(Triton's `tl.dot` default); a float32 compute floor is at the TF32 tensor-core "
+            "rate."
+        )
+    return (
+        "Precision: float32 is computed at full float32 precision; TF32 is not allowed. "
+        'Triton\'s `tl.dot` rounds float32 inputs to TF32 unless given `input_precision="ieee"`'
+        " (the CPU interpreter emulates that rounding, so it fails there as on a GPU); a "
+        "float32 compute floor is at the FP32 (non-tensor-core) rate."
+    )
+
+
+def _randomness(task: Task, j: Judging) -> str:
     st = task.spec.stochastic
     if st is None:
         return ""
@@ -276,26 +354,60 @@ def _randomness(task: Task) -> str:
         f"`{rate}` and `{seed}` are keyword arguments; kernelloop passes a fresh 31-bit "
         f"`{seed}` per call. {rate} values judged: {', '.join(f'{r:g}' for r in rates)} "
         f"(every listed rate on the first shape, {rate}={p_task:g} elsewhere; the "
-        f"benchmark times {rate}={p_task:g}). The random, extreme and determinism cases "
-        f"run with {rate}=0: no element dropped, the output must match the reference.",
+        f"benchmark times {rate}={p_task:g}). The random and determinism calls run with "
+        f"{rate}={p_task:g}, the extreme cases with {rate}=0 on some shapes and dtypes and "
+        f"{rate}={p_task:g} on the others, every randomness check on the same `random` "
+        f"inputs the benchmark times; with {rate}=0 the output must match the reference.",
     ]
     if st.contract.strip():
         lines.append(f"The operation's randomness, in the task's words: {st.contract.strip()}")
     lines += [
-        f"With {rate} > 0, on the `{st.case}` inputs:",
+        f"With {rate} > 0, in every suite:",
         f"- every element must equal either its kept value (the reference with "
         f"`{st.mask_param}` all True) or its dropped value (`{st.mask_param}` all False), "
-        "within the dtype's tolerance;",
-        f"- the fraction dropped must fit {rate} (binomial test, ±{st.confidence_sigmas:g} sigma);",
+        "within atol + rtol·|kept − dropped| (the tolerance is on the random term, not on "
+        "the whole value) plus one unit of the output dtype at the value;",
+        f"- the fraction dropped must fit {rate} (binomial test, ±{st.confidence_sigmas:g} "
+        "sigma), over all elements and within each half split by the size of the dropped "
+        "value and by the size of the term;",
+        f"- neighbouring rows' and neighbouring columns' masks must be independent (the "
+        f"fraction of pairs that differ fits 2·{rate}·(1-{rate}));",
         f"- the same inputs and `{seed}` must give identical bytes;",
         f"- a different `{seed}` must give an independent mask: the fraction of elements kept "
         f"in one call and dropped in the other must fit 2·{rate}·(1-{rate}) "
         f"(±{st.confidence_sigmas:g} sigma).",
+        _drop_band(task, j, float(p_task)),
         "Nothing else about the mask is checked: it need NOT match the baseline's (or any "
         "particular generator's) mask bit for bit. Any RNG, any counter layout and any "
         "number of random bits per element is fine while the checks above hold.",
     ]
-    return "\n".join(lines)
+    return "\n".join(line for line in lines if line)
+
+
+def _drop_band(task: Task, j: Judging, p: float) -> str:
+    """How tight the dropped-fraction test is at the task's rate on the heaviest GPU shape
+    and the first CPU one: ±sigmas·sqrt(p(1-p)/n) of the fraction, as compare.binomial_ok
+    computes it, with n the shape's element count (an output of the shape's dims). A
+    generator too coarse for the GPU's band passes the CPU's."""
+    st = task.spec.stochastic
+    if st is None or not 0 < p < 1:
+        return ""
+    picks = []
+    if task.spec.shapes:
+        picks.append(("GPU", max(task.spec.shapes, key=lambda s: s.weight)))
+    if task.spec.cpu_shapes:
+        picks.append(("CPU", task.spec.cpu_shapes[0]))
+    bands = []
+    for where, s in picks:
+        n = math.prod(s.dims.values())
+        band = st.confidence_sigmas * math.sqrt(p * (1 - p) / n)
+        bands.append(f"±{band:.2g} at the {where}'s {s.label} ({n:,} elements)")
+    return (
+        f"- so at {st.rate_param}={p:g} the dropped fraction may stray from {p:g} by "
+        + " but ".join(bands)
+        + ": a generator with few random bits per element (an 8-bit threshold rounds "
+        f"{p:g} to a multiple of 1/256) can pass the CPU's band and fail the GPU's."
+    )
 
 
 def _roofline(task: Task, j: Judging) -> str:
@@ -307,7 +419,13 @@ def _roofline(task: Task, j: Judging) -> str:
     ]
     c = j.ceiling
     if _counts_flops(task):
-        at = f"the {rl.flops_dtype} peak" if rl.flops_dtype else "the judged dtype's dense peak"
+        at = (
+            f"the {rl.flops_dtype} peak"
+            if rl.flops_dtype
+            else "the judged dtype's dense peak (float32: "
+            + ("TF32's" if task.spec.precision.tf32 else "FP32's, TF32 not allowed")
+            + ")"
+        )
         lines.append(f"Minimal flops per call: `{rl.flops}` (a multiply-add is 2), at {at}.")
     if c is None:
         lines.append(
@@ -321,7 +439,7 @@ def _roofline(task: Task, j: Judging) -> str:
         lines.append(f"Floor time = {mem} on the {j.floor_device}; {pct}")
         return "\n".join(lines)
     dtypes = list(j.dtypes) or list(task.spec.dtypes)
-    kinds = [rl.flops_dtype] if rl.flops_dtype else dtypes
+    kinds = [flops_kind(task, d) for d in dtypes]
     rates = ", ".join(
         f"{SHORT_DTYPE.get(k, k)} {c.flops_per_s[k] / 1e12:g}" if k in c.flops_per_s
         else f"{SHORT_DTYPE.get(k, k)} unknown (memory floor only)"

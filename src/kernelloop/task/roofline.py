@@ -21,6 +21,7 @@ from typing import Literal
 from pydantic import TypeAdapter, ValidationError
 
 from kernelloop.errors import TaskError
+from kernelloop.task.adhoc import AD_HOC, floor_depends_on_dims
 from kernelloop.task.load import Task
 from kernelloop.task.spec import PeakOverride, Shape
 
@@ -67,6 +68,8 @@ class Floor:
 def floor_on(task: Task, shape: Shape, dtype: str, device_name: str) -> Floor | None:
     """The floor of `shape` in `dtype` on the GPU called `device_name`; None where no DRAM
     rate is known for it (an unknown GPU with no override, or a CPU)."""
+    if shape.tag == AD_HOC and not floor_depends_on_dims(task):
+        return None  # a floor of one fixed size (an imported problem's), not this shape's
     ceiling = ceiling_for(device_name, task.spec.roofline.peaks)
     return floor_with(task, shape, dtype, ceiling) if ceiling else None
 
@@ -74,7 +77,7 @@ def floor_on(task: Task, shape: Shape, dtype: str, device_name: str) -> Floor | 
 def floor_with(task: Task, shape: Shape, dtype: str, ceiling: Ceiling) -> Floor:
     memory_ms = task.min_bytes(shape, dtype) / ceiling.dram_bytes_per_s * 1e3
     flops = task.min_flops(shape, dtype)
-    kind = task.spec.roofline.flops_dtype or dtype
+    kind = flops_kind(task, dtype)
     if flops <= 0:
         return Floor(memory_ms, None, "memory", kind)
     rate = ceiling.flops_per_s.get(kind)
@@ -87,6 +90,33 @@ def floor_with(task: Task, shape: Shape, dtype: str, ceiling: Ceiling) -> Floor:
     compute_ms = flops / rate * 1e3
     bound: Literal["memory", "compute"] = "compute" if compute_ms > memory_ms else "memory"
     return Floor(memory_ms, compute_ms, bound, kind)
+
+
+def flops_kind(task: Task, dtype: str) -> str:
+    """The peak rate a task's flops run at in `dtype`: `[roofline] flops_dtype` where set;
+    float32 at the TF32 tensor-core rate only where `[precision] tf32` allows it (else the
+    FP32 rate: a floor at the TF32 rate would ask a full-precision kernel for 7x what it
+    can do on an H200); any other dtype at its own dense rate."""
+    if task.spec.roofline.flops_dtype:
+        return task.spec.roofline.flops_dtype
+    if dtype == "float32" and task.spec.precision.tf32:
+        return "tfloat32"
+    return dtype
+
+
+def precision_hint(task: Task, floor: Floor | None, dtype: str) -> str:
+    """Why a kernel can beat a compute floor at the FP32 rate: it does not compute at full
+    float32 precision — which the task's contract forbids (`[precision] tf32 = false`).
+    On the H200 an honest-looking KernelBench GEMM solution (`tl.dot`'s TF32 default) ran
+    at 111% of its FP32 floor and passed the float32 tolerance of 1e-2 (2026-12-03)."""
+    if floor is None or floor.bound != "compute" or flops_kind(task, dtype) != "float32":
+        return ""
+    return (
+        "faster than float32 arithmetic allows on this GPU, so it computes below float32 "
+        "precision (TF32 tensor cores: `tl.dot`'s default for float32 inputs), which this "
+        'task forbids ([precision] tf32 = false): pass input_precision="ieee", or set tf32 = '
+        "true where the task allows TF32"
+    )
 
 
 def ceiling_for(

@@ -14,8 +14,9 @@ from kernelloop.task.generic_cases import CASES as GENERIC_CASES
 
 DTYPE_NAMES = ("float32", "float16", "bfloat16", "float64")
 # The dtypes a peak compute rate is given for (task/peaks.toml); float8 only through
-# `[roofline] flops_dtype`, since no task dtype is float8.
-PEAK_DTYPES = (*DTYPE_NAMES, "float8")
+# `[roofline] flops_dtype`, since no task dtype is float8. `tfloat32` is the TF32
+# tensor-core rate: the rate of float32 flops where the task's `[precision] tf32` allows it.
+PEAK_DTYPES = (*DTYPE_NAMES, "tfloat32", "float8")
 
 
 class _Strict(BaseModel):
@@ -50,6 +51,12 @@ class TaskInfo(_Strict):
     tunables: list[str] = Field(
         default_factory=list,
         description="module-level constants in the kernel source that a tuner may change",
+    )
+    closed_shapes: bool = Field(
+        default=False,
+        description="the op is defined only at the declared shapes (an imported KernelBench "
+        "problem's fixed sizes): no undeclared shape is drawn, and the verdict says it was "
+        "judged on the declared shapes only",
     )
 
     @field_validator("reference", "inputs")
@@ -97,8 +104,12 @@ class Stochastic(_Strict):
     seed_param: str = "seed"
     mask_param: str = "keep_mask"
     case: str = Field(
-        default="distinguishable",
-        description="input case under which a dropped element differs from a kept one",
+        default="random",
+        description=(
+            "ignored, kept so that older task files load: the randomness checks run on the "
+            "`random` inputs the timed calls use, so no check can be told from a timed call "
+            "(a residual-free case was a tell a kernel could test for; issue 33)"
+        ),
     )
     rates: list[float] = Field(default_factory=lambda: [0.1, 0.5])
     confidence_sigmas: float = Field(default=6.0, gt=0)
@@ -264,6 +275,22 @@ class Roofline(_Strict):
         return v
 
 
+class Precision(_Strict):
+    """The task's precision contract: what reduced precision a float32 computation may use.
+    PyTorch's own default for float32 matmuls is full precision
+    (`torch.backends.cuda.matmul.allow_tf32 = False`), and so is KernelBench's float32
+    semantics; Triton's `tl.dot` on float32 inputs, however, rounds them to TF32 unless told
+    `input_precision="ieee"`. A task says which it accepts, and its tolerances and floors
+    follow: with `tf32 = false` a float32 floor is at the FP32 (non-tensor-core) rate."""
+
+    tf32: bool = Field(
+        default=False,
+        description="float32 matmuls and convolutions may round their inputs to TF32 (10-bit "
+        "mantissa) and run on tensor cores; false: full float32 (PyTorch's and KernelBench's "
+        "default)",
+    )
+
+
 class TaskSpec(_Strict):
     task: TaskInfo
     params: dict[str, float | int | bool | str] = Field(default_factory=dict)
@@ -276,6 +303,7 @@ class TaskSpec(_Strict):
     e2e: E2E | None = None
     rules: Rules = Rules()
     roofline: Roofline
+    precision: Precision = Precision()
 
     @field_validator("dtypes")
     @classmethod

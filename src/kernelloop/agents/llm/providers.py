@@ -285,5 +285,12 @@ def make_provider(
 ) -> _SdkProvider:
     """Build a provider from 'openai:MODEL' / 'anthropic:MODEL' (options: see _SdkProvider)."""
     provider, model = parse_model_spec(spec, default_provider)
+    if os.environ.get("KERNELLOOP_KEYHOLDER_FD") and options.get("env") is None:
+        # This process runs task code, so it holds no key: the key holder (a child started
+        # by the launcher with the keys) builds the client and makes the calls.
+        from kernelloop.agents.llm.keyholder import RemoteProvider
+
+        options.pop("sleep", None)  # the key holder waits between retries itself
+        return RemoteProvider(provider, model, **options)  # type: ignore[return-value]
     cls = OpenAIProvider if provider == "openai" else AnthropicProvider
     return cls(model, **options)

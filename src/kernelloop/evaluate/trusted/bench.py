@@ -180,7 +180,7 @@ def start_benchmark(
     impls = {n: native_source.as_module(task, p) for n, p in impls.items()}  # --best, --against
     sources = {n: p.read_bytes() for n, p in impls.items()}
     limit = timeout_s or task.spec.rules.eval_timeout_s
-    evidence = compiled_evidence(task, limit) if compiled else {}
+    evidence = compiled_evidence(task, limit, dtype) if compiled else {}
     ref_path = task.file_and_function("reference")[0]
     best_name = "best" if "best" in impls else "baseline"
     findings = (
@@ -350,14 +350,17 @@ class PendingBenchmark:
         return rec
 
 
-def compiled_evidence(task: Task, limit_s: float) -> dict[str, Evidence]:
+def compiled_evidence(task: Task, limit_s: float, dtype: str = "") -> dict[str, Evidence]:
     """The "compiled" slot: the task's reference — the trusted eager op, on every task (an
     imported KernelBench task's PyTorch baseline is the same Model) — wrapped by the
     worker with torch.compile (default mode, dynamic=False). A stochastic task's reference
     takes its randomness as a keep-mask; the worker draws it inside the compiled function
-    (worker/compiled.py)."""
+    (worker/compiled.py). Each shape's first compiled call is checked against eager within
+    twice the dtype's tolerance (each is held to one tolerance of the truth)."""
     _, func = task.file_and_function("reference")
     spec: dict = {"mode": None, "dynamic": False}
+    if tol := task.spec.tolerances.get(dtype):
+        spec |= {"atol": 2 * tol.atol, "rtol": 2 * tol.rtol}
     if st := task.spec.stochastic:
         spec |= {
             "mask_param": st.mask_param,
@@ -381,6 +384,8 @@ def _compiled_slot(
         source=task.spec.task.reference,
         shapes=timed,
         dropped=why,
+        recompiles=1 if "recompiled during a timed call" in why else 0,
+        eager_checked=task.spec.stochastic is None,
         prepare_s=outcome.prepare_s.get(COMPILED, {}),
         budget_s=ev.budget_s,
         total_budget_s=ev.total_s,

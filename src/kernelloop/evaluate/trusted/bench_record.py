@@ -96,6 +96,15 @@ class CompiledSlot(BaseModel):
     )
     budget_s: float = Field(description="the most that may take on one shape")
     total_budget_s: float = Field(description="… and on all shapes together")
+    recompiles: int = Field(
+        default=0,
+        description="compiles during timed calls: any one drops the slot (worker/compiled.py)",
+    )
+    eager_checked: bool = Field(
+        default=False,
+        description="each shape's first compiled output was checked against eager (not for a "
+        "stochastic task, whose compiled op draws its own mask)",
+    )
 
 
 class BenchmarkRecord(BaseModel):

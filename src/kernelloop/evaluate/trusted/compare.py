@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import torch
@@ -18,21 +17,6 @@ class Comparison:
     worst_index: list[int] | None
     reason: str
     category: str = "wrong"
-
-
-def _worst(err: torch.Tensor, shape: torch.Size) -> list[int]:
-    flat = int(torch.argmax(err.reshape(-1)).item())
-    idx = []
-    for d in reversed(shape):
-        idx.append(flat % d)
-        flat //= d
-    return list(reversed(idx))
-
-
-def _at(t: torch.Tensor, index: list[int] | None) -> float | None:
-    if index is None or t.numel() == 0:
-        return None
-    return float(t[tuple(index)].item())
 
 
 def _pair(expected: float | None, got: float | None) -> str:
@@ -159,69 +143,3 @@ def _value_pair(out: torch.Tensor, ref: torch.Tensor, where: list[int] | None) -
     if where is None or out.numel() == 0:
         return ""
     return _pair(float(ref[tuple(where)].item()), float(out[tuple(where)].item()))
-
-
-@dataclass
-class MaskInference:
-    ok: bool
-    reason: str
-    dropped: torch.Tensor | None  # bool, True where dropped (only where decidable)
-    decidable: torch.Tensor | None
-    max_abs_err: float | None = None
-
-
-def infer_mask(
-    out: torch.Tensor, ref_keep: torch.Tensor, ref_drop: torch.Tensor, tol: Tolerance
-) -> MaskInference:
-    """Every element must equal either its kept value (scaled by 1/(1-p)) or its dropped value."""
-    out = out.to(torch.float64)
-    if not bool(torch.isfinite(out).all()):
-        return MaskInference(False, "non-finite output values", None, None)
-    e_keep = (out - ref_keep).abs()
-    e_drop = (out - ref_drop).abs()
-    m_keep = e_keep <= tol.atol + tol.rtol * ref_keep.abs()
-    m_drop = e_drop <= tol.atol + tol.rtol * ref_drop.abs()
-    neither = ~(m_keep | m_drop)
-    if bool(neither.any()):
-        n = int(neither.sum().item())
-        worst = _worst(torch.minimum(e_keep, e_drop), out.shape)
-        kept, dropped, got = _at(ref_keep, worst), _at(ref_drop, worst), _at(out, worst)
-        values = (
-            f": kept value {kept:.6g}, dropped value {dropped:.6g}, got {got:.6g}"
-            if None not in (kept, dropped, got)
-            else ""
-        )
-        return MaskInference(
-            False,
-            f"{n} elements are neither a kept nor a dropped value (worst at {worst}{values})",
-            None,
-            None,
-            float(torch.minimum(e_keep, e_drop).max().item()),
-        )
-    # Decidability must not depend on the output: an element is counted only where the
-    # kept and dropped values are far apart relative to the tolerance. Deciding from the
-    # output instead biased the dropped fraction low (0.0991 for p=0.1 on 1024x32768
-    # bf16 on the H200, 2026-11-29): tiny kept values stayed decidable, tiny dropped not.
-    gap = (ref_keep - ref_drop).abs()
-    margin = 2.0 * (2.0 * tol.atol + tol.rtol * (ref_keep.abs() + ref_drop.abs()))
-    decidable = (gap > margin) & (m_keep ^ m_drop)
-    return MaskInference(
-        True, "", m_drop & ~m_keep, decidable, float(torch.minimum(e_keep, e_drop).max().item())
-    )
-
-
-def binomial_ok(count: int, n: int, p: float, sigmas: float) -> tuple[bool, str]:
-    """Is `count` successes out of `n` consistent with rate p (normal approx., ±sigmas)?"""
-    if n == 0:
-        return (
-            False,
-            "no element was decidable as kept or dropped; the task's stochastic case cannot tell",
-        )
-    mean = n * p
-    sd = math.sqrt(max(n * p * (1 - p), 1e-12))
-    ok = abs(count - mean) <= sigmas * sd + 1
-    frac = count / n
-    return (
-        ok,
-        f"dropped fraction {frac:.4f} over {n} elements (expected {p:g} ± {sigmas * sd / n:.4f})",
-    )

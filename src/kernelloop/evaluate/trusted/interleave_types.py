@@ -34,7 +34,7 @@ class Settings:
     cpu_threads: int = 1
     batch_s: float | None = None  # target length of one batch (default 10 ms GPU, 20 ms CPU)
     graphs: bool = True
-    ramp_s: float = 0.2  # GPU held busy before the first shape: clocks leave idle
+    ramp_s: float = 1.5  # at most this long busy before the first shape, until clocks settle
     batch_ramp_ms: float = (
         0.3  # and briefly before each batch (a turn change leaves it idle ~1-3 ms)
     )

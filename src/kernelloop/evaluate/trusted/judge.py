@@ -3,31 +3,40 @@
 The trusted side regenerates the call's inputs from the secret seed, runs the reference
 in float64 and compares the bytes the worker wrote. Nothing the worker claims about
 correctness is used; its facts (type, aliasing, mutation, launches) can only reject.
-The interface and op-audit checks are in judge_interface.py, determinism and the
-stochastic suite in judge_stochastic.py; this file: values, references, trivial outputs.
+The interface and op-audit checks are in judge_interface.py, determinism and kept state in
+judge_state.py, the stochastic suite in judge_stochastic.py; this file: values,
+references, trivial outputs.
 """
 
 from __future__ import annotations
 
+import sys
+import traceback
 from dataclasses import dataclass, field, replace
 
 import torch
 
-from kernelloop.evaluate.trusted import diagnose
-from kernelloop.evaluate.trusted.compare import (
-    Comparison,
-    binomial_ok,
+from kernelloop.evaluate.trusted import diagnose, undeclared
+from kernelloop.evaluate.trusted.compare import Comparison, within_tolerance
+from kernelloop.evaluate.trusted.compare_mask import (
     infer_mask,
-    within_tolerance,
+    neighbours_problem,
+    rate_problem,
 )
 from kernelloop.evaluate.trusted.judge_e2e import E2EMixin
 from kernelloop.evaluate.trusted.judge_interface import InterfaceMixin
+from kernelloop.evaluate.trusted.judge_state import StateMixin
 from kernelloop.evaluate.trusted.judge_stochastic import StochasticMixin
-from kernelloop.evaluate.trusted.outputs import OutputDir
+from kernelloop.evaluate.trusted.outputs import OutputDir, OutputError
 from kernelloop.evaluate.trusted.plan import Call
 from kernelloop.evaluate.trusted.record import CheckResult
 from kernelloop.evaluate.trusted.refcache import References
-from kernelloop.evaluate.trusted.sensitivity import Sensitivity, matching_trivial, trivial_outputs
+from kernelloop.evaluate.trusted.sensitivity import (
+    Sensitivity,
+    TrivialOutputs,
+    matching_trivial,
+    trivial_outputs,
+)
 from kernelloop.evaluate.trusted.staging import Staging
 from kernelloop.evaluate.trusted.text import (  # noqa: F401  (last_line: re-exported)
     candidate_text,
@@ -39,6 +48,7 @@ from kernelloop.task.generic_cases import atol_factor, with_generic_cases
 from kernelloop.task.spec import Tolerance
 
 EXACT = Tolerance(atol=0.0, rtol=0.0)
+NO_DROPOUT = TrivialOutputs.NO_DROPOUT
 DIAGNOSED_CALLS = 3  # failed calls per evaluation told what their output is instead
 
 
@@ -54,7 +64,7 @@ class TaskFault(Exception):
 
 
 @dataclass
-class Judge(InterfaceMixin, StochasticMixin, E2EMixin):
+class Judge(InterfaceMixin, StateMixin, StochasticMixin, E2EMixin):
     task: Task
     device: str
     # The round's (or this evaluation's) reference cache; None computes every reference.
@@ -98,6 +108,7 @@ class Judge(InterfaceMixin, StochasticMixin, E2EMixin):
             return self.reference(**up, **params)
 
     def _fail(self, call: Call, suite: str, category: str, reason: str, cmp=None) -> None:
+        reason = undeclared.reason(call.shape, category, reason)
         self.checks.append(
             CheckResult(
                 suite=suite,
@@ -137,8 +148,31 @@ class Judge(InterfaceMixin, StochasticMixin, E2EMixin):
         try:
             outputs.arrived(call.id, msg.get("slot"))
             self._judge(call, msg, outputs)
+        except OutputError:
+            raise  # the candidate's output broke the protocol: the caller says so
+        except Exception as e:  # noqa: BLE001 - the trusted side never raises (issue 33)
+            self.internal_error(call, e)
         finally:
             outputs.discard(call.id)
+
+    def internal_error(self, call: Call, e: BaseException) -> None:
+        """The trusted side's own failure on `call`: category `internal` (infrastructure:
+        the loop evaluates the candidate again and never charges it), the verdict one
+        sentence, the traceback in this process's log only (never to the candidate)."""
+        print(f"kernelloop: the trusted side failed judging call {call.id}:", file=sys.stderr)
+        traceback.print_exception(e, limit=12, file=sys.stderr)
+        if type(e).__name__ == "OutOfMemoryError":  # torch's, on this side's GPU
+            why = (
+                "the trusted side ran out of GPU memory judging this call (this machine's "
+                "limit, not a finding about the candidate): judge smaller shapes (--shapes) "
+                "or on a GPU with more free memory"
+            )
+        else:
+            why = (
+                f"the trusted side failed judging this call ({type(e).__name__}; traceback "
+                "in the log): not the candidate's fault, it is evaluated again"
+            )
+        self._fail(call, call.suite, "internal", why)
 
     def _judge(self, call: Call, msg: dict, outputs: OutputDir) -> None:
         if not msg.get("ok"):
@@ -170,20 +204,26 @@ class Judge(InterfaceMixin, StochasticMixin, E2EMixin):
         self._audit(call, msg)
         out = self._staging.load(outputs, call.id, like)
         tol = self.tolerance(call, like)
-        stochastic = call.suite == "stochastic" and call.rate > 0
         refs = self.value_refs(call, inputs)
-        if "ref" in refs or "keep" in refs:
-            trivial = trivial_outputs(inputs, like, refs.get("ref", refs.get("keep")))
+        if "keep" in refs:  # a call with p > 0, in whichever suite
+            trivial = trivial_outputs(inputs, like, refs["keep"], kept=refs["keep"])
+        elif "ref" in refs:
+            trivial = trivial_outputs(inputs, like, refs["ref"])
         else:
             trivial = self._trivial_parts(call, inputs, refs)
         self._prove(call, trivial, refs, tol)
-        if stochastic:
+        if "keep" in refs:
             self._stochastic(call, out, refs, tol, trivial)
             return
         cmp = self._compare(call, out, refs, tol)
         if not cmp.passed:
-            self._fail_values(call, call.suite, cmp.category, cmp.reason, cmp, out, trivial, tol)
-        elif call.suite == "determinism":
+            if not self._stateful(call, out, cmp):  # judge_state.py
+                self._fail_values(
+                    call, call.suite, cmp.category, cmp.reason, cmp, out, trivial, tol
+                )
+            return
+        self._remember(call, out)
+        if call.suite == "determinism":
             self._determinism(call, out, cmp)
         else:
             self._pass(call, call.suite, cmp)
@@ -276,18 +316,27 @@ class Judge(InterfaceMixin, StochasticMixin, E2EMixin):
 
     def _value_reason(self, call: Call, out: torch.Tensor, refs: dict, tol) -> str | None:
         """Why `out` fails the value check against `refs` (tolerance against the float64
-        reference; for a stochastic call, mask inference and the binomial test of its
-        rate), or None when it passes."""
+        reference; with p > 0, `mask_problem`), or None when it passes."""
         if "keep" not in refs:
             cmp = self._compare(call, out, refs, tol)
             return None if cmp.passed else cmp.reason
+        problem = self.mask_check(call, out, refs, tol)[1]
+        return None if problem is None else problem[1]
+
+    def mask_check(self, call: Call, out: torch.Tensor, refs: dict, tol):
+        """The mask inferred from a call with p > 0, and (category, reason) when its output
+        fails (else None): every element its kept or its dropped value
+        (compare_mask.infer_mask), the dropped fraction within the binomial bound overall
+        and by stratum, neighbouring rows' and columns' masks independent."""
         inf = infer_mask(out, refs["keep"], refs["drop"], tol)
+        p, sigmas = call.rate, self.st.confidence_sigmas
         if not inf.ok:
-            return f"p={call.rate:g}: {inf.reason}"
-        n = int(inf.decidable.sum().item())
-        dropped = int((inf.dropped & inf.decidable).sum().item())
-        ok, text = binomial_ok(dropped, n, call.rate, self.st.confidence_sigmas)
-        return None if ok else f"p={call.rate:g}: {text}"
+            wrong = "stochastic" if call.suite == "stochastic" else "wrong"
+            category = inf.category if inf.category == "nonfinite" else wrong
+            return inf, (category, f"p={p:g}: {inf.reason}")
+        why = rate_problem(inf, refs["keep"], refs["drop"], p, sigmas)
+        why = why or neighbours_problem(inf, p, sigmas)
+        return inf, (None if why is None else ("stochastic", f"p={p:g}: {why}"))
 
     def value_refs(self, call: Call, inputs: dict | None = None) -> dict:
         """The float64 reference(s) of `call`: {"ref"}, or {"keep", "drop"} for a stochastic
@@ -302,7 +351,7 @@ class Judge(InterfaceMixin, StochasticMixin, E2EMixin):
 
         def refs() -> dict:
             given = self._inputs(call) if inputs is None else inputs
-            if call.suite == "stochastic" and call.rate > 0:
+            if call.rate > 0:  # every suite: the op as it is used (issue 33)
                 like = given[self.task.spec.task.output_like]  # required with [stochastic]
                 ones = torch.ones_like(like, dtype=torch.bool)
                 return {
@@ -331,7 +380,7 @@ class Judge(InterfaceMixin, StochasticMixin, E2EMixin):
             tuple(sorted(call.shape.dims.items())),
             call.dtype,
             tuple(sorted((k, repr(v)) for k, v in params.items())),
-            call.suite == "stochastic" and call.rate > 0,
+            call.rate > 0,
         )
 
     def value_problem(self, call: Call, out: torch.Tensor, refs: dict | None = None) -> str | None:
@@ -353,16 +402,20 @@ class Judge(InterfaceMixin, StochasticMixin, E2EMixin):
         """A failed value check, named `trivial` when the output is one of the trivial outputs."""
 
         refs_of_call = self.value_refs(call)
-        likes = self._part_likes(call, refs_of_call)
+        single = "ref" in refs_of_call or "keep" in refs_of_call  # one output tensor
+        likes = [out] if single else self._part_likes(call, refs_of_call)
 
         def close(a, b):
-            if "ref" in refs_of_call:
+            if single:
                 return within_tolerance(a, b.to(torch.float64), tol).passed
             # packed parts: the same per-output comparison, with `b` as the reference
             parts = {f"ref.{k}": r.to(torch.float64) for k, r in enumerate(unpack(b, likes))}
             return self._compare(call, a, parts, tol).passed
 
-        name = matching_trivial(out, {k: v.to(self.device) for k, v in trivial.items()}, close)
+        # "No dropout" proves that the mask is checked; an output that ignores the rate is
+        # told so by the check itself (stochastic), not called a trivial output.
+        looked = {k: v.to(self.device) for k, v in trivial.items() if k != NO_DROPOUT}
+        name = matching_trivial(out, looked, close)
         if name is not None:
             category, reason = "trivial", f"the output is {name}, not a computed result ({reason})"
         elif "ref" in refs_of_call and self._diagnosed < DIAGNOSED_CALLS:

@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import math
 import random
 import secrets
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from kernelloop.evaluate.trusted.undeclared import undeclared_shapes, unseen_shape  # noqa: F401
 from kernelloop.task import Shape, Task
 
 LARGE_NUMEL = 4 << 20  # above this, one random draw and one stochastic rate
@@ -29,7 +28,7 @@ class Call:
     input_seed: int
     params: dict
     group: str = ""  # calls compared with each other (determinism, seeds)
-    role: str = ""  # "a", "same_seed", "other_seed", "repeat"
+    role: str = ""  # "a", "same_seed", "other_seed", "refill", "repeat"
     rate: float = 0.0
     # Every call runs under the aten-op recorder: auditing only the first let a
     # candidate be honest once and call PyTorch afterwards.
@@ -50,6 +49,10 @@ class Call:
             "audit": self.audit,
             **({"e2e": True} if self.suite == "e2e" else {}),
             **({"count_kernels": True} if self.count_kernels else {}),
+            # The worker keeps a determinism group's first inputs and refills those same
+            # tensors for its `refill` call (worker/main.run_call).
+            **({"keep_inputs": True} if self.suite == "determinism" and self.role == "a" else {}),
+            **({"refill": True} if self.role == "refill" else {}),
         }
 
 
@@ -83,7 +86,7 @@ class Seeds:
         return self._draw(f"call:{name}", 31)
 
     def rng(self, name: str) -> random.Random:
-        """A generator for the plan's other secret choices (the unseen shape)."""
+        """A generator for the plan's other secret choices (the undeclared shapes)."""
         return random.Random(self._draw(f"rng:{name}", 62))
 
 
@@ -103,8 +106,9 @@ def plan_calls(
     seeds: Seeds | None = None,
     e2e_shapes: list[Shape] | None = None,
 ) -> Plan:
-    """The calls of one evaluation, in stage order (`STAGES`); with `unseen`, plus a shape
-    drawn now that no file names. `seeds`: the round's (default: fresh for this plan).
+    """The calls of one evaluation, in stage order (`STAGES`); with `unseen`, plus the
+    undeclared shapes drawn now (undeclared.py). `seeds`: the round's (default: fresh
+    for this plan).
     `e2e_shapes`: the `[e2e]` model's shapes (Task.e2e_shapes), one call per shape and
     dtype it runs in, last."""
     spec = task.spec
@@ -113,6 +117,11 @@ def plan_calls(
     plan = Plan()
     rate_name = st.rate_param if st else None
     seed_name = st.seed_param if st else None
+    # The rate the op is used (and timed) at: a stochastic task's random, determinism and
+    # half its extreme calls run with it, on the same random inputs as the timed calls, so
+    # no check is recognisable by its rate or its inputs (issue 33: every check at p = 0
+    # but one residual-free case let a kernel be wrong exactly where the op is used).
+    used = used_rate(task)
 
     def params(name: str, rate: float | None = None, seed: int | None = None) -> dict:
         p: dict = {}
@@ -136,25 +145,31 @@ def plan_calls(
             base = f"{shape.label}-{dtype}"
             repeats = 1 if large else spec.suites.random_repeats
             for k in range(repeats):
-                add(f"{base}-random-{k}", "random", "random", shape, dtype)
-            # Determinism: the same inputs and seed twice must give identical bytes.
+                cid, rate = f"{base}-random-{k}", used if k % 2 == 0 else 0.0
+                add(cid, "random", "random", shape, dtype, params=params(cid, rate), rate=rate)
+            # Determinism and state (judge_state.py): `a`; `refill`, right after it, in the
+            # same input buffers holding new values, with the same seed (a kernel that
+            # caches its output by input address, shape or seed returns a's); `repeat`,
+            # a's inputs and seed again, run last and across shapes in reverse order
+            # (`_stage`): identical bytes to a's, whatever ran in between.
             grp = f"{base}-det"
-            for role in ("a", "repeat"):
+            for role in ("a", "refill", "repeat"):
                 add(
                     f"{base}-determinism-{role}",
                     "determinism",
                     "random",
                     shape,
                     dtype,
-                    inputs=grp,
-                    params=params(grp, seed=seeds.call_seed(grp)),
+                    inputs=f"{grp}/refill" if role == "refill" else grp,
+                    params=params(grp, rate=used, seed=seeds.call_seed(grp)),
                     group=grp,
                     role=role,
+                    rate=used,
                 )
             if st is None:
                 continue
             cid = f"{base}-stochastic-p0"
-            add(cid, "stochastic", st.case, shape, dtype, params=params(cid, 0.0))
+            add(cid, "stochastic", "random", shape, dtype, params=params(cid, 0.0))
             # Every rate on the first shape; elsewhere the task's own rate (one mask check
             # per shape is what catches shape-dependent RNG indexing bugs).
             task_rate = float(spec.params.get(st.rate_param, st.rates[0]))
@@ -170,7 +185,7 @@ def plan_calls(
                     add(
                         f"{grp}-{role}",
                         "stochastic",
-                        st.case,
+                        "random",
                         shape,
                         dtype,
                         inputs=grp,
@@ -183,10 +198,11 @@ def plan_calls(
     # rows there are, so they run on every distinct row length with the fewest rows any
     # selected shape has (`suites.extreme_shrink`; docs/evaluate.md, "What each suite covers").
     ext_shapes = extreme_shapes(task, shapes)
+    extreme: list[tuple[Shape, str, str]] = []
     for shape in ext_shapes:
         for dtype in dtypes:
             for case in spec.suites.extreme_cases:
-                add(f"{shape.label}-{dtype}-extreme-{case}", "extreme", case, shape, dtype)
+                extreme.append((shape, dtype, case))
     # Numerical stress never depends on the dtypes a user selected: a kernel that is
     # fragile only where the input can carry a large mean/std ratio (one-pass variance
     # passed a bf16-only run on the H200, 2026-11-29, and fails fp32 large_offset) must
@@ -197,18 +213,24 @@ def plan_calls(
         small = min(ext_shapes, key=_numel)
         for dtype in omitted:
             for case in spec.suites.extreme_cases:
-                add(f"{small.label}-{dtype}-extreme-{case}", "extreme", case, small, dtype)
-    extra = (
-        unseen_shape(task, shapes, seeds.rng("unseen"), accepts=task.accepts)
-        if unseen and shapes and dtypes
-        else None
-    )
-    if extra is not None:
-        base = f"unseen-{extra.label}-{dtypes[0]}"
-        add(f"{base}-random-0", "random", "random", extra, dtypes[0])
-        if st is not None:
+                extreme.append((small, dtype, case))
+    for shape, dtype, case, rate in _extreme_rates(extreme, used, seeds):
+        cid = f"{shape.label}-{dtype}-extreme-{case}" + (f"-p{rate:g}" if rate else "")
+        add(cid, "extreme", case, shape, dtype, params=params(cid, rate), rate=rate)
+    # Undeclared shapes (undeclared.py): drawn now from the secret seeds, no file names
+    # them, each in a dtype drawn too; none where the task declares its shapes closed.
+    rng = seeds.rng("unseen")
+    extras = undeclared_shapes(task, shapes, rng, accepts=task.accepts) if unseen and dtypes else []
+    for k, extra in enumerate(extras):
+        dtype = rng.choice(dtypes)
+        base = f"undeclared-{extra.label}-{dtype}"
+        cid = f"{base}-random-0"
+        add(cid, "random", "random", extra, dtype, params=params(cid, used), rate=used)
+        # The tile shape (the first) gets one call: past 64 rows an interpreted call costs
+        # ~1 s on the CPU.
+        if st is not None and (k > 0 or len(extras) == 1):
             cid = f"{base}-stochastic-p0"
-            add(cid, "stochastic", st.case, extra, dtypes[0], params=params(cid, 0.0))
+            add(cid, "stochastic", "random", extra, dtype, params=params(cid, 0.0))
     _stage(plan, shapes)
     for shape in e2e_shapes or []:
         for dtype in task.e2e_dtypes(dtypes):
@@ -220,6 +242,39 @@ def plan_calls(
                 p[rate_name] = 0.0
             add(cid, "e2e", "model", shape, dtype, params=p, audit=False, stage="e2e")
     return plan
+
+
+def used_rate(task: Task) -> float:
+    """The rate a stochastic task's op is used and timed at (its `[params]` value, else
+    its first checked rate); 0.0 for a task without randomness."""
+    st = task.spec.stochastic
+    if st is None:
+        return 0.0
+    rate = float(task.spec.params.get(st.rate_param, 0.0))
+    return rate if rate > 0 else max(st.rates, default=0.0)
+
+
+def _extreme_rates(
+    calls: list[tuple[Shape, str, str]], used: float, seeds: Seeds
+) -> list[tuple[Shape, str, str, float]]:
+    """Each extreme (shape, dtype, case) with its rate: with randomness, every case runs
+    at p = 0 (an exact comparison) on half its shape/dtype pairs and at the used rate
+    (kept or dropped element by element) on the other half, which half drawn per
+    evaluation; a case with a single pair runs at both. Without, every call at 0."""
+    if used <= 0:
+        return [(*c, 0.0) for c in calls]
+    flip = seeds.rng("extreme-rates").getrandbits(1)
+    by_case: dict[str, list[tuple[Shape, str, str]]] = {}
+    for c in calls:
+        by_case.setdefault(c[2], []).append(c)
+    out = []
+    for c in calls:
+        mine = by_case[c[2]]
+        if len(mine) == 1:
+            out += [(*c, 0.0), (*c, used)]
+        else:
+            out.append((*c, used if (mine.index(c) + flip) % 2 == 0 else 0.0))
+    return out
 
 
 def extreme_shapes(task: Task, shapes: list[Shape]) -> list[Shape]:
@@ -272,72 +327,16 @@ def _stage(plan: Plan, shapes: list[Shape]) -> None:
         elif c.suite == "extreme" and c.shape.label == tiny:
             c.stage = "smoke"
     order = {name: i for i, name in enumerate(STAGES)}
+    for c in plan.calls:
+        if c.role == "repeat" and c.suite == "determinism":
+            c.stage = "full"  # last, largest shape first: the first calls ran smallest first
 
     def rank(c: Call) -> tuple:
-        return (order[c.stage], c.suite != "extreme", _numel(c.shape))
+        if c.role == "repeat" and c.suite == "determinism":
+            return (order[c.stage], 2, -_numel(c.shape))
+        return (order[c.stage], 0 if c.suite == "extreme" else 1, _numel(c.shape))
 
     plan.calls.sort(key=rank)  # stable: a group's calls keep their order
-
-
-def unseen_shape(
-    task: Task,
-    selected: list[Shape],
-    rng: random.Random | None = None,
-    accepts: Callable[[dict[str, int]], bool] | None = None,
-) -> Shape | None:
-    """A shape drawn per evaluation from the task's own ranges, odd where it can be.
-
-    A candidate specialised to the listed shapes (hard-coded sizes, a block that only
-    covers them) fails here. Only dimensions that vary across the task's shapes are
-    drawn: a dimension every shape holds fixed (a head size, say) is part of the
-    interface. Each is drawn log-uniformly between the task's smallest and largest
-    value, keeping the element count within the largest selected shape's, so the
-    evaluation costs no more than it already does. No drawn dimension takes a value any
-    listed shape has: a candidate that special-cases the listed widths (a table of block
-    sizes for 129, 1024, 8000, …) would pass on one of them (the range's ends are listed
-    values, so a draw lands there now and then: CI saw it). A draw the task does not
-    accept (`accepts`: an imported KernelBench problem whose sizes must divide each other)
-    is drawn again; none accepted in 50 draws gives no unseen shape.
-    """
-    every = [*task.spec.shapes, *task.spec.cpu_shapes]
-    names = list(selected[0].dims)
-    if any(list(s.dims) != names for s in every):
-        return None
-    lo = {n: min(s.dims[n] for s in every) for n in names}
-    hi = {n: max(s.dims[n] for s in every) for n in names}
-    varying = [n for n in names if lo[n] < hi[n]]
-    budget = max(_numel(s) for s in selected)
-    listed = {n: {s.dims[n] for s in every} for n in names}
-    known = {s.label for s in every}
-    rng = rng or _RNG
-    fallback = None  # where every value in range is listed: at least a combination no file names
-    for _ in range(50):
-        dims = {n: lo[n] for n in names}
-        for n in rng.sample(varying, len(varying)):
-            rest = _numel_of({k: v for k, v in dims.items() if k != n})
-            top = min(hi[n], budget // max(rest, 1))
-            if top < lo[n]:
-                return None
-            v = round(math.exp(rng.uniform(math.log(lo[n]), math.log(top))))
-            dims[n] = min(v | 1, top) if v | 1 <= top else v
-        shape = Shape(dims=dims, weight=1.0, tag="unseen")
-        if accepts is not None and not accepts(dims):
-            continue
-        if all(dims[n] not in listed[n] for n in varying):
-            return shape
-        if fallback is None and shape.label not in known:
-            fallback = shape
-    return fallback
-
-
-_RNG = secrets.SystemRandom()
-
-
-def _numel_of(dims: dict[str, int]) -> int:
-    n = 1
-    for v in dims.values():
-        n *= v
-    return n
 
 
 def _numel(shape: Shape) -> int:

@@ -23,6 +23,7 @@ Category = Literal[
     "mutation",
     "stochastic",
     "nondeterministic",
+    "stateful",
     "e2e",
     "static",
     "tamper",
@@ -33,6 +34,9 @@ Category = Literal[
     "slower",
     "policy",
     "setup",
+    # The trusted side's own failure (judge.Judge.internal_error): infrastructure, never
+    # the candidate's; the loop evaluates it again (loop/evaluation.infrastructure_fault).
+    "internal",
 ]
 
 
@@ -147,6 +151,11 @@ class Verdict(BaseModel):
     accepted: bool
     category: Category
     reasons: list[str] = Field(default_factory=list)
+    judged_on: str = Field(
+        default="",
+        description="the shapes the correctness checks ran on: the declared ones and the "
+        "undeclared ones drawn for this evaluation, or the declared ones only",
+    )
 
 
 class EvaluationRecord(BaseModel):

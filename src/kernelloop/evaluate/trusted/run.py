@@ -26,8 +26,16 @@ from pathlib import Path
 import torch
 
 from kernelloop.errors import KernelloopError
-from kernelloop.evaluate.trusted import channel, compile_cache, native_source, prestart, shards
+from kernelloop.evaluate.trusted import (
+    channel,
+    compile_cache,
+    native_source,
+    prestart,
+    shards,
+    undeclared,
+)
 from kernelloop.evaluate.trusted import workers as timing_workers
+from kernelloop.evaluate.trusted.bench_fill import below_floor
 from kernelloop.evaluate.trusted.gpu_bind import bound_to_gpu
 from kernelloop.evaluate.trusted.inbox import Inbox
 from kernelloop.evaluate.trusted.interleave import Settings, run_timing
@@ -55,6 +63,8 @@ from kernelloop.evaluate.trusted.static import screen_candidate
 from kernelloop.evaluate.trusted.text import compiler_lines
 from kernelloop.sandbox import SandboxProcess, detect_mode
 from kernelloop.task import Shape, Task, files
+from kernelloop.task.adhoc import shapes_from
+from kernelloop.task.roofline import floor_on, precision_hint
 
 Progress = Callable[[str], None]
 
@@ -80,7 +90,7 @@ def select_shapes(task: Task, device: str, selection: str | None) -> list[Shape]
         return list(task.spec.cpu_shapes)
     if selection == "all":
         return [*task.spec.cpu_shapes, *task.spec.shapes]
-    return [task.find_shape(label.strip()) for label in selection.split(",")]
+    return shapes_from(task, selection)  # the task's labels, or ad-hoc sizes (task/adhoc.py)
 
 
 @bound_to_gpu
@@ -412,6 +422,16 @@ def _evaluate(
             for shape in shape_list
             for slot, r in outcome.shapes.get(shape.label, {}).items()
         ]
+        for t in timings:  # a time below the floor is a cheat or a floor mistake, never a %
+            shape = next(s for s in shape_list if s.label == t.shape)
+            floor = floor_on(task, shape, dtype_list[0], env.device_name)
+            hint = precision_hint(task, floor, dtype_list[0])
+            if why := below_floor(t.shape, t.impl, t.median_ms, t.floor_ms, hint):
+                t.pct_of_floor = None
+                if t.impl == "candidate":
+                    verdict.reject("timing", why)
+                else:
+                    verdict.warnings.append(f"timing: {why}")
         clock.close("passed" if verdict.category == "accepted" else "failed")
     category, reasons, warnings = verdict.category, verdict.reasons, verdict.warnings
     launches = sorted(set(judge.launches))
@@ -443,7 +463,12 @@ def _evaluate(
         worker_log_tail=_log_tail(results),
         warnings=warnings,
         stages=clock.stages(timing="skipped" if timing is None else "not run"),
-        verdict=Verdict(accepted=category == "accepted", category=category, reasons=reasons[:20]),
+        verdict=Verdict(
+            accepted=category == "accepted",
+            category=category,
+            reasons=reasons[:20],
+            judged_on=undeclared.judged_on(task, plan),
+        ),
     )
 
 

@@ -8,7 +8,8 @@ is accepted only if each of them failed at least one planned check. Which check 
 which output is recorded as a `sensitivity` CheckResult, so a reviewer sees the proof.
 
 Trivial outputs: zeros; the best constant (the reference's mean); each input tensor
-shaped like the output, passed through.
+shaped like the output, passed through; for a stochastic call (p > 0), the kept value
+everywhere (no dropout), so some planned check is proven to see the mask.
 """
 
 from __future__ import annotations
@@ -28,8 +29,12 @@ class TrivialOutputs(Mapping):
     making all of them for every call cost the judge ~1 s of a flagship evaluation on the
     H200 (a full-size tensor each, and a host sync for the mean)."""
 
-    def __init__(self, inputs: dict, like: torch.Tensor, ref: torch.Tensor) -> None:
-        self._like, self._ref, self._made = like, ref, {}
+    NO_DROPOUT = "no dropout (every element kept)"
+
+    def __init__(
+        self, inputs: dict, like: torch.Tensor, ref: torch.Tensor, kept: torch.Tensor | None
+    ) -> None:
+        self._like, self._ref, self._kept, self._made = like, ref, kept, {}
         self._names = ["zeros"]
         if like.numel() > 1:  # a single value's own mean is the answer, not a trivial output
             self._names.append("constant")
@@ -39,6 +44,8 @@ class TrivialOutputs(Mapping):
             if isinstance(t, torch.Tensor) and t.shape == like.shape
         }
         self._names += list(self._inputs)
+        if kept is not None:
+            self._names.append(self.NO_DROPOUT)
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._names)
@@ -68,6 +75,8 @@ class TrivialOutputs(Mapping):
                 info = torch.iinfo(like.dtype)
                 mean = int(min(max(round(mean), info.min), info.max))
             return torch.full_like(like, mean)
+        if name == self.NO_DROPOUT:
+            return self._kept.to(like.dtype)
         return self._inputs[name].to(like.dtype)
 
 
@@ -88,9 +97,12 @@ def finite_mean(ref: torch.Tensor) -> float:
     return float(total.item()) / n if n else 0.0
 
 
-def trivial_outputs(inputs: dict, like: torch.Tensor, ref: torch.Tensor) -> TrivialOutputs:
-    """Outputs a candidate could return without computing anything (TrivialOutputs)."""
-    return TrivialOutputs(inputs, like, ref)
+def trivial_outputs(
+    inputs: dict, like: torch.Tensor, ref: torch.Tensor, kept: torch.Tensor | None = None
+) -> TrivialOutputs:
+    """Outputs a candidate could return without computing anything (TrivialOutputs);
+    `kept`: a stochastic call's every-element-kept reference."""
+    return TrivialOutputs(inputs, like, ref, kept)
 
 
 def matching_trivial(out: torch.Tensor, trivial: dict[str, torch.Tensor], close) -> str | None:

@@ -43,6 +43,7 @@ from kernelloop.evaluate.trusted.static_rules import (
     FORBIDDEN_BUILTINS,
     FRAME_ATTRS,
     HIDDEN_WORK_ATTRS,
+    INIT_FACTORIES,
     LANG_MODULES,
     MODULE_PATHS,
     REFUSED_PATHS,
@@ -54,6 +55,7 @@ from kernelloop.evaluate.trusted.static_rules import (
 from kernelloop.evaluate.trusted.static_scope import (
     format_reach,
     function_locals,
+    module_inits,
     names_internal,
     string_annotations,
 )
@@ -111,6 +113,7 @@ class _Screen:
         self.findings: dict[tuple[int, str], Finding] = {}
         self.locals: set[int] = set()  # Name nodes that are a function's local, not the builtin
         self.getattr_ok: set[int] = set()  # `getattr` Name nodes of allowed constant-name calls
+        self.in_init: set[int] = set()  # nodes inside an nn.Module's __init__ (INIT_FACTORIES)
 
     def add(self, node: ast.AST, rule: str, message: str) -> None:
         line = getattr(node, "lineno", 0)
@@ -121,6 +124,7 @@ class _Screen:
             if isinstance(node, ast.Import | ast.ImportFrom):
                 self._import(node)
         self.locals = function_locals(source, tree, FORBIDDEN_BUILTINS)
+        self.in_init = module_inits(tree, self._path)
         self._check(tree)
         for const in string_annotations(tree):
             self._annotation(const)
@@ -174,6 +178,14 @@ class _Screen:
                             f"class {node.name} derives from {path}; return plain torch.Tensor "
                             "outputs and use no torch/triton subclasses",
                         )
+
+    def _init_factory(self, node: ast.AST, path: str) -> bool:
+        parts = path.split(".")
+        if id(node) not in self.in_init or parts[0] != "torch":
+            return False
+        if len(parts) == 2:
+            return parts[1] in INIT_FACTORIES
+        return parts[1:3] == ["nn", "init"] and len(parts) == 4 and not parts[3].startswith("_")
 
     def _annotation(self, const: ast.Constant) -> None:
         """A string annotation is code to `typing.get_type_hints`: screen it as code."""
@@ -357,6 +369,8 @@ class _Screen:
 
     def _path_check(self, node: ast.AST) -> None:
         path = self._path(node)
+        if path and self._init_factory(node, path):
+            return
         why = self._path_problem(path) if path else None
         if why:
             self.add(node, "attribute", why)

@@ -202,6 +202,35 @@ REFUSED_PATHS = {
     "typing.get_type_hints": "evaluates string annotations as code",
     "typing.ForwardRef": "evaluates a string as code",
     "typing.evaluate_forward_ref": "evaluates a string as code",
+    # `register(f)` reads f's annotations with typing.get_type_hints, which evaluates a
+    # string annotation as code; one built at run time (`def f(x: NAME)` with NAME a
+    # joined string) is no literal the screen can read (issue 33 finding 8).
+    "functools.singledispatch": "evaluates annotations as code (typing.get_type_hints)",
+    "functools.singledispatchmethod": "evaluates annotations as code (typing.get_type_hints)",
+}
+# Torch factories a KernelBench-style solution may call in the `__init__` of an nn.Module
+# (its `ModelNew` and the modules it holds), as most published solutions build their
+# parameters (`nn.Parameter(torch.randn(...))`, `nn.init.kaiming_uniform_`): what they
+# make is replaced by the task's weights on every call (kernelbench_inputs.model_entry
+# runs the module with the task's parameters and buffers swapped in by name), and a plain
+# tensor attribute starts from the reference's seed. `__init__` sees no input. Anywhere
+# else — forward above all — they stay refused, and the op audit still sees everything
+# the call runs. Also `torch.nn.init.<public>` there.
+INIT_FACTORIES = {
+    "randn",
+    "rand",
+    "randint",
+    "randperm",
+    "randn_like",
+    "rand_like",
+    "normal",
+    "ones",
+    "ones_like",
+    "tensor",
+    "as_tensor",
+    "arange",
+    "linspace",
+    "eye",
 }
 # Paths that are modules: naming one as a value hands the module to code the screen cannot
 # follow (`c = torch.cuda; c.Stream()` passed every attribute rule before).

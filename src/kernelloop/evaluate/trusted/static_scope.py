@@ -13,6 +13,7 @@ import re
 import string
 import symtable
 from collections import defaultdict
+from collections.abc import Callable
 
 _SCOPES = (
     ast.FunctionDef,
@@ -166,3 +167,24 @@ def format_reach(text: str) -> str | None:
         if re.search(r"\.\s*_", field):
             return field
     return None
+
+
+def module_inits(tree: ast.AST, path: Callable[[ast.AST], str | None]) -> set[int]:
+    """The nodes of every `__init__` defined directly in a class deriving from
+    torch.nn.Module (`path` resolves a base to its dotted path): where static_rules'
+    INIT_FACTORIES may be called. Not into a function, lambda or class defined there: it
+    could run later, in forward."""
+    inside: set[int] = set()
+    nested = ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda | ast.ClassDef
+    for cls in ast.walk(tree):
+        if not isinstance(cls, ast.ClassDef) or "torch.nn.Module" not in map(path, cls.bases):
+            continue
+        for fn in cls.body:
+            if isinstance(fn, ast.FunctionDef) and fn.name == "__init__":
+                todo = list(ast.iter_child_nodes(fn))
+                while todo:
+                    n = todo.pop()
+                    if not isinstance(n, nested):
+                        inside.add(id(n))
+                        todo.extend(ast.iter_child_nodes(n))
+    return inside

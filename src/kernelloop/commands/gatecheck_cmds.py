@@ -1,0 +1,156 @@
+"""`kernelloop gate-check`: the gate's strength on one task (docs/gate-check.md)."""
+
+from __future__ import annotations
+
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from kernelloop.task import load_task
+
+
+def register(app: typer.Typer) -> None:
+    app.command("gate-check")(gate_check_cmd)
+
+
+def gate_check_cmd(
+    task: Annotated[Path, typer.Argument(help="task folder (with task.toml)")],
+    kernel: Annotated[
+        Path | None,
+        typer.Argument(help="a correct Triton kernel to mutate (default: the task's baseline)"),
+    ] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="print the report as JSON")] = False,
+    device: Annotated[str, typer.Option(help="auto | cuda | cpu")] = "auto",
+    shapes: Annotated[
+        str | None, typer.Option(help="as `kernelloop evaluate --shapes` (default: the device's)")
+    ] = None,
+    dtypes: Annotated[
+        str | None, typer.Option(help="comma-separated dtypes (default: all of the task's)")
+    ] = None,
+    sandbox: Annotated[str, typer.Option(help="auto (= bwrap) | bwrap | none")] = "auto",
+    workers: Annotated[
+        int | None, typer.Option(min=1, help="correctness workers per evaluation")
+    ] = None,
+    max_mutants: Annotated[
+        int | None,
+        typer.Option(min=1, help="judge at most this many mutants, spread over the operators"),
+    ] = None,
+    max_equivalents: Annotated[
+        int | None, typer.Option(min=1, help="judge at most this many equivalent rewrites")
+    ] = None,
+    operators: Annotated[
+        str | None, typer.Option(help="comma-separated mutation operators (default: all)")
+    ] = None,
+    exclude: Annotated[
+        list[str] | None,
+        typer.Option(help="leave out mutants whose description contains this (repeatable)"),
+    ] = None,
+    seed: Annotated[int, typer.Option(help="the sample's seed (same seed, same mutants)")] = 0,
+    min_kill: Annotated[float, typer.Option(help="the kill rate that must hold")] = 0.98,
+    max_false_reject: Annotated[
+        float, typer.Option(help="the false-rejection rate that must hold")
+    ] = 0.0,
+) -> None:
+    """Mutate a correct kernel and judge every mutant and equivalent rewrite through the
+    real gate: kill rate per suite, false rejections, survivors with their diffs.
+    Exit 0 when the thresholds hold, 1 when not, 2 on a setup error."""
+    from kernelloop.evaluate.gatecheck.run import gate_check
+
+    t = load_task(task)
+    err = Console(stderr=True)
+    with err.status("gate-check…") as status:
+        report = gate_check(
+            t,
+            kernel,
+            device=device,
+            dtypes=[d.strip() for d in dtypes.split(",")] if dtypes else None,
+            shapes=shapes,
+            sandbox=sandbox,
+            workers=workers,
+            max_mutants=max_mutants,
+            max_equivalents=max_equivalents,
+            operators=[o.strip() for o in operators.split(",")] if operators else None,
+            exclude=exclude,
+            seed=seed,
+            progress=lambda m: status.update(escape(m)),
+        )
+    ok = report.meets(min_kill, max_false_reject)
+    if json_out:
+        sys.stdout.write(report.model_dump_json(indent=2) + "\n")
+    else:
+        print_report(report, Console(), min_kill, max_false_reject, ok)
+    raise typer.Exit(0 if ok else 1)
+
+
+def _rate(x: float | None) -> str:
+    return "-" if x is None else f"{100 * x:.1f}%"
+
+
+def print_report(report, console: Console, min_kill: float, max_fr: float, ok: bool) -> None:
+    console.print(
+        f"[bold]{report.task}[/] · {Path(report.kernel).name} · {report.device} · "
+        f"sandbox={report.sandbox} · dtypes {','.join(report.dtypes)} · {report.wall_s:.0f} s"
+    )
+    by_suite: dict[str, Counter] = {}
+    for m in report.mutants:
+        if m.outcome == "killed":
+            by_suite.setdefault(m.killed_by or m.category, Counter())[m.operator] += 1
+    st = Table("killed by (suite or category)", "mutants", "operators", title="kills per suite")
+    for suite, ops in sorted(by_suite.items(), key=lambda kv: -sum(kv[1].values())):
+        st.add_row(suite, str(sum(ops.values())), ", ".join(f"{o} {n}" for o, n in ops.items()))
+    console.print(st)
+    ot = Table("operator", "judged", "killed", "survived", "not shown to differ", title="operators")
+    ops: dict[str, Counter] = {}
+    for m in report.mutants:
+        ops.setdefault(m.operator, Counter())[m.outcome] += 1
+    for op, c in ops.items():
+        ot.add_row(
+            op,
+            str(sum(c.values())),
+            str(c["killed"]),
+            f"[{'red' if c['survived'] else 'green'}]{c['survived']}[/]",
+            str(c["not_shown_to_differ"]),
+        )
+    console.print(ot)
+    console.print(
+        f"mutants: {len(report.mutants)} judged of {report.mutants_generated} generated · "
+        f"kill rate {_rate(report.kill_rate)} ({report.killed} killed, {report.survived} "
+        f"survived, {report.not_shown_to_differ} not shown to differ: excluded)"
+    )
+    console.print(
+        f"equivalents: {len(report.equivalents)} judged of {report.equivalents_generated} · "
+        f"false rejections {report.false_rejections} ({_rate(report.false_reject_rate)})"
+    )
+    if report.excluded:
+        console.print(f"[yellow]left out (--exclude)[/]: {escape('; '.join(report.excluded))}")
+    if report.oracle_note:
+        console.print(f"oracle: {escape(report.oracle_note)}")
+    for m in report.mutants:
+        if m.outcome != "killed":
+            head = (
+                "[bold red]SURVIVOR — a gate gap[/]"
+                if m.outcome == "survived"
+                else "[yellow]not shown to differ[/]"
+            )
+            console.print(f"{head}: {m.operator} line {m.line}: {escape(m.description)}")
+            if m.oracle:
+                console.print(f"  oracle: {escape(m.oracle)}")
+            console.print(escape(m.diff), markup=True, highlight=False)
+    for e in report.equivalents:
+        if not e.accepted:
+            console.print(
+                f"[bold red]FALSE REJECTION[/]: {e.operator} ({escape(e.description)}) → "
+                f"{e.category}: {escape('; '.join(e.reasons[:2]))}"
+            )
+            console.print(escape(e.diff), highlight=False)
+    verdict = "[bold green]PASS[/]" if ok else "[bold red]FAIL[/]"
+    console.print(
+        f"{verdict}: kill rate {_rate(report.kill_rate)} (min {_rate(min_kill)}), "
+        f"false rejections {_rate(report.false_reject_rate)} (max {_rate(max_fr)})"
+    )

@@ -1,0 +1,59 @@
+"""A time below the roofline floor is never shown as a % of floor over 100: for the
+candidate it is a timing that is not real (or a wrong floor), for a trusted
+implementation a floor mistake — said with the numbers (issue 34)."""
+
+from __future__ import annotations
+
+from kernelloop.evaluate.trusted.bench_fill import FLOOR_MARGIN, _impl_timing, below_floor
+from kernelloop.evaluate.trusted.interleave_types import SlotResult
+
+
+def _slot(ms: float) -> SlotResult:
+    return SlotResult(samples_ms=[ms] * 9, method="events", hidden_calls=0, total_ms=9 * ms)
+
+
+def test_the_candidate_below_its_floor_is_refused_as_not_real_with_the_numbers():
+    problems: list[str] = []
+    it = _impl_timing("candidate", _slot(1.0), 1.642, problems, "128x4000")
+    assert it.pct_of_floor is None
+    assert problems == [
+        "128x4000: candidate median 1.0000 ms is 164% of the roofline floor 1.6420 ms, which "
+        "no kernel can beat: impossible, so the timing is not real (or the task's floor is "
+        "wrong)"
+    ]
+
+
+def test_a_trusted_implementation_below_the_floor_names_the_floor_as_wrong():
+    why = below_floor("4096", "baseline", 2.26, 4.02)
+    assert "a trusted implementation beat it, so the task's floor is wrong" in why
+    assert "[roofline] bytes and flops" in why and "178%" in why
+
+
+def test_within_the_margin_and_above_the_floor_nothing_is_said():
+    assert below_floor("s", "candidate", 1.0, 1.0 / FLOOR_MARGIN - 1e-9) == ""
+    assert below_floor("s", "candidate", 2.0, 1.0) == ""
+    assert below_floor("s", "candidate", 1.0, None) == ""
+    problems: list[str] = []
+    it = _impl_timing("candidate", _slot(2.0), 1.0, problems, "s")
+    assert problems == [] and it.pct_of_floor == 50.0
+
+
+def test_beating_a_float32_compute_floor_names_the_precision_contract(tmp_path):
+    """On the H200 a KernelBench GEMM solution with `tl.dot`'s TF32 default passed the
+    1e-2 float32 tolerance and ran at 111% of its FP32 floor: the reason is its precision,
+    which the task's contract forbids — said so, with the fix."""
+    from pathlib import Path
+
+    from kernelloop.task import load_task
+    from kernelloop.task.kernelbench import import_problem
+    from kernelloop.task.roofline import floor_on, precision_hint
+
+    kb = Path(__file__).parents[1] / "task" / "fixtures" / "kernelbench"
+    task = load_task(import_problem(kb / "level2" / "12_Gemm_Multiply_LeakyReLU.py", tmp_path,
+                                    ["float32"]))  # fmt: skip
+    floor = floor_on(task, task.spec.shapes[0], "float32", "NVIDIA H200")
+    hint = precision_hint(task, floor, "float32")
+    why = below_floor("1024x8192x8192", "candidate", 1.8483, floor.ms, hint)
+    assert "at full float32" in why and "[precision] tf32 = false" in why
+    assert 'input_precision="ieee"' in why
+    assert precision_hint(task, floor, "bfloat16") == ""  # bf16 is floored at its own rate

@@ -1,0 +1,178 @@
+"""gate-check's mutation operators and equivalent rewrites, without running anything: each
+operator finds its sites in the real kernels and rewrites exactly one with a readable diff;
+the wrappers keep the entry's signature; the sample spreads over the operators; the
+thresholds fail when nothing was measured."""
+
+from __future__ import annotations
+
+import ast
+import shutil
+
+import pytest
+
+from kernelloop.evaluate.gatecheck import equivalents as eq
+from kernelloop.evaluate.gatecheck import mutants as mu
+from kernelloop.evaluate.gatecheck.edits import Source
+from kernelloop.evaluate.gatecheck.oracle import (
+    ORACLE_RATES,
+    first_dim_variant,
+    oracle_shapes,
+    oracle_task,
+)
+from kernelloop.evaluate.gatecheck.run import GateCheckReport, mutants_of
+from kernelloop.task import load_task
+from tests.conftest import ROOT
+
+FLAGSHIP = ROOT / "examples" / "ln_softmax_dropout"
+RMSNORM = ROOT / "examples" / "add_rmsnorm"
+CROSS_ENTROPY = ROOT / "benchmarks" / "candidates" / "kernelbench" / "level1_95_cross_entropy.py"
+
+
+def _flagship():
+    task = load_task(FLAGSHIP)
+    return task, mutants_of(task, task.baseline_path.read_text(), "cpu", None)
+
+
+def test_every_operator_mutates_the_flagship_with_one_readable_edit():
+    task, (variants, src, _ctx) = _flagship()
+    ops = {v.operator for v in variants}
+    # wrong_axis needs a 2-D reduction; the flagship's are all 1-D
+    assert ops == set(mu.OPERATORS) - {"wrong_axis"} | {"shortcut", "output_cache"}
+    for v in variants:
+        ast.parse(v.source)
+        assert v.source != src.text
+        assert v.diff.startswith("--- a/kernel.py")
+        assert f"@@ -{v.line - 1}" in v.diff or f"@@ -{v.line}" in v.diff, v
+    by_desc = {v.description: v for v in variants}
+    wider = "+        acc += tl.load(x_row + offs, mask=offs <= cols, other=0.0).to(tl.float32)"
+    assert any(wider in v.diff for v in variants if v.operator == "mask_off_by_one")
+    rate = by_desc["dropout rate `p` -> `p * 0.5`"]
+    assert "keep = tl.rand(seed, offs) >= (p) * 0.5" in rate.source
+    assert "eps * 10" in by_desc["`eps` x10"].source
+    # one edit per mutant: a single changed line (the wrappers excepted)
+    for v in variants:
+        if v.operator not in ("shortcut", "output_cache"):
+            removed = [ln for ln in v.diff.splitlines() if ln.startswith("-") and ln[1:2] != "-"]
+            assert len(removed) == 1, v.diff
+
+
+def test_wrappers_keep_the_entry_signature_and_use_no_torch_compute():
+    task, (variants, src, _ctx) = _flagship()
+    wrapped = [v for v in variants if v.operator in ("shortcut", "output_cache")]
+    assert {v.description for v in wrapped} >= {
+        "output wrong when rows > 64 and rows % 64 != 0",
+        "output wrong when p == 0",
+        "output wrong when p > 0 and every input's first element non-zero",
+        "output wrong when p > 0.5 (above every rate the task declares)",
+        "output cached by shape",
+        "output cached by pointer",
+    }
+    for v in wrapped:
+        tree = ast.parse(v.source)
+        entries = [f for f in tree.body if isinstance(f, ast.FunctionDef) and f.name == "forward"]
+        assert len(entries) == 1
+        assert ast.unparse(entries[0].args) == "x, residual, weight, bias, *, p, eps, seed"
+        # the op audit rejects torch compute: only reads, sizes, fill_ and Triton copies
+        added = "".join(ln for ln in v.diff.splitlines() if ln.startswith("+"))
+        for bad in (".clone(", ".abs(", ".amax(", ".sum(", "_kl_torch.zeros"):
+            assert bad not in added + v.source[-1500:]
+        assert "(the gate-check helpers _kl_* appended at the end)" in v.diff
+
+
+def test_a_kernelbench_solution_is_wrapped_as_a_method_and_gets_axis_mutants():
+    kb = load_task(FLAGSHIP)  # only the context matters: entry wrapped in ModelNew
+    src = Source(CROSS_ENTROPY.read_text())
+    ctx = {
+        "entry": "forward",
+        "model_class": "ModelNew",
+        "rate": None,
+        "seed": None,
+        "params": {},
+        "max_first_dim": 7,
+        "tunables": [],
+        "max_rate": 0,
+    }
+    from kernelloop.evaluate.gatecheck.wrappers import caching, shortcuts
+
+    assert kb.name
+    shortcut = next(iter(shortcuts(src, ctx)))
+    assert "    def forward(self, predictions, targets):\n        _kl_out = " in shortcut.source
+    assert "self._kl_orig_forward(predictions, targets)" in shortcut.source
+    assert len(list(caching(src, ctx))) == 2
+    axes = list(mu.wrong_axis(src, ctx))
+    assert axes and all("axis=" in v.description for v in axes)
+
+
+def test_sample_spreads_over_operators_and_is_seeded():
+    _task, (variants, _src, _ctx) = _flagship()
+    a = mu.sample(variants, 8, seed=1)
+    assert len({v.operator for v in a}) == 8  # round-robin: one per operator first
+    assert [v.source for v in a] == [v.source for v in mu.sample(variants, 8, seed=1)]
+    assert mu.sample(variants, None, seed=1).__len__() == len(variants)
+
+
+def test_equivalents_move_declared_tunables_and_warps_only():
+    task, (_v, src, ctx) = _flagship()
+    eqs = [v for op in eq.EQUIVALENTS.values() for v in op(src, ctx)]
+    descs = {v.description for v in eqs}
+    assert {"BLOCK_COLS 1024 -> 512", "BLOCK_COLS 1024 -> 2048", "NUM_WARPS 4 -> 2"} <= descs
+    assert "torch.empty* -> torch.zeros*" in descs
+    assert any(v.operator == "reciprocal" for v in eqs)
+    # a constant the task does not declare tunable is never moved
+    assert not any("ELEMWISE" in d and "ROWS" in d for d in descs)
+    rms = load_task(RMSNORM)
+    _m, rsrc, rctx = mutants_of(rms, rms.baseline_path.read_text(), "cpu", None)
+    assert {v.description for v in eq.tunables(rsrc, rctx)} >= {"NORM_BLOCK 1024 -> 512"}
+
+
+def test_oracle_adds_undeclared_shapes_rates_and_repeats(tmp_path):
+    folder = tmp_path / "t"
+    shutil.copytree(FLAGSHIP, folder)
+    task = load_task(folder)
+    assert first_dim_variant({"rows": 5, "cols": 1000}) == {"rows": 67, "cols": 1000}
+    assert first_dim_variant({"rows": 100, "cols": 3}) == {"rows": 203, "cols": 3}
+    extra = oracle_shapes(task, "cpu", task.shapes_for("cpu"))
+    labels = {s.label for s in extra}
+    assert {"67x1000", "11x2001", "67x3001"} <= labels
+    o = oracle_task(task, "cpu", extra)
+    assert o.spec.suites.random_repeats >= 3
+    assert set(ORACLE_RATES) <= set(o.spec.stochastic.rates)
+    assert len(o.shapes_for("cpu")) == len(task.shapes_for("cpu")) + len(extra)
+    assert task.folder == o.folder and len(task.shapes_for("cpu")) == 4  # the task untouched
+
+
+def _report(**kw) -> GateCheckReport:
+    base = dict(
+        task="t",
+        kernel="k.py",
+        device="cpu",
+        dtypes=["float32"],
+        sandbox="bwrap",
+        sample_seed=0,
+        mutants_generated=0,
+        equivalents_generated=0,
+        mutants=[],
+        equivalents=[],
+        killed=0,
+        survived=0,
+        not_shown_to_differ=0,
+        kill_rate=None,
+        false_rejections=0,
+        false_reject_rate=None,
+        wall_s=0.0,
+    )
+    return GateCheckReport(**{**base, **kw})
+
+
+@pytest.mark.parametrize(
+    ("kill", "fr", "ok"),
+    [
+        (None, 0.0, False),
+        (1.0, None, False),
+        (0.97, 0.0, False),
+        (1.0, 0.5, False),
+        (0.98, 0.0, True),
+    ],
+)
+def test_thresholds_fail_when_nothing_was_measured(kill, fr, ok):
+    assert _report(kill_rate=kill, false_reject_rate=fr).meets(0.98, 0.0) is ok
