@@ -49,9 +49,7 @@ class RunView:
     _lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
 
     def _render(self) -> Group:
-        table = Table(*COLUMNS, expand=True)
-        for r in self.rows[-14:]:
-            table.add_row(*r)
+        table = _table(self.rows[-14:], self.console.width)
         return Group(Text(self.header, style="bold"), table, Text(self._status, style="dim"))
 
     def _refresh(self) -> None:
@@ -97,8 +95,16 @@ class RunView:
         """A candidate's row: its state, the verdict's note, and once judged each stage's
         time (`static 0.0 s · … · full 3.5 s · timing 7.9 s`)."""
         colour = COLOURS.get(state, "cyan")
-        hyp, state_cell = prop.hypothesis[:70], f"[{colour}]{state}[/]"
-        row = (str(r), str(k), prop.agent or "-", hyp, state_cell, note[:90], stages)
+        hyp, state_cell = _clip(prop.hypothesis, 70), f"[{colour}]{state}[/]"
+        row = (
+            str(r),
+            str(k),
+            prop.agent or "-",
+            escape(hyp),
+            state_cell,
+            escape(_clip(note, 90)),
+            stages,
+        )
         with self._lock:  # a candidate's row is replaced where it is (verdicts come in any order)
             at = next((i for i, old in enumerate(self.rows) if old[:2] == row[:2]), None)
             if at is None:
@@ -124,9 +130,8 @@ class RunView:
         if self._live is not None:
             self._live.stop()
             self._live = None
-        table = Table(*COLUMNS, title=f"{summary['task']}: {summary['status']}")
-        for r in self.rows:
-            table.add_row(*r)
+        table = _table(self.rows, self.console.width)
+        table.title = f"{summary['task']}: {summary['status']}"
         self.console.print(table)
         if summary.get("best_per_shape"):
             self.console.print(_shape_table(summary["best_per_shape"]))
@@ -138,6 +143,32 @@ class RunView:
             f"{summary['best_objective_vs_baseline']:.3f}x over the baseline{floor} · "
             f"{summary['wall_s']:.0f} s"
         )
+
+
+# Below this many columns the table drops the agent and stage-time columns and joins round
+# and k: at 80 columns seven columns left ~13 characters each, cutting words (issue 36).
+WIDE = 110
+
+
+def _table(rows: list[tuple], width: int) -> Table:
+    if width >= WIDE:
+        table = Table(*COLUMNS, expand=True)
+        for r in rows:
+            table.add_row(*r)
+        return table
+    table = Table("r.k", "hypothesis", "state", "note", expand=True)
+    for r in rows:
+        table.add_row(f"{r[0]}.{r[1]}", r[3], r[4], r[5])
+    return table
+
+
+def _clip(text: str, n: int) -> str:
+    """At most n characters, cut at a word boundary with an ellipsis (never mid-word)."""
+    text = " ".join(text.split())
+    if len(text) <= n:
+        return text
+    cut = text[: n - 1].rsplit(" ", 1)[0] if " " in text[: n - 1] else text[: n - 1]
+    return cut.rstrip(" ,;:—-") + "…"
 
 
 def _fmt(v, spec: str) -> str:
