@@ -56,3 +56,23 @@ def test_a_kernel_that_replays_a_kept_output_is_stateful(records, name, how):
     rec = records[name]
     assert rec.verdict.category == "stateful", rec.verdict.reasons
     assert STATEFUL in rec.verdict.reasons[0] and how in rec.verdict.reasons[0]
+
+
+@pytest.mark.gpu
+def test_on_a_gpu_too(flagship):
+    """On the H200 every declared row count is a multiple of 64 (1024 ... 65536): only the
+    undeclared tile shape shows the skipped tile; the caches meet the refill as on the CPU."""
+    gpu = {"device": "cuda", "shapes": None, "dtypes": ["bfloat16"], "timeout_s": 600}
+    jobs = {n: {"path": CANDIDATES / n, **gpu} for n in JOBS if n != "even_cols_only.py"}
+    jobs["even_cols_only.py"] = {
+        "path": CANDIDATES / "even_cols_only.py",
+        **gpu,
+        "shapes": "16384x8192,65536x1024",
+    }
+    recs = evaluate_all(flagship, jobs, workers=1)
+    for name in ("rows_multiple_of_64.py", "even_cols_only.py"):
+        assert recs[name].verdict.category == "wrong", recs[name].verdict.reasons
+        assert UNDECLARED in recs[name].verdict.reasons[0]
+    for name in ("cache_by_pointer.py", "cache_by_seed.py"):
+        assert recs[name].verdict.category == "stateful", recs[name].verdict.reasons
+        assert STATEFUL in recs[name].verdict.reasons[0]
