@@ -70,7 +70,16 @@ PROFILE_LINES = (
     "Occupancy",
 )
 PROFILED_CATEGORIES = frozenset(
-    {"accepted", "wrong", "nonfinite", "trivial", "stochastic", "nondeterministic", "timing"}
+    {
+        "accepted",
+        "wrong",
+        "nonfinite",
+        "trivial",
+        "stochastic",
+        "nondeterministic",
+        "stateful",
+        "timing",
+    }
 )
 
 
