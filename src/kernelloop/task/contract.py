@@ -242,8 +242,17 @@ def _inputs(task: Task, j: Judging) -> str:
         + "; ".join(cases)
         + ", all from fresh secret seeds per evaluation; the extreme cases also run in "
         "every task dtype on the smallest selected shape. Plus a determinism check (the "
-        "same inputs twice give identical bytes) and one extra shape drawn per evaluation "
-        "from the task's ranges that no listed shape has: do not special-case listed sizes."
+        "same inputs twice give identical bytes; the same input tensors refilled with new "
+        "values must give a fresh result: an output cached by input address, shape or seed "
+        "is rejected as stateful) and "
+        + (
+            "no shape beyond the listed ones: the task declares its shapes closed."
+            if task.spec.task.closed_shapes
+            else "extra shapes drawn per evaluation from the task's ranges that no listed "
+            "shape has (one with every varying size odd and past 64 where its range "
+            "allows): a kernel must be correct for every shape the op accepts; do not "
+            "special-case listed sizes."
+        )
     )
     if j.unseen:
         fixed = any(k not in j.unseen for s in task.spec.shapes[:1] for k in s.dims)
