@@ -5,6 +5,7 @@
 # the clock ramp: its noise within 2x the others'). $OUT: env.txt, summary.txt, logs.tgz.
 set -u
 bash benchmarks/gpu_call_kernelbench.sh > /dev/null 2>&1
+source benchmarks/device_env.sh  # the flagship part needs its PYTHONPATH here too
 S=$OUT/summary.txt
 T=$(mktemp -d)
 for i in 1 2; do

@@ -24,7 +24,7 @@ from kernelloop.task.contract_io import describe_inputs, describe_outputs
 from kernelloop.task.e2e_model import e2e_section
 from kernelloop.task.load import ELEM_SIZES, Task
 from kernelloop.task.model_error import margin_words
-from kernelloop.task.roofline import Ceiling, Floor, flops_kind
+from kernelloop.task.roofline import Ceiling, Floor, flops_kind, rate_of
 from kernelloop.task.spec import Shape
 from kernelloop.task.textbudget import approx_tokens, fit
 
@@ -443,7 +443,7 @@ def _roofline(task: Task, j: Judging) -> str:
     dtypes = list(j.dtypes) or list(task.spec.dtypes)
     kinds = [flops_kind(task, d) for d in dtypes]
     rates = ", ".join(
-        f"{SHORT_DTYPE.get(k, k)} {c.flops_per_s[k] / 1e12:g}" if k in c.flops_per_s
+        f"{SHORT_DTYPE.get(k, k)} {rate_of(c, k) / 1e12:.4g}" if k in c.flops_per_s
         else f"{SHORT_DTYPE.get(k, k)} unknown (memory floor only)"
         for k in dict.fromkeys(kinds)
     )  # fmt: skip

@@ -15,7 +15,7 @@ from kernelloop.evaluate.trusted.bench_record import (
 )
 from kernelloop.evaluate.trusted.interleave import Outcome, SlotResult
 from kernelloop.task import Shape, Task
-from kernelloop.task.roofline import floor_on
+from kernelloop.task.roofline import floor_on, precision_hint
 
 FLOOR_MARGIN = 0.97  # a median below 97% of the floor is physically impossible, not fast
 HIDDEN_WARN_FRACTION = 0.10  # warn when more calls than this left work outside the calling stream
@@ -38,6 +38,7 @@ def fill_shapes(
             continue  # a problem stopped the run before this shape
         floor = floor_on(task, shape, dtype, rec.device_name) if rec.device == "cuda" else None
         floor_ms = floor.ms if floor else None
+        hint = precision_hint(task, floor, dtype)
         sb = ShapeBench(
             shape=shape.label,
             dtype=dtype,
@@ -51,12 +52,14 @@ def fill_shapes(
         rec.shapes.append(sb)
         for slot in slots:
             if slot in got:
-                sb.impls[slot] = _impl_timing(slot, got[slot], floor_ms, rec.problems, shape.label)
+                sb.impls[slot] = _impl_timing(
+                    slot, got[slot], floor_ms, rec.problems, shape.label, hint
+                )
                 methods.add(got[slot].method)
         for slot in evidence:
             if slot in got:  # its oddities are warnings: it is not the gate's to refuse on
                 said = len(rec.warnings)
-                it = _impl_timing(slot, got[slot], floor_ms, rec.warnings, shape.label)
+                it = _impl_timing(slot, got[slot], floor_ms, rec.warnings, shape.label, hint)
                 if len(rec.warnings) == said:  # no samples, or below the floor: left out
                     sb.impls[slot] = it
         sb.speedup_vs_compiled = speedup(sb, COMPILED)
@@ -79,7 +82,12 @@ def fill_shapes(
 
 
 def _impl_timing(
-    slot: str, r: SlotResult, floor_ms: float | None, problems: list[str], label: str
+    slot: str,
+    r: SlotResult,
+    floor_ms: float | None,
+    problems: list[str],
+    label: str,
+    hint: str = "",
 ) -> ImplTiming:
     samples = [x for x in r.samples_ms if math.isfinite(x)]
     if not samples or min(samples) <= 0:
@@ -99,13 +107,13 @@ def _impl_timing(
         samples_ms=samples,
         round_size=r.round_size,
     )
-    if why := below_floor(label, slot, med, floor_ms):
+    if why := below_floor(label, slot, med, floor_ms, hint):
         problems.append(why)
         it.pct_of_floor = None  # a % of floor over 100 is never shown
     return it
 
 
-def below_floor(label: str, slot: str, med: float, floor_ms: float | None) -> str:
+def below_floor(label: str, slot: str, med: float, floor_ms: float | None, hint: str = "") -> str:
     """'' unless `slot`'s median is below FLOOR_MARGIN of the roofline floor; then why that
     is impossible and what it means: for the candidate a timing that is not real (or a
     floor mistake), for a trusted implementation (the baseline, the compiled reference) a
@@ -116,6 +124,8 @@ def below_floor(label: str, slot: str, med: float, floor_ms: float | None) -> st
         f"{label}: {slot} median {med:.4f} ms is {100 * floor_ms / med:.0f}% of the roofline "
         f"floor {floor_ms:.4f} ms, which no kernel can beat"
     )
+    if hint:  # a float32 compute floor the task's precision contract holds it to
+        return f"{said} at full float32: {hint}"
     if slot == "candidate":
         return f"{said}: impossible, so the timing is not real (or the task's floor is wrong)"
     return (

@@ -64,6 +64,7 @@ from kernelloop.evaluate.trusted.text import compiler_lines
 from kernelloop.sandbox import SandboxProcess, detect_mode
 from kernelloop.task import Shape, Task, files
 from kernelloop.task.adhoc import shapes_from
+from kernelloop.task.roofline import floor_on, precision_hint
 
 Progress = Callable[[str], None]
 
@@ -422,7 +423,10 @@ def _evaluate(
             for slot, r in outcome.shapes.get(shape.label, {}).items()
         ]
         for t in timings:  # a time below the floor is a cheat or a floor mistake, never a %
-            if why := below_floor(t.shape, t.impl, t.median_ms, t.floor_ms):
+            shape = next(s for s in shape_list if s.label == t.shape)
+            floor = floor_on(task, shape, dtype_list[0], env.device_name)
+            hint = precision_hint(task, floor, dtype_list[0])
+            if why := below_floor(t.shape, t.impl, t.median_ms, t.floor_ms, hint):
                 t.pct_of_floor = None
                 if t.impl == "candidate":
                     verdict.reject("timing", why)
