@@ -10,14 +10,18 @@ from dataclasses import dataclass, field
 
 from rich.console import Console, Group
 from rich.live import Live
+from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
 from kernelloop.loop.state import Best
+from kernelloop.task.textbudget import clip
 
 COLUMNS = ("round", "k", "agent", "hypothesis", "state", "note", "stages")
 ECHO_EVERY_S = 5.0
-COLOURS = {"accepted": "green", "rejected": "red", "refused": "yellow", "infrastructure": "magenta"}
+# By the outcome's first word (history/models.outcome_word's vocabulary).
+COLOURS = {"accepted": "green", "correct": "green", "rejected": "red", "refused": "yellow",
+           "not": "magenta"}  # fmt: skip
 
 
 def _best_text(best: Best) -> str:
@@ -48,9 +52,7 @@ class RunView:
     _lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
 
     def _render(self) -> Group:
-        table = Table(*COLUMNS, expand=True)
-        for r in self.rows[-14:]:
-            table.add_row(*r)
+        table = _table(self.rows[-14:], self.console.width)
         return Group(Text(self.header, style="bold"), table, Text(self._status, style="dim"))
 
     def _refresh(self) -> None:
@@ -95,9 +97,13 @@ class RunView:
     def candidate(self, r: int, k: int, prop, state: str, note: str, stages: str = "") -> None:
         """A candidate's row: its state, the verdict's note, and once judged each stage's
         time (`static 0.0 s · … · full 3.5 s · timing 7.9 s`)."""
-        colour = COLOURS.get(state, "cyan")
-        hyp, state_cell = prop.hypothesis[:70], f"[{colour}]{state}[/]"
-        row = (str(r), str(k), prop.agent or "-", hyp, state_cell, note[:90], stages)
+        colour = COLOURS.get(state.split(" ")[0].rstrip(","), "cyan")
+        # The Direction line (else the hypothesis), cut at a word with a mark, and every
+        # text escaped: rich would eat "[x^2]" in "E[x^2]-E[x]^2" as markup.
+        title = prop.direction.strip() or prop.hypothesis.strip()
+        hyp, state_cell = escape(clip(title, 70)), f"[{colour}]{escape(state)}[/]"
+        row = (str(r), str(k), escape(prop.agent or "-"), hyp, state_cell,
+               escape(clip(note, 90)), stages)  # fmt: skip
         with self._lock:  # a candidate's row is replaced where it is (verdicts come in any order)
             at = next((i for i, old in enumerate(self.rows) if old[:2] == row[:2]), None)
             if at is None:
@@ -107,7 +113,7 @@ class RunView:
         if self._live is None and state != "evaluating":
             tail = f" [{stages}]" if stages else ""
             self.console.print(
-                f"round {r}.{k} {state}: {prop.hypothesis[:80]} — {note[:120]}{tail}",
+                f"round {r}.{k} {state}: {clip(title, 80)} — {clip(note, 120)}{tail}",
                 markup=False,
                 highlight=False,
             )
@@ -123,13 +129,14 @@ class RunView:
         if self._live is not None:
             self._live.stop()
             self._live = None
-        table = Table(*COLUMNS, title=f"{summary['task']}: {summary['status']}")
-        for r in self.rows:
-            table.add_row(*r)
+        table = _table(self.rows, self.console.width)
+        table.title = f"{summary['task']}: {summary['status']}"
         self.console.print(table)
         if summary.get("best_per_shape"):
             self.console.print(_shape_table(summary["best_per_shape"]))
-        self.console.print(f"[bold]{summary['status']}[/]: {summary['reason']}")
+        self.console.print(
+            f"[bold]{escape(str(summary['status']))}[/]: {escape(str(summary['reason']))}"
+        )
         pct = summary.get("best_pct_of_floor")
         floor = f", {pct:.1f}% of floor" if pct else ""
         self.console.print(
@@ -137,6 +144,23 @@ class RunView:
             f"{summary['best_objective_vs_baseline']:.3f}x over the baseline{floor} · "
             f"{summary['wall_s']:.0f} s"
         )
+
+
+# Below this many columns the table drops the agent and stage-time columns and joins round
+# and k: at 80 columns seven columns left ~13 characters each, cutting words (issue 36).
+WIDE = 110
+
+
+def _table(rows: list[tuple], width: int) -> Table:
+    if width >= WIDE:
+        table = Table(*COLUMNS, expand=True)
+        for r in rows:
+            table.add_row(*r)
+        return table
+    table = Table("r.k", "hypothesis", "state", "note", expand=True)
+    for r in rows:
+        table.add_row(f"{r[0]}.{r[1]}", r[3], r[4], r[5])
+    return table
 
 
 def _fmt(v, spec: str) -> str:

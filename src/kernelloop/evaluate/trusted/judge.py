@@ -18,11 +18,6 @@ import torch
 
 from kernelloop.evaluate.trusted import diagnose, undeclared
 from kernelloop.evaluate.trusted.compare import Comparison, within_tolerance
-from kernelloop.evaluate.trusted.compare_mask import (
-    infer_mask,
-    neighbours_problem,
-    rate_problem,
-)
 from kernelloop.evaluate.trusted.judge_e2e import E2EMixin
 from kernelloop.evaluate.trusted.judge_interface import InterfaceMixin
 from kernelloop.evaluate.trusted.judge_state import StateMixin
@@ -40,6 +35,7 @@ from kernelloop.evaluate.trusted.sensitivity import (
 )
 from kernelloop.evaluate.trusted.staging import Staging
 from kernelloop.evaluate.trusted.text import (  # noqa: F401  (last_line: re-exported)
+    candidate_frame,
     candidate_text,
     compiler_lines,
     last_line,
@@ -181,7 +177,10 @@ class Judge(InterfaceMixin, StateMixin, StochasticMixin, E2EMixin, OwnErrorMixin
             if (lines := compiler_lines(error)) is not None:
                 self._fail(call, call.suite, "compile", f"its kernel failed to compile: {lines}")
             else:
-                self._fail(call, call.suite, "crash", f"the candidate raised {last_line(error)}")
+                where = candidate_frame(error)  # the kernel's line, for the agent's next try
+                self._fail(
+                    call, call.suite, "crash", f"the candidate raised {last_line(error)}{where}"
+                )
             return
         if call.suite == "e2e":
             self._judge_e2e(call, msg, outputs)
@@ -321,27 +320,12 @@ class Judge(InterfaceMixin, StateMixin, StochasticMixin, E2EMixin, OwnErrorMixin
 
     def _value_reason(self, call: Call, out: torch.Tensor, refs: dict, tol) -> str | None:
         """Why `out` fails the value check against `refs` (tolerance against the float64
-        reference; with p > 0, `mask_problem`), or None when it passes."""
+        reference; with p > 0, `mask_check`), or None when it passes."""
         if "keep" not in refs:
             cmp = self._compare(call, out, refs, tol)
             return None if cmp.passed else cmp.reason
         problem = self.mask_check(call, out, refs, tol)[1]
         return None if problem is None else problem[1]
-
-    def mask_check(self, call: Call, out: torch.Tensor, refs: dict, tol):
-        """The mask inferred from a call with p > 0, and (category, reason) when its output
-        fails (else None): every element its kept or its dropped value
-        (compare_mask.infer_mask), the dropped fraction within the binomial bound overall
-        and by stratum, neighbouring rows' and columns' masks independent."""
-        inf = infer_mask(out, refs["keep"], refs["drop"], tol)
-        p, sigmas = call.rate, self.st.confidence_sigmas
-        if not inf.ok:
-            wrong = "stochastic" if call.suite == "stochastic" else "wrong"
-            category = inf.category if inf.category == "nonfinite" else wrong
-            return inf, (category, f"p={p:g}: {inf.reason}")
-        why = rate_problem(inf, refs["keep"], refs["drop"], p, sigmas)
-        why = why or neighbours_problem(inf, p, sigmas)
-        return inf, (None if why is None else ("stochastic", f"p={p:g}: {why}"))
 
     def value_refs(self, call: Call, inputs: dict | None = None) -> dict:
         """The float64 reference(s) of `call`: {"ref"}, or {"keep", "drop"} for a stochastic
