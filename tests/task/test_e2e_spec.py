@@ -42,7 +42,7 @@ def test_the_examples_load_their_e2e_model():
         ('model = "e2e.py:model"', 'model = "e2e:model"', "field 'e2e.model'"),
         ('model = "e2e.py:model"', 'model = "nope.py:model"', "e2e.model names nope.py"),
         ("[e2e]\n", '[e2e]\ndtypes = ["float16"]\n', "e2e.dtypes ['float16'] must be"),
-        ("[e2e]\n", "[e2e]\nlayers = 3\n", "field 'e2e.layers': Extra inputs"),
+        ("[e2e]\n", "[e2e]\nlayers = 3\n", "unknown field 'layers' in [e2e]; known: model"),
     ],
 )
 def test_a_bad_e2e_table_is_one_clear_error(tmp_path, old, new, says):

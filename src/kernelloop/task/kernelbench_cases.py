@@ -6,7 +6,7 @@ problem's own inputs (`random`) and on two transforms of them (`mixed_sign`,
 case that the problem's own model, run in the judged dtype by PyTorch eager, misses the
 tolerance itself: KernelBench's GRUs (level3/39, 41) on inputs x100, where a recurrence of
 saturated gates turns float32 rounding into errors of 0.3–1.0 on some seeds; level1/97's
-attention on inputs x100 at its own size (1.5x on 2 heads on the CPU, 2026-12-03), not at
+attention on inputs x100 at its own size (1.4-2.1x on 2 heads on the CPU, 2026-12-03), not at
 the CPU shapes. A check the baseline fails proves nothing about a kernel. So an imported
 task's tolerances carry `model_margin` (kernelbench_tolerance.MODEL_MARGIN): the judge
 measures the problem's own model on every call's inputs, at the judged size and on the
