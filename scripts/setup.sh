@@ -20,6 +20,8 @@ python3 -m venv ${KERNELLOOP_VENV_ARGS:-} .venv
 if ! .venv/bin/python -c "import torch" 2>/dev/null; then
   .venv/bin/pip install -q -c requirements/ci-constraints.txt "torch==2.13.0"
 fi
-# cluster: Ray, for --executor ray and its CI test (tests/executor/test_ray.py).
-.venv/bin/pip install -q -c requirements/ci-constraints.txt -e ".[dev,cluster]"
+# Ray (the `cluster` extra, for --executor ray) is left out of the default setup, which
+# took 111 s with it (issue 36; the aim is <= 90 s). `.venv/bin/pip install -e ".[cluster]"`
+# adds it; CI does (.ci/run), for tests/executor/test_ray*.py.
+.venv/bin/pip install -q -c requirements/ci-constraints.txt -e ".[dev]"
 echo "kernelloop installed in .venv"

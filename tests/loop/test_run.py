@@ -1,6 +1,7 @@
 """`kernelloop run` end to end on the CPU: real sandboxed evaluations, real SQLite, real git."""
 
 import json
+import os
 import shlex
 import shutil
 import subprocess
@@ -152,18 +153,14 @@ def test_cli_run_with_tuner_and_resume_refusal(tmp_path):
     # The tuner sends two candidates a round by default (--candidates), both judged in round 1.
     assert summary["status"] == "finished" and len(summary["attempts"]) == 2
     assert [(a["round"], a["k"]) for a in summary["attempts"]] == [(1, 1), (1, 2)]
-    # The run ends by naming the report command; that command, as printed, writes the report.
-    hint = next(
-        line
-        for line in res.stderr.splitlines()
-        if line.startswith("reviewer's report: kernelloop ")
-    )
-    report = subprocess.run(
-        [sys.executable, "-m", "kernelloop.cli", *shlex.split(hint.split(": ", 1)[1])[1:]],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    # The run ends by naming the report command; that command, run exactly as printed
+    # (here `PYTHON -m kernelloop report …`, after setup `.venv/bin/kernelloop report …`),
+    # writes the report.
+    hint = next(line for line in res.stderr.splitlines() if line.startswith("reviewer's report: "))
+    printed = shlex.split(hint.split(": ", 1)[1])
+    assert os.path.abspath(printed[0]) == os.path.abspath(sys.executable), hint
+    assert printed[1:4] == ["-m", "kernelloop", "report"], hint
+    report = subprocess.run(printed, capture_output=True, text=True, timeout=120)
     assert report.returncode == 0, report.stderr[-2000:]
     assert (folder / ".kernelloop" / "reports" / "run-1" / "report.md").is_file()
     again = subprocess.run(cmd + ["--resume"], capture_output=True, text=True, timeout=120)

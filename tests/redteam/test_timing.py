@@ -21,6 +21,7 @@ from kernelloop.evaluate.trusted.bench import benchmark
 from kernelloop.evaluate.trusted.run import evaluate
 from kernelloop.gate import performance_gate
 from kernelloop.task import load_task
+from tests.busy import measured
 from tests.redteam.harness import processes_with, write_candidate
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -146,7 +147,9 @@ def test_c_a_worker_lying_about_its_samples_is_caught_by_the_trusted_clock(
     task, best, tmp_path, canary
 ):
     cheat = write_candidate(tmp_path, "timing_lying_timer.py")
-    rec = _bench(task, cheat, best)
+    # Measured again while the machine is too busy for the trusted clock; skipped if it
+    # stays so (tests/busy.py): the lie is only caught where the clock can see it.
+    rec = measured(lambda: _bench(task, cheat, best), lambda r: r.problems, "red team (c)")
     if any("too busy to time on" in p for p in rec.problems):
         pytest.skip(f"the machine was too busy for the trusted clock: {rec.problems[0]}")
     # The code-object swap slips past the worker's own tripwire: the trusted clock alone

@@ -9,8 +9,10 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
+from kernelloop.commands.candidate_file import check_candidate_file
 from kernelloop.commands.labels import print_rejection
 from kernelloop.errors import KernelloopError
 from kernelloop.evaluate.protocol import COMPILED
@@ -22,12 +24,13 @@ def register(app: typer.Typer) -> None:
 
 
 def bench_cmd(
-    task: Annotated[Path, typer.Argument(help="task folder (with task.toml)")],
+    task: Annotated[Path, typer.Argument(metavar="TASK", help="task folder (with task.toml)")],
     candidate: Annotated[
         Path,
         typer.Argument(
+            metavar="CANDIDATE",
             help="candidate .py file (a cuda task: or a .cu/.cpp source binding it with "
-            "PYBIND11_MODULE)"
+            "PYBIND11_MODULE)",
         ),
     ],
     against: Annotated[
@@ -71,11 +74,13 @@ def bench_cmd(
 ) -> None:
     """Time CANDIDATE, the best and the baseline interleaved, each in its own sandboxed
     worker; print per-shape medians, speedups, noise and roofline position.
-    Exit 0 if the performance gate would accept it, 1 if not."""
+    Exit 0 if the performance gate would accept it, 1 if not, 2 usage or setup error."""
     from kernelloop.evaluate.trusted.bench import benchmark
     from kernelloop.gate import performance_gate
 
     t = load_task(task)
+    for path in [candidate, *(against or []), *([best] if best else [])]:
+        check_candidate_file(path, "implementation")
     named = _against_names(against or [])
     err = Console(stderr=True)
     with err.status("benchmarking…") as status:
@@ -155,14 +160,14 @@ def print_bench(rec, verdict, console: Console) -> None:
     if rec.static_findings:  # nothing ran: no timing table to show
         print_rejection(console, verdict.category, verdict.reasons, note=" (not benchmarked)")
         return
-    console.print(f"method: {rec.method or '-'}")
+    console.print(f"method: {rec.method or '-'}", markup=False)
     for g in rec.gpu_state:
         console.print(
             f"clocks {g.when}: SM {g.sm_clock_mhz} MHz, mem {g.mem_clock_mhz} MHz, "
             f"throttle {g.throttle_reasons}, {g.temperature_c} C, {g.power_w} W"
         )
     for w in rec.warnings + verdict.warnings:
-        console.print(f"[bold yellow]warning:[/] {w}")
+        console.print(f"[bold yellow]warning:[/] {escape(w)}")
     names = ["candidate"] + ([rec.best] if rec.best != "baseline" else []) + ["baseline"]
     names += [COMPILED] if rec.compiled else []
     others = sorted({n for s in rec.shapes for n in s.impls} - set(names) - {f"{rec.aa_impl}#aa"})

@@ -13,7 +13,7 @@ from kernelloop.history import HistoryStore
 from kernelloop.history.workspace import DB_NAME
 from kernelloop.task import Task, load_task
 
-TaskArg = Annotated[Path, typer.Argument(help="The task folder (holding task.toml).")]
+TaskArg = Annotated[Path, typer.Argument(metavar="TASK", help="task folder (with task.toml)")]
 WorkspaceOpt = Annotated[
     Path | None,
     typer.Option("--workspace", help="Where the history lives (default: TASK/.kernelloop)."),

@@ -44,7 +44,7 @@ def _cost(a: Attempt) -> str:
 def history(
     task_dir: TaskArg,
     workspace: WorkspaceOpt = None,
-    run: Annotated[int | None, typer.Option("--run", help="Only this run id.")] = None,
+    run: Annotated[int | None, typer.Option("--run", min=1, help="Only this run id.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the attempts as JSON.")] = False,
 ) -> None:
     """Table of attempts: round, hypothesis, verdict, objective, per-shape change, cost."""
@@ -167,7 +167,7 @@ def export(
         str | None, typer.Option("--branch", help="Branch name (default kernelloop/TASK/export).")
     ] = None,
     proposal: Annotated[
-        int | None, typer.Option("--id", help="Export this proposal instead of the best.")
+        int | None, typer.Option("--id", min=1, help="Export this proposal instead of the best.")
     ] = None,
 ) -> None:
     """Make a reviewable branch: the best kernel, BENCHMARK.md beside it, the record in the
@@ -215,7 +215,8 @@ def approve(
         str | None, typer.Option("--arch", help="Architecture signed off (default: the run's).")
     ] = None,
     proposal: Annotated[
-        int | None, typer.Option("--id", help="Approve this proposal (default: the pending best).")
+        int | None,
+        typer.Option("--id", min=1, help="Approve this proposal (default: the pending best)."),
     ] = None,
     by: Annotated[
         str | None, typer.Option("--by", help="Who approves (default: the OS user).")

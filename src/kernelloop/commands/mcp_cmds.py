@@ -15,9 +15,9 @@ def register(app: typer.Typer) -> None:
 
 
 def mcp_cmd(
-    task: Annotated[Path, typer.Argument(help="task folder (with task.toml)")],
+    task: Annotated[Path, typer.Argument(metavar="TASK", help="task folder (with task.toml)")],
     rounds: Annotated[
-        int | None, typer.Option(help="at most this many rounds (≤ the task's max_rounds)")
+        int | None, typer.Option(min=1, help="at most this many rounds (≤ the task's max_rounds)")
     ] = None,
     device: Annotated[str, typer.Option(help="auto | cuda | cpu")] = "auto",
     shapes: Annotated[

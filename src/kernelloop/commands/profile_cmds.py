@@ -10,6 +10,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from kernelloop.commands.candidate_file import check_candidate_file
 from kernelloop.commands.labels import print_rejection
 
 
@@ -18,9 +19,12 @@ def register(app: typer.Typer) -> None:
 
 
 def profile_cmd(
-    task: Annotated[Path, typer.Argument(help="task folder (with task.toml)")],
+    task: Annotated[Path, typer.Argument(metavar="TASK", help="task folder (with task.toml)")],
     candidate: Annotated[
-        Path, typer.Argument(help="candidate .py file defining the task's entry function")
+        Path,
+        typer.Argument(
+            metavar="CANDIDATE", help="candidate .py file defining the task's entry function"
+        ),
     ],
     parent: Annotated[
         Path | None, typer.Option(help="the variant this one came from: adds before/after deltas")
@@ -44,7 +48,7 @@ def profile_cmd(
         str, typer.Option(help="auto (= bwrap) | bwrap | none (no isolation: see docs/security.md)")
     ] = "auto",
     timeout: Annotated[
-        float, typer.Option(help="wall-clock limit per profiled file, seconds")
+        float, typer.Option(min=1, help="wall-clock limit per profiled file, seconds")
     ] = 300.0,
 ) -> None:
     """Profile one call of a candidate (Nsight Compute on a GPU; compile facts without one)
@@ -54,6 +58,8 @@ def profile_cmd(
     from kernelloop.task import load_task
 
     t = load_task(task)
+    for path in [candidate, *([parent] if parent else [])]:
+        check_candidate_file(path)
     err = Console(stderr=True)
     try:
         with err.status("profiling…") as status:

@@ -16,11 +16,13 @@ from kernelloop.errors import KernelloopError
 def report(
     task_dir: Annotated[
         Path | None,
-        typer.Argument(help="The task folder (holding task.toml), or a suite's --out folder."),
+        typer.Argument(
+            metavar="TASK", help="task folder (with task.toml), or a suite's --out folder"
+        ),
     ] = None,
     workspace: WorkspaceOpt = None,
     run: Annotated[
-        int | None, typer.Option("--run", help="Report this run id (default: the latest).")
+        int | None, typer.Option("--run", min=1, help="Report this run id (default: the latest).")
     ] = None,
     out: Annotated[
         Path | None,
@@ -73,10 +75,30 @@ def report(
         run_id = run if run is not None else runs[-1].id
         folder = out.expanduser().resolve() if out else default_folder(store.path.parent, run_id)
         _not_a_file(folder)
-        files = write_report(store, task.name, task.spec.rules, folder, run_id=run_id)
+        files = write_report(
+            store, task.name, task.spec.rules, folder, run_id=run_id, repro=_repro(task, task_dir)
+        )
     typer.echo(f"report of {task.name} run {run_id} written to {folder}")
     typer.echo(f"  {files.html}")
     typer.echo(f"  {files.markdown} (charts: {', '.join(p.name for p in files.charts)})")
+
+
+def _repro(task, task_dir: Path):
+    """How the report's commands fetch and evaluate a proposal again: this CLI as it was
+    started, the task folder as given, the variants' git repository and kernel path."""
+    import shlex
+
+    from kernelloop.commands.interrupt import invocation
+    from kernelloop.report.review import Repro
+    from kernelloop.versions import Versions
+
+    versions = Versions.open(task.folder, task.name, task.spec.task.baseline)
+    return Repro(
+        cli=shlex.join(invocation()),
+        task=str(task_dir),
+        repo=str(versions.repo),
+        kernel_path=versions.kernel_path,
+    )
 
 
 def _suite_report(suite: Path, out: Path | None) -> None:

@@ -30,7 +30,7 @@ def register(app: typer.Typer) -> None:
 
 
 def run_cmd(
-    task: Annotated[Path, typer.Argument(help="task folder (with task.toml)")],
+    task: Annotated[Path, typer.Argument(metavar="TASK", help="task folder (with task.toml)")],
     agent: Annotated[
         str, typer.Option(help="tuner | scripted:DIR | openai:MODEL | anthropic:MODEL")
     ] = "tuner",
@@ -45,7 +45,7 @@ def run_cmd(
         typer.Option(help="OpenAI-compatible endpoint (vLLM, SGLang, llama.cpp, Ollama)"),
     ] = None,
     rounds: Annotated[
-        int | None, typer.Option(help="at most this many rounds (≤ the task's max_rounds)")
+        int | None, typer.Option(min=1, help="at most this many rounds (≤ the task's max_rounds)")
     ] = None,
     candidates: Annotated[
         int | None,
@@ -102,15 +102,19 @@ def run_cmd(
     jobs: JobsOpt = None,
     ray_address: RayAddressOpt = None,
 ) -> None:
-    """Run the optimization loop: propose, check, evaluate, gate, record, repeat."""
+    """Run the optimization loop: propose, check, evaluate, gate, record, repeat.
+    Exit 0 when the run ends (its summary says what it found), 2 usage or setup error,
+    130 interrupted (Ctrl-C; the command that resumes it is printed)."""
     from kernelloop.agents.registry import default_candidates, make_agent
     from kernelloop.evaluate.trusted import prestart
     from kernelloop.evaluate.trusted.run import resolve_device
     from kernelloop.loop import Options, run_loop
     from kernelloop.loop.driver import RunInterrupted
     from kernelloop.loop.view import RunView
+    from kernelloop.task.inputs_check import check_inputs_apart
 
     t = load_task(task)
+    check_inputs_apart(t)
     pool = make_executor(executor, resolve_device(device), gpus, jobs, ray_address)
     interrupt.install()
     try:

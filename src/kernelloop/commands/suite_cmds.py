@@ -56,7 +56,7 @@ def kernelbench_tasks(folder: Path, level: int | None, out: Path) -> list[Path]:
 
 
 def suite_cmd(
-    tasks: Annotated[list[Path] | None, typer.Argument(help="task folders")] = None,
+    tasks: Annotated[list[Path] | None, typer.Argument(metavar="TASK", help="task folders")] = None,
     kernelbench: Annotated[
         Path | None,
         typer.Option(
@@ -64,12 +64,14 @@ def suite_cmd(
             "folders already imported"
         ),
     ] = None,
-    level: Annotated[int | None, typer.Option(help="with --kernelbench: levelN only")] = None,
+    level: Annotated[
+        int | None, typer.Option(min=1, max=4, help="with --kernelbench: levelN only")
+    ] = None,
     out: Annotated[Path, typer.Option(help="leaderboard and suite state")] = Path("suite-out"),
     agent: Annotated[str, typer.Option(help="tuner | scripted:DIR | openai:M | anthropic:M")] = (
         "tuner"
     ),
-    rounds: Annotated[int | None, typer.Option(help="rounds per task")] = None,
+    rounds: Annotated[int | None, typer.Option(min=1, help="rounds per task")] = None,
     candidates: Annotated[int | None, typer.Option(min=1, max=64)] = None,
     device: Annotated[str, typer.Option(help="auto | cuda | cpu")] = "auto",
     shapes: Annotated[str | None, typer.Option(help="cpu | gpu | all | labels")] = None,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+import shlex
 import shutil
 import sys
 from pathlib import Path
@@ -12,12 +14,14 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from kernelloop.commands.candidate_file import check_candidate_file
 from kernelloop.commands.labels import print_rejection
 from kernelloop.errors import KernelloopError
 from kernelloop.evaluate.trusted.record import EvaluationRecord
 from kernelloop.evaluate.trusted.stages import summary as stage_summary
 from kernelloop.task import load_task
 
+SETUP_CATEGORIES = {"setup", "internal"}
 TEMPLATE = Path(__file__).resolve().parent.parent / "task" / "template"
 
 
@@ -28,22 +32,41 @@ def register(app: typer.Typer) -> None:
 
 def init(
     name: Annotated[
-        str, typer.Argument(help="folder to create (its last part becomes the task name)")
+        str,
+        typer.Argument(
+            metavar="NAME", help="folder to create (its last part becomes the task name)"
+        ),
     ],
     from_file: Annotated[
         Path | None,
         typer.Option(
             "--from",
             help="a KernelBench-style file (class Model, get_inputs, get_init_inputs) to "
-            "build the task from instead of the template",
+            "build the task from instead of the skeleton",
+        ),
+    ] = None,
+    like: Annotated[
+        Path | None,
+        typer.Option(
+            "--like",
+            metavar="TASK",
+            help="copy this task folder (its history and caches left out) instead of "
+            "writing the skeleton",
         ),
     ] = None,
 ) -> None:
-    """Write a new task folder from the team template (task.toml, reference, inputs,
-    baseline), or from a KernelBench-style file (`--from`, as `kernelloop import kernelbench`)."""
+    """Write a new task folder: a skeleton for a new op (task.toml with TODOs, reference,
+    inputs, baseline: a small valid example to replace), a copy of a task (`--like`), or
+    one built from a KernelBench-style file (`--from`, as `kernelloop import kernelbench`).
+    Exit 0 written, 2 usage error."""
     dst = Path(name)
     if dst.exists():
         raise KernelloopError(f"{dst} already exists; pick a new folder name or remove it first.")
+    if from_file is not None and like is not None:
+        raise KernelloopError("--from and --like both name a source; pass one of them.")
+    if like is not None:
+        _init_like(like, dst)
+        return
     if from_file is not None:
         from kernelloop.task.kernelbench import import_problem
 
@@ -65,21 +88,62 @@ def init(
         return
     shutil.copytree(TEMPLATE, dst, ignore=shutil.ignore_patterns("__pycache__"))
     toml = dst / "task.toml"
-    toml.write_text(toml.read_text().replace("TASK_NAME", dst.name.replace(" ", "_")))
-    load_task(dst)  # the template must be valid as written
-    Console().print(
-        f"created task [bold]{dst}[/]: edit task.toml, reference.py, inputs.py and baseline.py, "
-        f"then run `kernelloop evaluate {dst} {dst}/baseline.py`."
+    toml.write_text(toml.read_text().replace("TASK_NAME", _task_name(dst)))
+    load_task(dst)  # the skeleton must be valid as written
+    Console(soft_wrap=True).print(
+        f"created task {dst}: replace the TODOs in task.toml, reference.py, inputs.py and "
+        f"baseline.py, then check it with `{_cli()} task show {dst}` and "
+        f"`{_cli()} evaluate {dst} {dst}/baseline.py`.",
+        markup=False,
+    )
+
+
+def _task_name(dst: Path) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", dst.resolve().name)
+
+
+def _cli() -> str:
+    from kernelloop.commands.interrupt import invocation
+
+    return shlex.join(invocation())
+
+
+def _init_like(src: Path, dst: Path) -> None:
+    """A copy of task `src` named after `dst`: its files, not its history (.kernelloop),
+    caches or the candidates it was tested with."""
+    old = load_task(src)
+    shutil.copytree(
+        old.folder,
+        dst,
+        ignore=shutil.ignore_patterns(".kernelloop", "__pycache__", "candidates", ".git"),
+    )
+    toml = dst / "task.toml"
+    text = toml.read_text()
+    quoted = re.escape(old.name)
+    text, n = re.subn(rf'(?m)^(name\s*=\s*)"{quoted}"', rf'\g<1>"{_task_name(dst)}"', text, count=1)
+    if n != 1:
+        shutil.rmtree(dst)
+        raise KernelloopError(
+            f'could not find `name = "{old.name}"` in {old.toml_path} to rename the copy; '
+            "copy the folder by hand and set [task] name."
+        )
+    toml.write_text(text)
+    load_task(dst)
+    Console(soft_wrap=True).print(
+        f"created task {dst} as a copy of {old.name} ({src}); check it with "
+        f"`{_cli()} task show {dst}`.",
+        markup=False,
     )
 
 
 def evaluate_cmd(
-    task: Annotated[Path, typer.Argument(help="task folder (with task.toml)")],
+    task: Annotated[Path, typer.Argument(metavar="TASK", help="task folder (with task.toml)")],
     candidate: Annotated[
         Path,
         typer.Argument(
+            metavar="CANDIDATE",
             help="candidate .py file defining the task's entry function (a cuda task: "
-            "or a .cu/.cpp source binding it with PYBIND11_MODULE)"
+            "or a .cu/.cpp source binding it with PYBIND11_MODULE)",
         ),
     ],
     json_out: Annotated[
@@ -100,7 +164,7 @@ def evaluate_cmd(
         str, typer.Option(help="auto (= bwrap) | bwrap | none (no isolation: see docs/security.md)")
     ] = "auto",
     timeout: Annotated[
-        float | None, typer.Option(help="wall-clock limit for the worker, seconds")
+        float | None, typer.Option(min=1, help="wall-clock limit for the worker, seconds")
     ] = None,
     timing: Annotated[
         bool | None,
@@ -120,10 +184,14 @@ def evaluate_cmd(
     ] = None,
 ) -> None:
     """Check a candidate for correctness (and time it on a GPU) in a sandboxed worker.
-    Exit 0 accepted, 1 rejected, 2 not judged (kernelloop's own failure)."""
+    Exit 0 accepted, 1 rejected, 2 not judged: a usage or setup error (a bad candidate
+    file, the task's inputs or reference failing) or kernelloop's own failure."""
     from kernelloop.evaluate.trusted.run import evaluate
+    from kernelloop.task.inputs_check import check_inputs_apart
 
     t = load_task(task)
+    check_candidate_file(candidate)
+    check_inputs_apart(t)
     err = Console(stderr=True)
     with err.status("evaluating…") as status:
         record = evaluate(
@@ -142,9 +210,11 @@ def evaluate_cmd(
         sys.stdout.write(record.model_dump_json(indent=2) + "\n")
     else:
         print_record(record, Console())
-    # internal: kernelloop's own failure, no verdict on the candidate (exit as for setup)
-    internal = record.verdict.category == "internal"
-    raise typer.Exit(0 if record.verdict.accepted else 2 if internal else 1)
+    if record.verdict.accepted:
+        raise typer.Exit(0)
+    # The task's own code failed (its reference or inputs: setup), or kernelloop's did
+    # (internal): no verdict on the candidate, so not "rejected".
+    raise typer.Exit(2 if record.verdict.category in SETUP_CATEGORIES else 1)
 
 
 def print_record(record: EvaluationRecord, console: Console) -> None:
@@ -154,7 +224,7 @@ def print_record(record: EvaluationRecord, console: Console) -> None:
         f"({env.device}) · sandbox={env.sandbox} · {record.wall_s:.1f} s"
     )
     for w in record.warnings:
-        console.print(f"[bold yellow]warning:[/] {w}")
+        console.print(f"[bold yellow]warning:[/] {escape(w)}")
     suites: dict[tuple[str, str], list] = {}
     for c in record.checks:
         suites.setdefault((c.suite, c.dtype), []).append(c)
@@ -194,7 +264,7 @@ def print_record(record: EvaluationRecord, console: Console) -> None:
             )
         console.print(kt)
     if record.stages:
-        console.print(f"stages: {stage_summary(record.stages)}")
+        console.print(f"stages: {stage_summary(record.stages)}", markup=False)
     if record.timings:
         title = "timing" if record.timings_count else "timing (interpreter: does not count)"
         tt = Table(

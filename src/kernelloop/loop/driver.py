@@ -77,7 +77,12 @@ def _run_shown(run: Run, opts: Options) -> dict:
         if state is None:  # round 0: the baseline, evaluated, versioned and recorded
             refuse_if_live(task, store)
             view.status("round 0: evaluating the baseline")
-            config = {"device": run.device, "shapes": opts.shapes, "rounds": opts.rounds}
+            config = {
+                "device": run.device,
+                "shapes": opts.shapes,
+                "dtypes": opts.dtypes,
+                "rounds": opts.rounds,
+            }
             best = start_run(run, config)
         else:
             view.status(f"resuming run {state.run_id} at round {run.round_now}: restoring its best")

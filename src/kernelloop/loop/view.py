@@ -52,9 +52,7 @@ class RunView:
     _lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
 
     def _render(self) -> Group:
-        table = Table(*COLUMNS, expand=True)
-        for r in self.rows[-14:]:
-            table.add_row(*r)
+        table = _table(self.rows[-14:], self.console.width)
         return Group(Text(self.header, style="bold"), table, Text(self._status, style="dim"))
 
     def _refresh(self) -> None:
@@ -131,13 +129,14 @@ class RunView:
         if self._live is not None:
             self._live.stop()
             self._live = None
-        table = Table(*COLUMNS, title=f"{summary['task']}: {summary['status']}")
-        for r in self.rows:
-            table.add_row(*r)
+        table = _table(self.rows, self.console.width)
+        table.title = f"{summary['task']}: {summary['status']}"
         self.console.print(table)
         if summary.get("best_per_shape"):
             self.console.print(_shape_table(summary["best_per_shape"]))
-        self.console.print(f"[bold]{summary['status']}[/]: {escape(str(summary['reason']))}")
+        self.console.print(
+            f"[bold]{escape(str(summary['status']))}[/]: {escape(str(summary['reason']))}"
+        )
         pct = summary.get("best_pct_of_floor")
         floor = f", {pct:.1f}% of floor" if pct else ""
         self.console.print(
@@ -145,6 +144,23 @@ class RunView:
             f"{summary['best_objective_vs_baseline']:.3f}x over the baseline{floor} · "
             f"{summary['wall_s']:.0f} s"
         )
+
+
+# Below this many columns the table drops the agent and stage-time columns and joins round
+# and k: at 80 columns seven columns left ~13 characters each, cutting words (issue 36).
+WIDE = 110
+
+
+def _table(rows: list[tuple], width: int) -> Table:
+    if width >= WIDE:
+        table = Table(*COLUMNS, expand=True)
+        for r in rows:
+            table.add_row(*r)
+        return table
+    table = Table("r.k", "hypothesis", "state", "note", expand=True)
+    for r in rows:
+        table.add_row(f"{r[0]}.{r[1]}", r[3], r[4], r[5])
+    return table
 
 
 def _fmt(v, spec: str) -> str:

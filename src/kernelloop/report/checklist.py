@@ -136,6 +136,10 @@ def _counts_item(rr: RunRecords) -> Item:
     name = "The timings count (measured on the device, not in an interpreter)"
     best = rr.best
     s = rr.stored.get(best.id) if best else None
+    env = (s.record or {}).get("environment") if s is not None else None
+    if s is not None and s.bench is None and isinstance(env, dict) and env.get("interpreter"):
+        # A device that cannot time (Triton's interpreter): nothing to tick, nothing failed.
+        return Item(name, "n/a", "speed is not measured on this device (Triton interpreter)")
     if s is None or s.bench is None:
         return Item(name, "fail", "no benchmark record: speed was not measured")
     ok = bool(s.bench.get("timings_count"))

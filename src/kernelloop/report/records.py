@@ -42,6 +42,17 @@ class RunRecords:
     best_id: int | None
     pending_id: int | None
     approvals: list[dict[str, Any]] = field(default_factory=list)
+    interruptions: list[dict[str, Any]] = field(default_factory=list)  # Ctrl-C, oldest first
+    parent_source: str | None = None  # the best's parent's source (it may be another run's)
+
+    @property
+    def config(self) -> dict[str, Any]:
+        """The run's settings as recorded at its start (device, shapes, dtypes, rounds)."""
+        try:
+            cfg = json.loads(self.run.get("config_json") or "{}")
+        except ValueError:
+            return {}
+        return cfg if isinstance(cfg, dict) else {}
 
     @property
     def run_id(self) -> int:
@@ -109,8 +120,23 @@ def read_run(store: HistoryStore, task_name: str, run_id: int | None = None) -> 
             "WHERE p.run_id = ? ORDER BY a.id",
             run_id,
         )
+        try:
+            stops = _rows(
+                conn,
+                "SELECT round, at, resumed_at FROM interruptions WHERE run_id = ? ORDER BY id",
+                run_id,
+            )
+        except sqlite3.OperationalError:  # a history from before interruptions were kept
+            stops = []
     finally:
         conn.close()
+    best = next((a for a in attempts if a.id == run.get("best_proposal_id")), None)
+    parent_source = None
+    if best is not None and best.parent_id is not None:
+        try:
+            parent_source = store.source_of(best.parent_id)
+        except (KernelloopError, LookupError, TypeError):
+            parent_source = None
     try:
         summary = json.loads(run.get("summary_json") or "{}")
     except ValueError:
@@ -127,4 +153,6 @@ def read_run(store: HistoryStore, task_name: str, run_id: int | None = None) -> 
         best_id=run.get("best_proposal_id"),
         pending_id=pending.id if pending and pending.run_id == run_id else None,
         approvals=approvals,
+        interruptions=stops,
+        parent_source=parent_source,
     )

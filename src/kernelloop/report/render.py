@@ -10,7 +10,7 @@ from typing import Any
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 
 from kernelloop.history import HistoryStore
-from kernelloop.report import sections
+from kernelloop.report import review, sections
 from kernelloop.report.charts import STYLE, progress_chart, roofline_chart
 from kernelloop.report.checklist import checklist
 from kernelloop.report.records import RunRecords, read_run
@@ -54,7 +54,9 @@ def template_env(autoescape: bool) -> Environment:
     return env
 
 
-def context(rr: RunRecords, rules: Rules, out_dir: Path) -> dict[str, Any]:
+def context(
+    rr: RunRecords, rules: Rules, out_dir: Path, repro: review.Repro | None = None
+) -> dict[str, Any]:
     """Everything the two templates show."""
     head = sections.header(rr, datetime.now(UTC).isoformat(timespec="seconds"))
     pts = sections.points(rr)
@@ -82,6 +84,9 @@ def context(rr: RunRecords, rules: Rules, out_dir: Path) -> dict[str, Any]:
         "deltas": sections.metric_deltas(rr),
         "costs": sections.cost_ledger(rr, head["wall_s"]),
         "checklist": checklist(rr, rules),
+        "diffs": review.diffs(rr, rr.parent_source),
+        "proposals": review.proposals(rr, repro),
+        "interruptions": review.interruptions(rr),
         "charts": {c.name: c for c in (progress, roof) if c is not None},
         "counts": {
             s: sum(p.state == s for p in pts)
@@ -91,12 +96,18 @@ def context(rr: RunRecords, rules: Rules, out_dir: Path) -> dict[str, Any]:
 
 
 def write_report(
-    store: HistoryStore, task_name: str, rules: Rules, out_dir: Path, run_id: int | None = None
+    store: HistoryStore,
+    task_name: str,
+    rules: Rules,
+    out_dir: Path,
+    run_id: int | None = None,
+    repro: review.Repro | None = None,
 ) -> ReportFiles:
-    """Read one run (the latest by default) and write report.md, report.html and the PNG charts."""
+    """Read one run (the latest by default) and write report.md, report.html and the PNG
+    charts; `repro`: how to fetch and evaluate each proposal again (its command shown)."""
     rr = read_run(store, task_name, run_id)
     out_dir.mkdir(parents=True, exist_ok=True)
-    ctx = context(rr, rules, out_dir)
+    ctx = context(rr, rules, out_dir, repro)
     md, html = out_dir / "report.md", out_dir / "report.html"
     md.write_text(template_env(False).get_template("report.md.j2").render(ctx), encoding="utf-8")
     html.write_text(template_env(True).get_template("report.html.j2").render(ctx), encoding="utf-8")

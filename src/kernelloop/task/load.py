@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import ast
+import difflib
 import json
 import operator
 import tomllib
+import typing
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from kernelloop.errors import TaskError
 from kernelloop.task import files
@@ -181,10 +183,39 @@ def load_task(folder: str | Path) -> Task:
     except ValidationError as e:
         err = e.errors()[0]
         where = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        if err["type"] == "extra_forbidden":
+            raise TaskError(f"{toml_path}: {_unknown_field(err['loc'])}") from None
         raise TaskError(f"{toml_path}: field '{where}': {err['msg']}.") from None
     task = Task(folder=folder, spec=spec)
     _check_files(task)
     return task
+
+
+def _unknown_field(loc: tuple) -> str:
+    """An unknown key in task.toml as one sentence, with the nearest known key of the same
+    table (pydantic says only "Extra inputs are not permitted.")."""
+    model: Any = TaskSpec
+    for part in loc[:-1]:
+        if isinstance(part, str) and model is not None and part in model.model_fields:
+            model = _model_in(model.model_fields[part].annotation)
+    known = list(model.model_fields) if model is not None else []
+    table = ".".join(str(p) for p in loc[:-1] if isinstance(p, str))
+    name = str(loc[-1])
+    close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+    hint = f"did you mean '{close[0]}'?" if close else f"known: {', '.join(known)}."
+    where = f"[{table}]" if table else "the top level"
+    return f"unknown field '{name}' in {where}; {hint}"
+
+
+def _model_in(annotation: Any) -> Any:
+    """The pydantic model inside an annotation (`Rules`, `list[Shape]`, `E2E | None`,
+    `dict[str, Tolerance]`), or None."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in typing.get_args(annotation):
+        if (found := _model_in(arg)) is not None:
+            return found
+    return None
 
 
 def _check_files(task: Task) -> None:
