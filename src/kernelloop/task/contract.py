@@ -397,7 +397,7 @@ def _randomness(task: Task, j: Judging) -> str:
 
 def _drop_band(task: Task, j: Judging, p: float) -> str:
     """How tight the dropped-fraction test is at the task's rate on the heaviest GPU shape
-    and the first CPU one: ±sigmas·sqrt(p(1-p)/n) of the fraction, as compare.binomial_ok
+    and the first CPU one: ±sigmas·sqrt(p(1-p)/n) of the fraction, as compare_mask.binomial_ok
     computes it, with n the shape's element count (an output of the shape's dims). A
     generator too coarse for the GPU's band passes the CPU's."""
     st = task.spec.stochastic
