@@ -26,8 +26,8 @@ MIN_KILL, MAX_FALSE_REJECT = 0.98, 0.0
 
 # task -> (folder or KernelBench problem, kernel to mutate (None: the baseline), mutants)
 CASES = {
-    "ln_softmax_dropout": (ROOT / "examples" / "ln_softmax_dropout", None, 9),
-    "add_rmsnorm": (ROOT / "examples" / "add_rmsnorm", None, 7),
+    "ln_softmax_dropout": (ROOT / "examples" / "ln_softmax_dropout", None, 8),
+    "add_rmsnorm": (ROOT / "examples" / "add_rmsnorm", None, 6),
     "kb_softmax": ("level1/23_Softmax.py", "level1_23_softmax.py", 5),
     "kb_cross_entropy": ("level1/95_CrossEntropyLoss.py", "level1_95_cross_entropy.py", 5),
     "kb_gemm_leakyrelu": (
@@ -42,6 +42,12 @@ CASES = {
 # calls. The gate judges dropout only at the declared rates ([stochastic] rates and the
 # task's p): a gap (issue 33, the op's whole domain), reported to the lead; the test
 # below keeps it in view (it asserts the oracle shows it wrong).
+WIDE_SOFTMAX = """
+[[cpu_shapes]]
+dims = { batch_size = 3, dim = 20011 }
+weight = 1.0
+tag = "wide"
+"""
 KNOWN_GAPS: dict[str, list[str]] = {
     "ln_softmax_dropout": ["above every rate the task declares"],
 }
@@ -55,6 +61,8 @@ def explain(report: GateCheckReport) -> str:
     for m in report.mutants:
         if m.outcome == "survived":
             lines += [f"SURVIVOR (gate gap) {m.operator}: {m.description}; {m.oracle}", m.diff]
+        elif m.outcome == "not_shown_to_differ":
+            lines += [f"not shown to differ: {m.operator} line {m.line}: {m.description}"]
     for e in report.equivalents:
         if not e.accepted:
             lines += [f"FALSE REJECTION {e.description}: {e.category} {e.reasons}", e.diff]
@@ -67,11 +75,17 @@ def kb_tasks(tmp_path_factory) -> dict[str, Path]:
     # as tests/task/test_kernelbench_solutions.py: KernelBench's atol of 1e-2 accepts any
     # output of a wide softmax, so the import tightens it
     tol = {"level1/23_Softmax.py": {"atol": 1e-7}}
-    return {
+    folders = {
         name: import_problem(KB / problem, out, ["float32"], **tol.get(problem, {}))
         for name, (problem, _k, _n) in CASES.items()
         if isinstance(problem, str)
     }
+    # The softmax solution's chunked path runs only on rows wider than 8192: on the
+    # imported CPU shapes (<= 192 wide) its mutants are dead code, "not shown to differ"
+    # (measured: 4 of 5). One wide CPU shape, as test_kernelbench_solutions.py adds.
+    toml = folders["kb_softmax"] / "task.toml"
+    toml.write_text(toml.read_text().replace("\n[roofline]", WIDE_SOFTMAX + "\n[roofline]"))
+    return folders
 
 
 @pytest.mark.parametrize("name", list(CASES))
@@ -90,6 +104,9 @@ def test_gate_kills_mutants_and_accepts_equivalents_on_the_cpu(name, kb_tasks):
     )
     print(explain(report), f"{report.wall_s:.0f} s")
     assert len(report.mutants) == n and len(report.equivalents) == 1
+    # most of the sample must count: a kill rate over mutants the oracle cannot tell from
+    # the original would measure nothing
+    assert report.killed + report.survived >= (n + 1) // 2, explain(report)
     assert report.meets(MIN_KILL, MAX_FALSE_REJECT), explain(report)
 
 
