@@ -36,18 +36,24 @@ CASES = {
         5,
     ),
 }
-# Measured on main 2026-12-03 (129fd0c, stoch's and shapes' work merged), CPU, float32:
-# the flagship's 9-mutant sample killed 8; the survivor, a kernel wrong only when p is
-# above 0.5 (the largest rate the task declares), was shown wrong by the oracle's p = 0.9
-# calls. The gate judges dropout only at the declared rates ([stochastic] rates and the
-# task's p): a gap (issue 33, the op's whole domain), reported to the lead; the test
-# below keeps it in view (it asserts the oracle shows it wrong).
 WIDE_SOFTMAX = """
 [[cpu_shapes]]
 dims = { batch_size = 3, dim = 20011 }
 weight = 1.0
 tag = "wide"
 """
+ASYMMETRIC_GEMM = """
+[[cpu_shapes]]
+dims = { batch_size = 37, in_features = 80, out_features = 48 }
+weight = 1.0
+tag = "asymmetric"
+"""
+# Measured on main 2026-12-03 (129fd0c, stoch's and shapes' work merged), CPU, float32:
+# the flagship's 9-mutant sample killed 8; the survivor, a kernel wrong only when p is
+# above 0.5 (the largest rate the task declares), was shown wrong by the oracle's p = 0.9
+# calls. The gate judges dropout only at the declared rates ([stochastic] rates and the
+# task's p): a gap (issue 33, the op's whole domain), reported to the lead; the test
+# below keeps it in view (it asserts the oracle shows it wrong).
 KNOWN_GAPS: dict[str, list[str]] = {
     "ln_softmax_dropout": ["above every rate the task declares"],
 }
@@ -83,8 +89,12 @@ def kb_tasks(tmp_path_factory) -> dict[str, Path]:
     # The softmax solution's chunked path runs only on rows wider than 8192: on the
     # imported CPU shapes (<= 192 wide) its mutants are dead code, "not shown to differ"
     # (measured: 4 of 5). One wide CPU shape, as test_kernelbench_solutions.py adds.
-    toml = folders["kb_softmax"] / "task.toml"
-    toml.write_text(toml.read_text().replace("\n[roofline]", WIDE_SOFTMAX + "\n[roofline]"))
+    # The imported GEMM's CPU shapes are 64x64x64 and 128x128x256: batch == in_features and
+    # rows a multiple of every block, so an M/K swap or a row tail cut is the same kernel
+    # there (measured: 3 of 5 mutants not shown to differ). One asymmetric CPU shape.
+    for name, extra in (("kb_softmax", WIDE_SOFTMAX), ("kb_gemm_leakyrelu", ASYMMETRIC_GEMM)):
+        toml = folders[name] / "task.toml"
+        toml.write_text(toml.read_text().replace("\n[roofline]", extra + "\n[roofline]"))
     return folders
 
 
