@@ -129,8 +129,8 @@ def test_gpu_gate_kills_mutants_and_accepts_equivalents(name, kb_tasks):
         task,
         SOLUTIONS / kernel if kernel else None,
         device="cuda",
-        max_mutants=4 * n,
-        max_equivalents=3,
+        max_mutants=2 * n,
+        max_equivalents=2,
         seed=0,
     )
     print(explain(report), f"{report.wall_s:.0f} s")
