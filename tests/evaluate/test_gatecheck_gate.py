@@ -157,5 +157,5 @@ def test_a_survivor_the_oracle_shows_wrong_counts_against_the_kill_rate():
     assert m.description == "output wrong when p > 0.5 (above every rate the task declares)"
     assert m.outcome in ("killed", "survived"), m
     if m.outcome == "survived":
-        assert m.oracle.startswith("rejected (wrong)"), m.oracle
+        assert m.oracle.startswith("rejected ("), m.oracle
         assert report.kill_rate == 0.0 and not report.meets(MIN_KILL, MAX_FALSE_REJECT)
