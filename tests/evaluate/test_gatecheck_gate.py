@@ -26,8 +26,8 @@ MIN_KILL, MAX_FALSE_REJECT = 0.98, 0.0
 
 # task -> (folder or KernelBench problem, kernel to mutate (None: the baseline), mutants)
 CASES = {
-    "ln_softmax_dropout": (ROOT / "examples" / "ln_softmax_dropout", None, 9),
-    "add_rmsnorm": (ROOT / "examples" / "add_rmsnorm", None, 7),
+    "ln_softmax_dropout": (ROOT / "examples" / "ln_softmax_dropout", None, 8),
+    "add_rmsnorm": (ROOT / "examples" / "add_rmsnorm", None, 6),
     "kb_softmax": ("level1/23_Softmax.py", "level1_23_softmax.py", 5),
     "kb_cross_entropy": ("level1/95_CrossEntropyLoss.py", "level1_95_cross_entropy.py", 5),
     "kb_gemm_leakyrelu": (
@@ -36,6 +36,18 @@ CASES = {
         5,
     ),
 }
+WIDE_SOFTMAX = """
+[[cpu_shapes]]
+dims = { batch_size = 3, dim = 20011 }
+weight = 1.0
+tag = "wide"
+"""
+ASYMMETRIC_GEMM = """
+[[cpu_shapes]]
+dims = { batch_size = 37, in_features = 80, out_features = 48 }
+weight = 1.0
+tag = "asymmetric"
+"""
 # Measured on main 2026-12-03 (129fd0c, stoch's and shapes' work merged), CPU, float32:
 # the flagship's 9-mutant sample killed 8; the survivor, a kernel wrong only when p is
 # above 0.5 (the largest rate the task declares), was shown wrong by the oracle's p = 0.9
@@ -55,6 +67,8 @@ def explain(report: GateCheckReport) -> str:
     for m in report.mutants:
         if m.outcome == "survived":
             lines += [f"SURVIVOR (gate gap) {m.operator}: {m.description}; {m.oracle}", m.diff]
+        elif m.outcome == "not_shown_to_differ":
+            lines += [f"not shown to differ: {m.operator} line {m.line}: {m.description}"]
     for e in report.equivalents:
         if not e.accepted:
             lines += [f"FALSE REJECTION {e.description}: {e.category} {e.reasons}", e.diff]
@@ -67,11 +81,21 @@ def kb_tasks(tmp_path_factory) -> dict[str, Path]:
     # as tests/task/test_kernelbench_solutions.py: KernelBench's atol of 1e-2 accepts any
     # output of a wide softmax, so the import tightens it
     tol = {"level1/23_Softmax.py": {"atol": 1e-7}}
-    return {
+    folders = {
         name: import_problem(KB / problem, out, ["float32"], **tol.get(problem, {}))
         for name, (problem, _k, _n) in CASES.items()
         if isinstance(problem, str)
     }
+    # The softmax solution's chunked path runs only on rows wider than 8192: on the
+    # imported CPU shapes (<= 192 wide) its mutants are dead code, "not shown to differ"
+    # (measured: 4 of 5). One wide CPU shape, as test_kernelbench_solutions.py adds.
+    # The imported GEMM's CPU shapes are 64x64x64 and 128x128x256: batch == in_features and
+    # rows a multiple of every block, so an M/K swap or a row tail cut is the same kernel
+    # there (measured: 3 of 5 mutants not shown to differ). One asymmetric CPU shape.
+    for name, extra in (("kb_softmax", WIDE_SOFTMAX), ("kb_gemm_leakyrelu", ASYMMETRIC_GEMM)):
+        toml = folders[name] / "task.toml"
+        toml.write_text(toml.read_text().replace("\n[roofline]", extra + "\n[roofline]"))
+    return folders
 
 
 @pytest.mark.parametrize("name", list(CASES))
@@ -90,6 +114,9 @@ def test_gate_kills_mutants_and_accepts_equivalents_on_the_cpu(name, kb_tasks):
     )
     print(explain(report), f"{report.wall_s:.0f} s")
     assert len(report.mutants) == n and len(report.equivalents) == 1
+    # most of the sample must count: a kill rate over mutants the oracle cannot tell from
+    # the original would measure nothing
+    assert report.killed + report.survived >= (n + 1) // 2, explain(report)
     assert report.meets(MIN_KILL, MAX_FALSE_REJECT), explain(report)
 
 
@@ -102,8 +129,8 @@ def test_gpu_gate_kills_mutants_and_accepts_equivalents(name, kb_tasks):
         task,
         SOLUTIONS / kernel if kernel else None,
         device="cuda",
-        max_mutants=4 * n,
-        max_equivalents=3,
+        max_mutants=2 * n,
+        max_equivalents=2,
         seed=0,
     )
     print(explain(report), f"{report.wall_s:.0f} s")
@@ -130,5 +157,5 @@ def test_a_survivor_the_oracle_shows_wrong_counts_against_the_kill_rate():
     assert m.description == "output wrong when p > 0.5 (above every rate the task declares)"
     assert m.outcome in ("killed", "survived"), m
     if m.outcome == "survived":
-        assert m.oracle.startswith("rejected (wrong)"), m.oracle
+        assert m.oracle.startswith("rejected ("), m.oracle
         assert report.kill_rate == 0.0 and not report.meets(MIN_KILL, MAX_FALSE_REJECT)
