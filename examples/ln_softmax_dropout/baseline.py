@@ -72,6 +72,7 @@ def _dropout_residual_kernel(s_ptr, r_ptr, out_ptr, n, p, seed, BLOCK: tl.conste
     m = offs < n
     s = tl.load(s_ptr + offs, mask=m, other=0.0)
     r = tl.load(r_ptr + offs, mask=m, other=0.0).to(tl.float32)
+    # kernelloop: spot dropout-rng-flat block=BLOCK
     keep = tl.rand(seed, offs) >= p
     scale = 1.0 / (1.0 - p)
     out = r + tl.where(keep, s * scale, 0.0)

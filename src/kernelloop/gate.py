@@ -102,6 +102,8 @@ def performance_gate(bench: BenchmarkRecord, rules: Rules) -> GateResult:
     """Accept only a measured, noise-beating, distribution-wide gain over the best."""
     if bench.static_findings:  # refused before anything ran: not a timing failure
         return _no("static", *bench.static_findings)
+    if bench.infrastructure:  # nobody's candidate's doing (bench.out_of_memory)
+        return _no("internal", *bench.infrastructure)
     if bench.problems:
         return _no("timing", *bench.problems)
     if not bench.timings_count:

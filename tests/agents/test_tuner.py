@@ -151,7 +151,7 @@ def test_a_move_measured_slower_is_followed_by_the_opposite_one(task):
     (first3,) = agent3.propose(context(FUSED))
     agent3.observe(
         first3,
-        "rejected: correct, but timings on this device do not count (interpreter): "
+        "correct, not timed: timings on this device do not count (interpreter): "
         "a speedup can only be accepted from GPU measurements",
     )
     (nxt3,) = agent3.propose(context(FUSED))

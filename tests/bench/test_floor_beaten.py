@@ -39,9 +39,9 @@ def test_within_the_margin_and_above_the_floor_nothing_is_said():
 
 
 def test_beating_a_float32_compute_floor_names_the_precision_contract(tmp_path):
-    """On the H200 a KernelBench GEMM solution with `tl.dot`'s TF32 default passed the
-    1e-2 float32 tolerance and ran at 111% of its FP32 floor: the reason is its precision,
-    which the task's contract forbids — said so, with the fix."""
+    """A float32 GEMM faster than float32-accurate arithmetic can be (plain TF32 within a
+    loose tolerance) is refused for its precision, which the task's contract forbids —
+    said so, with the fix; the honest 3xTF32 solution (1.85 ms on the H200) is not."""
     from pathlib import Path
 
     from kernelloop.task import load_task
@@ -53,7 +53,32 @@ def test_beating_a_float32_compute_floor_names_the_precision_contract(tmp_path):
                                     ["float32"]))  # fmt: skip
     floor = floor_on(task, task.spec.shapes[0], "float32", "NVIDIA H200")
     hint = precision_hint(task, floor, "float32")
-    why = below_floor("1024x8192x8192", "candidate", 1.8483, floor.ms, hint)
+    assert below_floor("1024x8192x8192", "candidate", 1.8483, floor.ms, hint) == ""
+    why = below_floor("1024x8192x8192", "candidate", 0.5, floor.ms, hint)
     assert "at full float32" in why and "[precision] tf32 = false" in why
     assert 'input_precision="ieee"' in why
     assert precision_hint(task, floor, "bfloat16") == ""  # bf16 is floored at its own rate
+
+
+OOM = (
+    "baseline: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 8.00 GiB (GPU 0; "
+    "139.8 GiB total capacity)"
+)
+
+
+def test_a_trusted_implementation_out_of_memory_is_infrastructure_not_the_candidates():
+    from kernelloop.evaluate.trusted.bench import out_of_memory
+    from kernelloop.gate import performance_gate
+    from kernelloop.task.spec import Rules
+    from tests.bench.records import record
+
+    said = out_of_memory("baseline", OOM)
+    assert said.startswith("the baseline ran out of GPU memory (baseline: torch.OutOfMemory")
+    assert "infrastructure, not the candidate's failure" in said and "\n" not in said
+    assert out_of_memory("candidate", OOM) == ""  # its own allocation is its own failure
+    assert out_of_memory("baseline", "baseline: the worker crashed") == ""
+    rec = record(
+        {s: 0.5 for s in ("256x1024", "512x512", "2048x16", "8x16384")}, infrastructure=[said]
+    )
+    res = performance_gate(rec, Rules())
+    assert (res.accepted, res.category, res.reasons) == (False, "internal", [said])

@@ -48,7 +48,9 @@ def test_wrong_candidate_names_shape_dtype_and_error(flagship):
     rec = evaluate(flagship, CHEATS / "wrong_scale.py", **ONE)
     assert not rec.verdict.accepted
     assert rec.verdict.category == "wrong"
-    assert any("5x1000 float32" in r and "outside atol" in r for r in rec.verdict.reasons)
+    # at p = 0 outside the tolerance; at p > 0 (the random suite) neither kept nor dropped
+    values = ("outside atol", "neither a kept nor a dropped value")
+    assert any("5x1000 float32" in r and any(v in r for v in values) for r in rec.verdict.reasons)
 
 
 def test_hanging_candidate_killed_within_timeout(flagship):

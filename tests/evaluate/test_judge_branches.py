@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kernelloop.evaluate.trusted import judge as judge_module
+from kernelloop.evaluate.trusted import judge_stochastic
 from kernelloop.evaluate.trusted.judge import Judge
 from kernelloop.evaluate.trusted.outputs import OutputDir, OutputError
 from kernelloop.evaluate.trusted.plan import plan_calls
@@ -210,7 +211,8 @@ def test_a_determinism_pair_at_p_above_0_with_two_masks_is_nondeterministic(task
     flagship = tasks["flagship"]
     judge = Judge(flagship, "cpu")
     plan = plan_calls(flagship, [flagship.find_shape("7x129")], ["float32"], unseen=False)
-    a, b = [c for c in plan.calls if c.suite == "determinism"]
+    det = {c.role: c for c in plan.calls if c.suite == "determinism"}
+    a, b = det["a"], det["repeat"]  # the same inputs and seed (refill: new values between)
     assert a.rate == b.rate == 0.1 and a.params == b.params  # the op as it is used
     assert _judge(judge, a, _exact(judge, a, 1), tmp_path) == []
     (f,) = _judge(judge, b, _exact(judge, b, 2), tmp_path)
@@ -241,7 +243,7 @@ def test_a_trusted_side_failure_is_internal_never_raised(tasks, tmp_path, monkey
         raise KeyError("ref.0")  # what a stochastic call once met in _fail_values
 
     # the comparison itself breaks, on whichever path this call takes
-    monkeypatch.setattr(judge_module, "infer_mask", bug)
+    monkeypatch.setattr(judge_stochastic, "infer_mask", bug)
     monkeypatch.setattr(judge_module, "within_tolerance", bug)
     (f,) = _judge(judge, call, good, tmp_path)
     assert f.category == "internal"

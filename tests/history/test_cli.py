@@ -105,7 +105,7 @@ def test_history_table_and_json(task_dir):
     assert out.returncode == 0, out.stderr
     for text in (
         "Process 4 rows per program",
-        "rejected slower",
+        "rejected [slower]",
         "accepted",
         "1.250x (+25.0%)",
         "0.940x (-6.0%)",

@@ -142,3 +142,25 @@ def test_changed_lines_are_blind_to_names_but_not_to_structure():
     a = changed_lines(SOFTMAX_PARENT, SOFTMAX_MULTIROW)
     assert a == changed_lines(SOFTMAX_PARENT, SOFTMAX_MULTIROW_RENAMED)
     assert any(line.startswith("+for _ in range(_)") for line in a)
+
+
+def test_a_kernel_only_judged_correct_on_the_cpu_is_refused_there_and_timed_on_a_gpu(
+    store_with_rejected_multirow,
+):
+    """Issue 35: re-sending a kernel judged correct where timings do not count is refused
+    in those words (never "already measured"), and a run whose timings count times it."""
+    store, base, _ = store_with_rejected_multirow
+    run = store.runs("softmax")[0].id
+    cpu = store.add_proposal(run, 2, source=SOFTMAX_ONLINE, hypothesis=HYP_ONLINE, parent_id=base)
+    store.add_evaluation(cpu, make_record(), objective=None, per_shape={})  # correct, untimed
+    found = store.check_duplicate("softmax", SOFTMAX_ONLINE, HYP_ONLINE, base)
+    assert found is not None and found.kind == "identical" and found.duplicate_of == cpu
+    assert "already judged correct, not timed" in found.message, found.message
+    assert "measured" not in found.message.split("; it was")[1].split(":")[0]
+    # Where timings count the same kernel is evaluated (and so timed), not refused.
+    assert store.check_duplicate("softmax", SOFTMAX_ONLINE, HYP_ONLINE, base, measured=True) is None
+    # A kernel that was timed stays a duplicate everywhere, in the outcome words.
+    timed = store.check_duplicate(
+        "softmax", SOFTMAX_MULTIROW_RENAMED, HYP_MULTIROW, base, measured=True
+    )
+    assert timed is not None and "it was already measured: rejected [slower]" in timed.message

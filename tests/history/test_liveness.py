@@ -114,7 +114,7 @@ def test_an_infrastructure_row_is_no_tried_idea_for_the_duplicate_detector(store
     # Sent again, the identical source is evaluated, not refused ...
     assert store.check_duplicate("softmax", SOFTMAX_MULTIROW, HYP_MULTIROW, base) is None
     digest = store.digest("softmax")
-    assert f"#{lost} r1 infrastructure" in digest and "may be sent again" in digest
+    assert f"#{lost} r1 not evaluated" in digest and "may be sent again" in digest
     # ... while the same source once measured and rejected is refused as identical.
     again = store.add_proposal(
         run, 2, source=SOFTMAX_MULTIROW, hypothesis=HYP_MULTIROW, parent_id=base

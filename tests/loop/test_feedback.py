@@ -38,9 +38,9 @@ def check(passed: bool, case: str = "random") -> CheckResult:
 def test_a_wrong_candidate_hears_the_first_failing_check_with_its_worst_element():
     reasons = [FIRST, "extreme/large_weight 7x129 bfloat16: 1 of 903 elements outside"]
     rec = record(False, "wrong", reasons, [check(True), check(False), check(False)])
-    text = outcome_text("rejected", reasons, Evaluated(rec), "#3")
+    text = outcome_text("rejected [wrong]", reasons, Evaluated(rec), "#3")
     first, *rest = text.splitlines()
-    assert first == f"rejected [wrong]: first failing check: {FIRST}"
+    assert first == f"rejected [wrong]: first failing check: {FIRST}"  # word: the outcome
     assert "2 of 3 checks failed." in rest and f"also: {reasons[1]}" in rest
     assert text.startswith("rejected")  # the tuner reads the first word
 
@@ -71,7 +71,7 @@ def test_a_slower_candidate_hears_its_ratio_on_every_shape():
     assert "2 layout conversions (TTGIR convert_layout)" in text
     assert "per shape vs the best #5 (>1 = faster): 16384x8192 0.970x, 1024x32768 1.040x" in text
     assert "weighted geomean vs the best: 0.9871x (needed > 1.0050x)" in text
-    assert text.startswith("rejected: weighted geomean speedup 0.9871x")
+    assert text.startswith("rejected: weighted geomean speedup 0.9871x")  # as given
 
 
 def attempt(**kw) -> Attempt:
@@ -84,8 +84,9 @@ def attempt(**kw) -> Attempt:
 
 def test_a_correct_but_unmeasured_attempt_is_not_called_accepted():
     a = attempt(accepted=True, category="accepted", objective=None)
-    assert a.verdict_label == "correct, speed not measured (not promoted)"
-    assert a.headline().startswith("#2 r1 correct, speed not measured (not promoted)")
+    assert a.verdict_label == a.outcome == "correct, not timed"
+    assert a.headline().startswith("#2 r1 correct, not timed")
     assert "accepted" not in a.format_for_prompt(compact=True)
     measured = attempt(accepted=True, category="accepted", objective=1.2, parent_objective=1.0)
-    assert measured.verdict_label == "accepted"
+    assert measured.outcome == "accepted, not promoted"  # not the best
+    assert attempt(accepted=True, objective=1.2, was_best=True).outcome == "accepted"

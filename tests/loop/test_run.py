@@ -200,20 +200,30 @@ def test_scripted_run_on_gpu_promotes_fused(tmp_path):
 
 def test_llm_agent_drives_the_loop_over_loopback_and_its_calls_are_ledgered(tmp_path):
     """The real openai SDK against a loopback server: the model's answer is evaluated, and
-    the round's model call (tokens, cost) lands in the history."""
+    the round's model call (tokens, cost) lands in the history. Round 2's prompt tells the
+    model what became of round 1's candidate in the shared outcome words, with the
+    candidate's own compile facts for sm_90 computed without a GPU (issue 35), and the
+    history shows its Direction line, brackets intact."""
     from kernelloop.agents.llm import make_llm_agent
     from tests.agents.llm_loopback import ModelServer, Reply
 
     folder = _task_copy(tmp_path)
     fused = (folder / "candidates" / "fused_naive.py").read_text()
     answer = (
-        "### Candidate 1\nDirection: fusion\n"
+        "### Candidate 1\nDirection: fuse into one row kernel; one-pass E[x^2]-E[x]^2 avoided\n"
         "Hypothesis: fuse the three kernels into one row kernel.\n"
         f"Predicted effect: -25% median time\n\n```python\n{fused}```\n"
+    )
+    wider = fused.replace("NUM_WARPS = 8", "NUM_WARPS = 4")
+    assert wider != fused
+    answer2 = (
+        "### Candidate 1\nDirection: fewer warps per row\nHypothesis: less sync.\n"
+        f"Predicted effect: -5%\n\n```python\n{wider}```\n"
     )
     server = ModelServer("openai").start()
     try:
         server.script.append(Reply(answer, input_tokens=1234, output_tokens=567))
+        server.script.append(Reply(answer2, input_tokens=1000, output_tokens=100))
         task = load_task(folder)
         agent = make_llm_agent(
             "openai:gpt-4.1",
@@ -224,14 +234,23 @@ def test_llm_agent_drives_the_loop_over_loopback_and_its_calls_are_ledgered(tmp_
             timeout_s=10.0,
         )
         summary = run_loop(
-            task, agent, Options(device="cpu", rounds=1, **FAST), RunView(live_enabled=False)
+            task, agent, Options(device="cpu", rounds=2, **FAST), RunView(live_enabled=False)
         )
     finally:
         server.stop()
     assert summary["status"] == "finished"
     got = list(_outcomes(task).values())
     assert got and got[0][0] == "accepted", got  # correct (speed unmeasured on the CPU)
-    [req] = server.received
+    first = summary["attempts"][0]
+    assert first["verdict"] == "correct, not timed" and first["accepted"] is True, first
+    req, req2 = server.received
+    told = req2.prompt_text().split("## What became of your candidates last round")[1]
+    told = told.split("\n## ")[0]
+    assert "correct, not timed: timings on this device do not count" in told, told
+    assert "Compile facts (Triton, sm_90): `_fused_kernel`" in told, told
+    assert "registers/thread" in told and "Theoretical occupancy" in told, told
+    digest = req2.prompt_text().split("## History")[1]
+    assert "fuse into one row kernel; one-pass E[x^2]-E[x]^2 avoided" in digest, digest
     prompt = req.prompt_text()
     assert "sk-loop-test" not in req.raw  # the key only travels in the auth header
     assert (
@@ -241,5 +260,5 @@ def test_llm_agent_drives_the_loop_over_loopback_and_its_calls_are_ledgered(tmp_
     rows = store._conn.execute(
         "SELECT model, input_tokens, output_tokens, cost_usd FROM model_calls"
     ).fetchall()
-    assert [(r[1], r[2]) for r in rows] == [(1234, 567)]
-    assert abs(rows[0][3] - agent.ledger.total_usd) < 1e-12
+    assert [(r[1], r[2]) for r in rows] == [(1234, 567), (1000, 100)]
+    assert abs(sum(r[3] for r in rows) - agent.ledger.total_usd) < 1e-12

@@ -95,8 +95,10 @@ def test_winner_is_promoted_and_flat_rounds_stop_for_review(tmp_path):
     ), fast
     assert fast["best"]["id"] == fast["id"] and fast["best"]["objective_vs_baseline"] > 1.0
     assert fast["best"]["per_shape"] and all(r["median_ms"] for r in fast["best"]["per_shape"])
-    assert slow["verdict"] == "rejected" and slow["category"] == "slower", slow
-    assert tail["verdict"] == "rejected" and "long tail" in "; ".join(tail["reasons"]), tail
+    assert slow["verdict"] == "rejected [slower]" and slow["category"] == "slower", slow
+    assert tail["verdict"].startswith("rejected [") and "long tail" in "; ".join(tail["reasons"]), (
+        tail
+    )
     assert again["verdict"] == "refused", again
     # Three flat rounds after the win: the stall rule ends the run for a person.
     assert (

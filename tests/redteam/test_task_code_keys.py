@@ -110,7 +110,8 @@ def test_a_hostile_problem_file_never_sees_the_model_keys(tmp_path):
     out = tmp_path / "tasks"
     r = _kl("import", "kernelbench", str(problem), "--out", str(out), env=env)
     assert r.returncode == 0, r.stdout + r.stderr
-    assert "becomes trusted code" in r.stdout and "unsandboxed" in r.stdout
+    [note] = [ln for ln in r.stdout.splitlines() if "becomes trusted code" in ln]
+    assert "unsandboxed" in note and "without the model keys" in note
     task = out / "hostile"
     r = _kl("evaluate", str(task), str(task / "baseline.py"), "--no-timing", env=env)
     assert r.returncode == 0, r.stdout + r.stderr

@@ -62,6 +62,6 @@ def test_unmeasured_unfinished_run(tmp_path):
         "- [ ] **n/a** The best carries its benchmark record" in md
     )  # the baseline is still the best
     assert "- [ ] **fail** The run ended without calling for review: the run has not finished" in md
-    assert "| 2 | r1-1 | tuner | bigger block | none given | correct, speed not measured" in md
+    assert "| 2 | r1-1 | tuner | bigger block | none given | correct, not timed" in md
     assert "| #2 | r1-1 | rejected | – |" in md
     assert "x86_64 (cpu, Triton interpreter)" in md and "Wall time of the run: not known" in md

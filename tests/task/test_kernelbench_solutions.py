@@ -91,13 +91,22 @@ def test_each_solution_is_accepted_on_the_cpu(tasks, problem):
     assert {"random", "extreme", "determinism", "interface"} <= {c.suite for c in rec.checks}
 
 
+FACTORIES = ROOT / "tests/evaluate/screen_candidates/kb_factories_in_init.py"
+
+
 def test_a_solution_that_builds_its_parameters_with_torch_factories_is_accepted(tasks):
     """Issue 33 finding 7: most published KernelBench solutions make their parameters in
     `ModelNew.__init__` with `torch.randn`, `torch.empty(...).uniform_`, `nn.init`; the
     task's weights replace them, so the screen lets them through and the judge accepts."""
     task = load_task(tasks["level2/12_Gemm_Multiply_LeakyReLU.py"])
-    cand = ROOT / "tests/evaluate/screen_candidates/kb_factories_in_init.py"
-    rec = evaluate(task, cand, **CPU)
+    rec = evaluate(task, FACTORIES, **CPU)
+    assert rec.verdict.accepted, rec.verdict.reasons
+
+
+@pytest.mark.gpu
+def test_gpu_a_solution_with_torch_factories_in_init_is_accepted_at_the_problems_size(tasks):
+    task = load_task(tasks["level2/12_Gemm_Multiply_LeakyReLU.py"])
+    rec = evaluate(task, FACTORIES, device="cuda", shapes="gpu", timing=False)
     assert rec.verdict.accepted, rec.verdict.reasons
 
 

@@ -43,6 +43,13 @@ class AgentContext:
     # (task/native_source.py); empty where a C++ source cannot.
     native_params: str = ""
     native_names: tuple[str, ...] = ()
+    # Earlier candidates judged correct, by proposal id ("7"), that a proposal may name as
+    # its parent (`Proposal.parent`) instead of the current best: a diff is applied to it
+    # and edit points are counted against it; the gate still compares with the best.
+    parents: dict[str, str] = field(default_factory=dict)
+    # With model latency overlapped with judging (loop/driver.py): which results this
+    # context could not show yet, because they were still being judged ("" otherwise).
+    unseen_note: str = ""
 
 
 @dataclass(frozen=True)
@@ -56,6 +63,7 @@ class Proposal:
     agent: str = ""
     model: str = ""
     attribution: str = ""
+    parent: str = ""  # a proposal id from `AgentContext.parents`; "" = the current best
 
 
 @runtime_checkable

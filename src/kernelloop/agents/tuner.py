@@ -11,7 +11,10 @@ all in the round and promotes the best accepted one):
    neighbourhood search steps each tunable one notch up and down;
 3. the sweep (tuner_sweep.py): the cartesian product of the tunables within two notches,
    pruned by the rule table, the edit-point limit and compile facts (spills, registers,
-   shared memory), in a fixed order.
+   shared memory), in a fixed order;
+4. where several kernels share a launch parameter (tuner_kernels.py: the flagship's three
+   kernels share NUM_WARPS), the same moves and the same sweep over each kernel's own
+   copy of it: a joint sweep over every kernel's launch parameters.
 Every edit rewrites module-level literals (or one marked statement) and leaves every
 other byte as it was.
 
@@ -24,7 +27,9 @@ so it doubles as a test double.
 from __future__ import annotations
 
 import ast
+import dataclasses
 import hashlib
+import itertools
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -32,6 +37,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from kernelloop.agents.base import AgentContext, Proposal
+from kernelloop.agents.tuner_kernels import Split, line_offset, per_kernel_names, split_shared
 from kernelloop.agents.tuner_patterns import DEFAULT_PATTERNS, Rewrite, load_patterns, rewrites
 from kernelloop.agents.tuner_sweep import Change, Config, sweep
 from kernelloop.agents.tuner_table import (
@@ -101,12 +107,7 @@ def find_tunables(source: str, names: list[str] | tuple[str, ...]) -> dict[str, 
     return {n: found[n] for n in names if n in found}  # the task's order, not the file's
 
 
-def _offset(source: str, line_starts: list[int], lineno: int, col_bytes: int) -> int:
-    # ast columns count UTF-8 bytes; a non-ASCII comment earlier on the line would
-    # otherwise shift the edit.
-    start = line_starts[lineno - 1]
-    line = source[start : line_starts[lineno] if lineno < len(line_starts) else len(source)]
-    return start + len(line.encode()[:col_bytes].decode())
+_offset = line_offset  # ast columns count UTF-8 bytes (tuner_kernels.line_offset)
 
 
 def rewrite(source: str, lit: TunableLiteral, new: int) -> str:
@@ -149,11 +150,25 @@ class TunerAgent:
     def propose(self, context: AgentContext) -> list[Proposal]:
         base = context.best_source
         self._seen.add(_digest(base))
-        names = self.tunables or context.tunables
+        names = per_kernel_names(base, self.tunables or context.tunables)
         literals = find_tunables(base, names)
         metrics = context.profile_metrics
+        split = split_shared(
+            base,
+            {t: lit.value for t, lit in literals.items()},
+            {t: lit.end for t, lit in literals.items()},
+        )
+        ranked = self._ranked(base, literals, metrics)
+        if split is not None:
+            # Where kernels share launch parameters, their own copies move first (after
+            # the structural moves): a shared literal moves every kernel at once.
+            ranked = itertools.chain(
+                self._ranked(base, {}, metrics),
+                self._split_ranked(split, metrics),
+                self._ranked(base, literals, metrics, structural=False),
+            )
         proposals: list[Proposal] = []
-        for source, make in self._ranked(base, literals, metrics):
+        for source, make in ranked:
             key = _digest(source)
             if key in self._seen:
                 continue
@@ -163,12 +178,47 @@ class TunerAgent:
                 break
         return proposals
 
+    def _split_ranked(
+        self, split: Split, metrics: dict[str, float | str]
+    ) -> Iterator[tuple[str, Callable[[str], Proposal]]]:
+        """The moves and sweep over every kernel's own launch parameters: each source is the
+        split (per-kernel copies of the shared ones) plus a change of at least one copy.
+        The split alone (no value changed) is never proposed."""
+        literals = find_tunables(split.source, split.tunables)
+        copies = {n for names in split.copies.values() for n in names}
+        for source, make in self._ranked(split.source, literals, metrics, structural=False):
+            if source == split.source:
+                continue
+
+            def with_split(key: str, make=make) -> Proposal:
+                p = make(key)
+                return dataclasses.replace(
+                    p,
+                    hypothesis=f"{p.hypothesis} Each kernel gets its own copy of the launch "
+                    f"parameters it shared ({split.describe()}), so one kernel's launch moves "
+                    "without the others'.",
+                    direction=f"per-kernel {p.direction}",
+                )
+
+            # Only what moves a copy needs the split; the rest the unsplit base proposes.
+            changed = [
+                n
+                for n, lit in literals.items()
+                if n in copies and _literal(source, lit) != lit.value
+            ]
+            if changed:
+                yield source, with_split
+
     def _ranked(
-        self, base: str, literals: dict[str, TunableLiteral], metrics: dict[str, float | str]
+        self,
+        base: str,
+        literals: dict[str, TunableLiteral],
+        metrics: dict[str, float | str],
+        structural: bool = True,
     ) -> Iterator[tuple[str, Callable[[str], Proposal]]]:
         """(source, maker of its proposal) in the tuner's order: structural moves, single
         moves, then the sweep; lazily, so a round stops computing once it has enough."""
-        for rw in rewrites(base, self.library):
+        for rw in rewrites(base, self.library) if structural else ():
             yield rw.source, lambda _key, rw=rw: self._structural(rw)
         current = {t: lit.value for t, lit in literals.items()}
         configs, pruned = sweep(
@@ -312,6 +362,13 @@ class TunerAgent:
             direction="sweep: " + ", ".join(f"{c.tunable} {c.step}" for c in config.changes),
             agent=self.name,
         )
+
+
+def _literal(source: str, lit: TunableLiteral) -> int | None:
+    """The value now at `lit`'s place in `source` (rewrites keep earlier offsets only when
+    lengths match, so it is read back by name)."""
+    found = find_tunables(source, [lit.name])
+    return found[lit.name].value if lit.name in found else None
 
 
 def _fmt(v: float | str) -> str:

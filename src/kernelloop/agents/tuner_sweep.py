@@ -93,12 +93,7 @@ def sweep(
     pruned: dict[str, int] = {}
     kept: list[tuple[tuple, Config]] = []
     names = list(current)
-    for combo in itertools.product(*grids):
-        changes = tuple(
-            Change(t, current[t], v, n) for t, (v, n) in zip(names, combo, strict=True) if n
-        )
-        if not changes:
-            continue
+    for changes in _changed(names, current, grids, max_changed + 1):
         config = Config(changes)
         why = _pruned(config, roles, wanted, metrics, max_changed)
         if why:
@@ -108,6 +103,27 @@ def sweep(
         order = tuple((names.index(c.tunable), c.new) for c in changes)
         kept.append(((len(changes), config.notches, unguided, order), config))
     return [c for _, c in sorted(kept, key=lambda kc: kc[0])], pruned
+
+
+def _changed(
+    names: list[str], current: dict[str, int], grids: list[list[tuple[int, int]]], most: int
+) -> list[tuple[Change, ...]]:
+    """Every combination of changes to at most `most` tunables (the cartesian product
+    without its all-unchanged point, limited by how many change: a multi-kernel split has
+    six or more tunables, and 5^6 points of which only pairs are kept was the slow way);
+    one more than the edit-point limit allows, so the prune still counts those it drops."""
+    out = []
+    for k in range(1, min(most, len(names)) + 1):
+        for picked in itertools.combinations(range(len(names)), k):
+            moved = [[(v, n) for v, n in grids[i] if n] for i in picked]
+            for combo in itertools.product(*moved):
+                out.append(
+                    tuple(
+                        Change(names[i], current[names[i]], v, n)
+                        for i, (v, n) in zip(picked, combo, strict=True)
+                    )
+                )
+    return out
 
 
 def _pruned(

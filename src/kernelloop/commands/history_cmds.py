@@ -9,13 +9,14 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from kernelloop.commands.common import TaskArg, WorkspaceOpt, open_history
 from kernelloop.errors import KernelloopError
 from kernelloop.history import HistoryStore
 from kernelloop.history.export_text import benchmark_markdown, export_message
-from kernelloop.history.models import Attempt, history_row
+from kernelloop.history.models import Attempt, clip, history_row
 from kernelloop.versions import Versions
 
 
@@ -25,18 +26,19 @@ def _shape_text(a: Attempt) -> str:
 
 
 def _verdict_cell(a: Attempt) -> str:
-    if a.status == "refused":
-        return "[yellow]refused[/]"
-    if a.status == "infrastructure":
-        return "[magenta]infrastructure[/] (not the candidate's fault)"
-    if a.accepted is None:
-        return "[dim]not evaluated[/]"
-    if a.accepted and a.objective is not None and not a.was_best and a.round > 0:
-        # Judged in a round with another candidate that gained more.
-        return "[green]accepted[/] (not promoted)"
-    return ("[green]accepted[/]" if a.accepted else f"[red]rejected[/] {a.category}") + (
-        " ★" if a.was_best else ""
-    )
+    """The outcome in the shared vocabulary (history/models.outcome_word), coloured."""
+    word = a.outcome
+    colour = {"refused": "yellow", "not evaluated": "magenta", "pending": "dim"}.get(word)
+    colour = colour or ("red" if word.startswith("rejected") else "green")
+    note = " (not the candidate's fault)" if word == "not evaluated" else ""
+    return f"[{colour}]{escape(word)}[/]{note}" + (" ★" if a.was_best else "")
+
+
+def _cost(a: Attempt) -> str:
+    """A model's cost; "unpriced" where the model has no price (cost 0), "–" without one."""
+    if a.cost_usd:
+        return f"${a.cost_usd:.4f}"
+    return "unpriced" if a.model else "–"
 
 
 def history(
@@ -78,11 +80,13 @@ def history(
             obj = "–" if a.objective is None else f"{a.objective:.3f}x"
             if a.gain is not None:
                 obj += f" ({(a.gain - 1) * 100:+.1f}%)"
-            hyp = a.hypothesis[:160] + (
-                f"\n[yellow]{a.refused_reason}[/]" if a.status == "refused" else ""
+            # The Direction line (else the hypothesis), cut at a word with a mark; every
+            # text escaped, so "E[x^2]-E[x]^2" is not eaten as markup.
+            hyp = escape(clip(a.title, 160)) + (
+                f"\n[yellow]{escape(a.refused_reason)}[/]" if a.status == "refused" else ""
             )
             if a.status == "infrastructure":
-                hyp += f"\n[magenta]{a.infra_reason}[/]"
+                hyp += f"\n[magenta]{escape(a.infra_reason)}[/]"
             table.add_row(
                 str(a.id),
                 str(a.run_id),
@@ -92,7 +96,7 @@ def history(
                 _verdict_cell(a),
                 obj,
                 _shape_text(a),
-                f"${a.cost_usd:.4f}",
+                _cost(a),
             )
         console = Console()
         console.print(table)
@@ -105,7 +109,12 @@ def history(
             console.print(
                 f"[yellow]awaiting approval:[/] #{pending.id}; run `kernelloop approve {task_dir}`"
             )
-        console.print(f"model cost: ${sum(a.cost_usd for a in attempts):.4f}")
+        total = sum(a.cost_usd for a in attempts)
+        unpriced = any(a.model and not a.cost_usd for a in attempts)
+        cost = f"${total:.4f}" if total or not unpriced else "unpriced"
+        if total and unpriced:
+            cost += " (plus unpriced models)"
+        console.print(f"model cost: {cost}", markup=False)
 
 
 def _target(store: HistoryStore, versions: Versions, to: str) -> tuple[str, Attempt | None]:

@@ -62,6 +62,7 @@ def kernelbench_cmd(
         " trusted code: kernelloop runs it unsandboxed (here, and as the reference in every "
         "evaluation), without the model keys; import only files you trust.",
         markup=False,
+        soft_wrap=True,  # one line, however narrow the terminal
     )
     for k, path in enumerate(files, 1):
         try:

@@ -50,16 +50,23 @@ def mcp_cmd(
             "the MCP SDK is not installed; install it with `pip install 'mcp>=2.3,<3'`."
         ) from None
     from kernelloop.loop.mcp_server import serve
-    from kernelloop.loop.session import ExternalSession
-    from kernelloop.loop.state import Options
 
-    opts = Options(
-        device=device,
-        shapes=shapes,
-        rounds=rounds,
-        workspace=workspace,
-        sandbox=sandbox,
-        allow_unsandboxed=allow_unsandboxed,
-        dtypes=[d.strip() for d in dtypes.split(",")] if dtypes else None,
-    )
-    serve(ExternalSession(load_task(task), opts))
+    the_task = load_task(task)  # a wrong path fails here, before the protocol starts
+
+    def session():
+        # Imported beside the server (torch and the judge take seconds): see LazySession.
+        from kernelloop.loop.session import ExternalSession
+        from kernelloop.loop.state import Options
+
+        opts = Options(
+            device=device,
+            shapes=shapes,
+            rounds=rounds,
+            workspace=workspace,
+            sandbox=sandbox,
+            allow_unsandboxed=allow_unsandboxed,
+            dtypes=[d.strip() for d in dtypes.split(",")] if dtypes else None,
+        )
+        return ExternalSession(the_task, opts)
+
+    serve(session)

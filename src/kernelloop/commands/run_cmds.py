@@ -89,6 +89,14 @@ def run_cmd(
             "summary's speedup over torch.compile; never the gate's)",
         ),
     ] = False,
+    overlap: Annotated[
+        bool,
+        typer.Option(
+            "--overlap",
+            help="with a model agent, ask for the next round's proposals while this round "
+            "is judged (docs/loop.md, 'Overlap')",
+        ),
+    ] = False,
     executor: ExecutorOpt = "local",
     gpus: GpusOpt = None,
     jobs: JobsOpt = None,
@@ -130,6 +138,7 @@ def run_cmd(
             dtypes=[d.strip() for d in dtypes.split(",")] if dtypes else None,
             executor=pool,
             compiled=compiled,
+            overlap=overlap,
         )
         try:
             summary = run_loop(t, the_agent, opts, RunView(Console()))

@@ -5,6 +5,11 @@ signals: the fingerprint of its normalized source, the similarity of its normali
 change against its parent to the earlier proposal's change against *its* parent, and the
 similarity of the hypothesis text. Code is the primary signal: an agent that rewords
 and renames (the seed's round-7 failure) still makes the same change.
+
+A refusal says what happened to the earlier one in the outcome words of docs/loop.md
+("already judged correct, not timed", "already measured: rejected [slower]"). A kernel
+only judged correct where timings do not count (the CPU's interpreter) was never timed:
+a run whose timings count (`measured`) evaluates it again instead of refusing it.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from kernelloop.history.fingerprint import changed_lines, fingerprint
-from kernelloop.history.models import IDEA_REJECTIONS
+from kernelloop.history.models import IDEA_REJECTIONS, clip, outcome_word
 
 # Same normalized change (lines compared exactly, names erased): the same idea, whatever
 # the prose says.
@@ -46,6 +51,8 @@ class PriorProposal:
     accepted: bool
     category: str
     reasons: tuple[str, ...] = ()
+    measured: bool = True  # timed (an objective); False: judged where timings do not count
+    was_best: bool = False
 
 
 @dataclass(frozen=True)
@@ -90,10 +97,25 @@ def is_constant_change(change: Sequence[str]) -> bool:
     return bool(change) and all(_CONSTANT_LINE.match(line) for line in change)
 
 
+def _outcome(p: PriorProposal) -> str:
+    return outcome_word("evaluated", p.accepted, p.category, p.measured, p.was_best)
+
+
 def _cite(p: PriorProposal) -> str:
-    verdict = "accepted" if p.accepted else f"rejected [{p.category}]"
     why = f": {p.reasons[0]}" if p.reasons and not p.accepted else ""
-    return f"#{p.id} (round {p.round}, {verdict}{why}; idea: {p.hypothesis[:100]!r})"
+    return f"#{p.id} (round {p.round}, {_outcome(p)}{why}; idea: {clip(p.hypothesis, 100)!r})"
+
+
+def _what_happened(p: PriorProposal) -> str:
+    """What became of the earlier identical proposal, in the outcome words."""
+    if p.accepted and not p.measured:
+        return (
+            "it was already judged correct, not timed (timings on that device do not count): "
+            "its speed can only be measured where timings count"
+        )
+    if p.measured:
+        return f"it was already measured: {_outcome(p)}"
+    return f"it was already judged: {_outcome(p)}"
 
 
 def find_duplicate(
@@ -103,8 +125,11 @@ def find_duplicate(
     prior: Sequence[PriorProposal],
     *,
     parent_id: int | None = None,
+    measured: bool = False,
 ) -> DuplicateFinding | None:
-    """Return why `source` should not be evaluated, or None when it is new enough."""
+    """Return why `source` should not be evaluated, or None when it is new enough.
+    `measured`: the asking run's timings count, so a kernel earlier judged correct but
+    never timed is not a duplicate there (it is timed now)."""
     fp = fingerprint(source)
     if parent_source is not None and fingerprint(parent_source) == fp:
         return DuplicateFinding(
@@ -117,12 +142,14 @@ def find_duplicate(
         )
     for p in prior:
         if p.fingerprint == fp:
+            if measured and p.accepted and not p.measured:
+                continue  # never timed: this run times it
             return DuplicateFinding(
                 p.id,
                 "identical",
                 1.0,
                 text_similarity(hypothesis, p.hypothesis),
-                f"identical (after renaming/reformatting) to {_cite(p)}; it was already measured.",
+                f"identical (after renaming/reformatting) to {_cite(p)}; {_what_happened(p)}.",
             )
     if parent_source is None:
         return None

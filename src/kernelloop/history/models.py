@@ -6,6 +6,8 @@ import json
 import math
 from dataclasses import dataclass, field
 
+from kernelloop.task.textbudget import clip
+
 # Rejections that say the *idea* did not pay off. A near-duplicate of one of these is
 # refused; after a correctness or tooling failure the agent may retry a fixed variant.
 IDEA_REJECTIONS = frozenset(
@@ -23,9 +25,36 @@ IDEA_REJECTIONS = frozenset(
 )
 
 
-def _clip(text: str, n: int) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= n else text[: n - 1].rstrip() + "…"
+_clip = clip  # (task/textbudget.py: the one way text is cut for a person or a model)
+
+# The one vocabulary of outcomes (docs/loop.md, "Outcomes"): feedback, live view,
+# history, summary, MCP and report all say these words.
+ACCEPTED = "accepted"  # correct and faster by the gate's margin; promoted
+NOT_PROMOTED = "accepted, not promoted"  # another candidate of its round gained more
+NOT_TIMED = "correct, not timed"  # passed every check where timings do not count
+REJECTED = "rejected"  # + " [category]": failed a check, or the gate's timing test
+REFUSED = "refused"  # before evaluation: a rule, or a duplicate
+NOT_EVALUATED = "not evaluated"  # infrastructure: not the candidate's fault
+PENDING = "pending"  # proposed, no verdict yet
+
+
+def outcome_word(
+    status: str, accepted: bool | None, category: str, measured: bool, promoted: bool
+) -> str:
+    """The outcome of one candidate in the shared vocabulary. `accepted`/`category`: the
+    stored verdict (for a correct candidate never timed, the correctness record's);
+    `measured`: whether it was timed (an objective); `promoted`: whether it became the best."""
+    if status == "refused":
+        return REFUSED
+    if status == "infrastructure":
+        return NOT_EVALUATED
+    if accepted is None:
+        return PENDING
+    if accepted and not measured:
+        return NOT_TIMED
+    if accepted:
+        return ACCEPTED if promoted else NOT_PROMOTED
+    return f"{REJECTED} [{category}]" if category else REJECTED
 
 
 def _pct(ratio: float) -> str:
@@ -84,16 +113,20 @@ class Attempt:
         return self.accepted is not None
 
     @property
-    def verdict_label(self) -> str:
-        if self.status in ("refused", "infrastructure"):
-            return self.status
-        if self.accepted is None:
-            return "pending"
-        if self.accepted and self.objective is None:
-            # Correct where timings do not count (the interpreter): never promoted, so
-            # "accepted" beside another attempt named the current best read as a contradiction.
-            return "correct, speed not measured (not promoted)"
-        return "accepted" if self.accepted else f"rejected [{self.category}]"
+    def outcome(self) -> str:
+        """This candidate's outcome in the shared vocabulary (`outcome_word`). The
+        baseline (round 0) was accepted and is the first best."""
+        promoted = self.was_best or self.round == 0
+        return outcome_word(
+            self.status, self.accepted, self.category, self.objective is not None, promoted
+        )
+
+    verdict_label = outcome
+
+    @property
+    def title(self) -> str:
+        """What the candidate tried, in one line: its Direction, else its hypothesis."""
+        return self.direction.strip() or self.hypothesis.strip()
 
     @property
     def gain(self) -> float | None:
@@ -138,11 +171,12 @@ class Attempt:
         who = "/".join(x for x in (self.agent, self.model) if x)
         head = f"#{self.id} r{self.round} {self.verdict_label}"
         if self.status == "refused":
-            return f"{head}: {_clip(self.refused_reason, 110)} — idea: {_clip(self.hypothesis, 70)}"
+            return f"{head}: {_clip(self.refused_reason, 110)} — idea: {_clip(self.title, 70)}"
         if self.status == "infrastructure":
             return (
-                f"{head} (not the candidate's fault, may be sent again): "
-                f"{_clip(self.infra_reason, 90)} — idea: {_clip(self.hypothesis, 70)}"
+                f"{head} (an infrastructure failure, not the candidate's fault; may be sent "
+                f"again): "
+                f"{_clip(self.infra_reason, 90)} — idea: {_clip(self.title, 70)}"
             )
         if self.objective is not None or not self.accepted:
             head += f" {self.effect_text()}"
@@ -160,11 +194,13 @@ class Attempt:
             change = f" [{_clip(change, 40)}]" if change else ""
             return (
                 f"#{self.id} r{self.round} {self.verdict_label}{gain}{why}{change}: "
-                f"{_clip(self.hypothesis, 70)}"
+                f"{_clip(self.title, 70)}"
             )
         lines = [self.headline()]
         if self.diff_summary:
             lines.append(f"  change: {_clip(self.diff_summary, 140)}")
+        if self.direction.strip():
+            lines.append(f"  direction: {_clip(self.direction, 120)}")
         lines.append(f"  idea: {_clip(self.hypothesis, 160)}")
         measured = self._shapes_text(3)
         pred = _clip(self.predicted_effect, 80) or "none given"
@@ -197,6 +233,7 @@ def history_row(a: Attempt) -> dict[str, object]:
         "claim": a.hypothesis,
         "prediction": a.predicted_effect,
         "status": a.status,
+        "verdict": a.outcome,  # the outcome word (docs/loop.md, "Outcomes")
         "accepted": a.accepted,
         "category": a.category,
         "reasons": list(a.reasons),

@@ -172,7 +172,8 @@ def run_info(r: sqlite3.Row) -> RunInfo:
 def prior_proposals(conn: sqlite3.Connection, task_name: str) -> list[PriorProposal]:
     rows = conn.execute(
         "SELECT p.id, p.round, p.hypothesis, p.fingerprint, p.source, pp.source AS parent_source, "
-        "e.accepted, e.category, e.reasons_json FROM proposals p JOIN runs r ON r.id = p.run_id "
+        "e.accepted, e.category, e.reasons_json, e.objective, EXISTS (SELECT 1 FROM best_changes b "
+        "WHERE b.proposal_id = p.id) AS was_best FROM proposals p JOIN runs r ON r.id = p.run_id "
         "JOIN evaluations e ON e.proposal_id = p.id LEFT JOIN proposals pp ON pp.id = p.parent_id "
         "WHERE r.task = ? ORDER BY p.id",
         (task_name,),
@@ -189,6 +190,8 @@ def prior_proposals(conn: sqlite3.Connection, task_name: str) -> list[PriorPropo
             accepted=bool(r["accepted"]),
             category=r["category"],
             reasons=tuple(json.loads(r["reasons_json"])),
+            measured=r["objective"] is not None,
+            was_best=bool(r["was_best"]),
         )
         for r in rows
     ]
@@ -212,3 +215,16 @@ def pending_best_id(conn: sqlite3.Connection, task_name: str) -> int | None:
         (task_name,),
     ).fetchone()
     return int(row[0]) if row and row["pending_approval"] and not row["approved"] else None
+
+
+def correct_sources(conn: sqlite3.Connection, task_name: str, limit: int) -> dict[int, str]:
+    """The latest `limit` proposals of the task whose correctness record passed (timed or
+    not, promoted or not: a candidate the gate found slower is still correct), by id."""
+    rows = conn.execute(
+        "SELECT p.id, p.source FROM proposals p JOIN runs r ON r.id = p.run_id "
+        "JOIN evaluations e ON e.proposal_id = p.id WHERE r.task = ? AND "
+        "json_extract(e.record_json, '$.verdict.accepted') IN (1, 'true') "
+        "ORDER BY p.id DESC LIMIT ?",
+        (task_name, limit),
+    ).fetchall()
+    return {int(r[0]): r[1] for r in reversed(rows)}

@@ -212,6 +212,13 @@ class HistoryStore(RunsMixin, BestMixin):
         ).fetchone()
         return (row[0], json.loads(row[1])) if row else None
 
+    def has_model_calls(self, run_id: int, round_index: int) -> bool:
+        row = self._conn.execute(
+            "SELECT 1 FROM model_calls WHERE run_id = ? AND round = ? LIMIT 1",
+            (run_id, round_index),
+        ).fetchone()
+        return row is not None
+
     def add_model_call(
         self,
         run_id: int,
@@ -264,6 +271,11 @@ class HistoryStore(RunsMixin, BestMixin):
             )
         return found[0]
 
+    def correct_sources(self, task_name: str, limit: int = 12) -> dict[int, str]:
+        """Sources of the task's latest correct candidates, by proposal id: the parents an
+        agent may choose (docs/agents.md, "Parent of your choice")."""
+        return queries.correct_sources(self._conn, task_name, limit)
+
     def source_of(self, proposal_id: int) -> str:
         row = self._conn.execute(
             "SELECT source FROM proposals WHERE id = ?", (proposal_id,)
@@ -295,12 +307,21 @@ class HistoryStore(RunsMixin, BestMixin):
         return self._evaluation_text(proposal_id, "gate_json")
 
     def check_duplicate(
-        self, task_name: str, source: str, hypothesis: str, parent_id: int | None
+        self,
+        task_name: str,
+        source: str,
+        hypothesis: str,
+        parent_id: int | None,
+        *,
+        measured: bool = False,
     ) -> DuplicateFinding | None:
-        """Before evaluating: is this an idea the task has already measured (and rejected)?"""
+        """Before evaluating: is this an idea the task has already judged (and rejected)?
+        `measured`: the asking run's timings count (a kernel never timed is timed then)."""
         parent_source = self.source_of(parent_id) if parent_id else None
         prior = queries.prior_proposals(self._conn, task_name)
-        return find_duplicate(source, hypothesis, parent_source, prior, parent_id=parent_id)
+        return find_duplicate(
+            source, hypothesis, parent_source, prior, parent_id=parent_id, measured=measured
+        )
 
     def digest(self, task_name: str, *, budget_tokens: int = 1500) -> str:
         from kernelloop.history.digest import render_digest

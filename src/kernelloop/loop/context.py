@@ -50,8 +50,18 @@ def agent_context(
         contract=render_contract(task, judging).text(),
         # An unknown device (no run, no record) hides no numbers the best has.
         timings_count=judging.timings_count or not judging.device_name,
+        parents=parent_choices(task, run, best),
         **native_fields(task),
     )
+
+
+def parent_choices(task: Task, run: Run | None, best: Best) -> dict[str, str]:
+    """The correct earlier candidates a proposal may start from, by id (the best too)."""
+    store = getattr(run, "store", None)
+    if store is None:
+        return {}
+    found = {str(pid): src for pid, src in store.correct_sources(task.name).items()}
+    return {**found, str(best.pid): best.source}
 
 
 def native_fields(task: Task) -> dict:

@@ -20,6 +20,7 @@ from kernelloop.history import HistoryStore, open_task_memory
 from kernelloop.history.heartbeat import Heartbeat
 from kernelloop.history.models import RunState
 from kernelloop.loop.context import agent_context
+from kernelloop.loop.overlap import Ahead, overlaps
 from kernelloop.loop.resume import catch_up, refuse_if_live, restore, resumable_run, skip_replayed
 from kernelloop.loop.round import UNMEASURED, play_round, start_run
 from kernelloop.loop.state import Best, Options, Run, View
@@ -110,24 +111,41 @@ def _rounds(run: Run, opts: Options, state: RunState | None, best: Best, t0: flo
         )
     last_round = min(task.spec.rules.max_rounds, opts.rounds or task.spec.rules.max_rounds)
     status, why = (stop.status, stop.reason) if stop else ("finished", "all rounds done")
-    for r in range(first_round, last_round + 1 if stop is None else first_round):
-        if stop := budget_check(r - 1, _spent(agent), time.monotonic() - t0, task.spec.rules):
-            status, why = stop.status, stop.reason
-            break
-        run.round_now = r
-        store.start_round(run.id, r)
-        ctx = agent_context(task, store.digest(task.name), best, r, last_round, run)
-        proposals = skip_replayed(agent, ctx, replayed)
-        _record_model_calls(store, agent, run.id, r)
-        if not proposals:
-            status, why = "finished", "the agent has nothing left to propose"
-            store.finish_round(run.id, r, why)
-            break
-        played = play_round(run, r, proposals, best)
-        best = played.best
-        if played.stop:
-            status, why = played.stop.status, played.stop.reason
-            break
+    # With a model agent and --overlap, the next round is asked for while this one is
+    # judged (loop/overlap.py).
+    ahead = Ahead(agent) if opts.overlap and overlaps(agent) else None
+    try:
+        for r in range(first_round, last_round + 1 if stop is None else first_round):
+            if stop := budget_check(r - 1, _spent(agent), time.monotonic() - t0, task.spec.rules):
+                status, why = stop.status, stop.reason
+                break
+            run.round_now = r
+            store.start_round(run.id, r)
+            proposals = ahead.take(r) if ahead is not None else None
+            if proposals is None:
+                ctx = agent_context(task, store.digest(task.name), best, r, last_round, run)
+                proposals = skip_replayed(agent, ctx, replayed)
+            _record_model_calls(store, agent, run.id, r)
+            if not proposals:
+                status, why = "finished", "the agent has nothing left to propose"
+                store.finish_round(run.id, r, why)
+                break
+            if ahead is not None and r < last_round:
+                nxt = agent_context(task, store.digest(task.name), best, r + 1, last_round, run)
+                ahead.request(nxt, proposals, r)
+            played = play_round(run, r, proposals, best)
+            best = played.best
+            if played.stop:
+                status, why = played.stop.status, played.stop.reason
+                break
+    except BaseException:
+        if ahead is not None:
+            ahead.close(wait=False)  # Ctrl-C: never wait for a model
+        raise
+    if ahead is not None:
+        ahead.close()
+        for r in ahead.requested:  # a request whose round never came was still paid for
+            _record_model_calls(store, agent, run.id, r, once=True)
     if not run.measured:
         why += UNMEASURED
     summary = run_summary(task, store, run.id, best, status, why, time.monotonic() - t0)
@@ -143,10 +161,15 @@ def _spent(agent: Agent) -> float:
     return float(total() if callable(total) else total)
 
 
-def _record_model_calls(store: HistoryStore, agent: Agent, run_id: int, r: int) -> None:
-    """Copy this round's model calls from the agent's cost ledger into the history."""
+def _record_model_calls(
+    store: HistoryStore, agent: Agent, run_id: int, r: int, *, once: bool = False
+) -> None:
+    """Copy this round's model calls from the agent's cost ledger into the history (with
+    `once`, only where none of round r's is recorded yet)."""
     ledger = getattr(agent, "ledger", None)
-    for e in getattr(ledger, "entries", []):
+    if once and store.has_model_calls(run_id, r):
+        return
+    for e in list(getattr(ledger, "entries", [])):
         if e.round == r:
             store.add_model_call(
                 run_id,

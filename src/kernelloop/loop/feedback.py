@@ -3,14 +3,20 @@ form it can act on next round: for a rejection, the first failing check with its
 case, shape, dtype and worst element (index, expected, got — compare.py puts them in the
 reason); for a compile error, the compiler's first lines (the judge's `compile` reason,
 text.compiler_lines; anything else it raised is the exception's last line); for a
-measured candidate, the per-shape ratios against the best it was timed beside.
+measured candidate, the per-shape ratios against the best it was timed beside; for every
+candidate that compiled, its own compile facts (registers, spills, occupancy for sm_90,
+computed without a GPU too) and, on a GPU, its profile deltas against its parent
+(`candidate_profile`).
 
 The text is built from the trusted records only (the verdict, its checks, the gate).
 """
 
 from __future__ import annotations
 
-from kernelloop.loop.state import Evaluated
+from pathlib import Path
+
+from kernelloop.errors import KernelloopError
+from kernelloop.loop.state import Best, Evaluated, Run
 
 # Reasons after the first that are worth a line: a second failing case often tells a
 # rounding problem (one dtype) from a logic one (all of them).
@@ -19,15 +25,16 @@ MAX_KERNELS = 3  # compiled specializations listed per candidate
 
 
 def outcome_text(word: str, reasons: list[str], ev: Evaluated, best_label: str) -> str:
-    """`word` ("accepted" / "rejected") and the reasons the gate or judge gave, with the
-    actionable detail of `ev` (the evaluation of the candidate against best `best_label`)."""
+    """`word` (the outcome, history/models.outcome_word's vocabulary: "accepted",
+    "rejected [wrong]", "correct, not timed", …) and the reasons the gate or judge gave,
+    with the actionable detail of `ev` (the evaluation of the candidate against best
+    `best_label`)."""
     record, gate = ev.record, ev.gate
     lines = [f"{word}: {reasons[0] if reasons else 'no reason recorded'}"]
     if record is not None and gate is None and not record.verdict.accepted:
         failed = record.failed_checks()
         total = len(record.checks)
-        category = record.verdict.category
-        lines = [f"{word} [{category}]: first failing check: {reasons[0] if reasons else '?'}"]
+        lines = [f"{word}: first failing check: {reasons[0] if reasons else '?'}"]
         if failed:
             lines.append(f"{len(failed)} of {total} checks failed.")
         lines += [f"also: {r}" for r in reasons[1 : 1 + MORE_REASONS]]
@@ -47,3 +54,60 @@ def outcome_text(word: str, reasons: list[str], ev: Evaluated, best_label: str) 
             need = f" (needed > {1 + gate.required_gain:.4f}x)" if gate.required_gain else ""
             lines.append(f"weighted geomean vs the best: {gate.objective:.4f}x{need}")
     return "\n".join(lines)
+
+
+# Lines of a profile summary (profile/render.py) worth a candidate's feedback: its compile
+# facts, occupancy, kernel timings and the moves against its parent; the roofline and the
+# "Missing" list are the best's profile's business.
+PROFILE_LINES = (
+    "Compile facts",
+    "Theoretical occupancy",
+    "Kernel timings",
+    "Vs parent",
+    "REGRESSIONS",
+    "Kernel ",  # Nsight Compute: each kernel's time and bound, then its resources
+    "Resources",
+    "Occupancy",
+)
+PROFILED_CATEGORIES = frozenset(
+    {"accepted", "wrong", "nonfinite", "trivial", "stochastic", "nondeterministic", "timing"}
+)
+
+
+def wants_profile(run: Run, ev: Evaluated) -> bool:
+    """Profile a candidate for its feedback when the agent reads feedback text (a model:
+    `candidate_profiles`) and the candidate compiled and ran: a compile error or a crash
+    has nothing to count."""
+    if not getattr(run.agent, "candidate_profiles", False) or ev.record is None:
+        return False
+    return ev.record.verdict.category in PROFILED_CATEGORIES or ev.record.verdict.accepted
+
+
+def candidate_profile(run: Run, source: str, name: str, parent: Best) -> str:
+    """The candidate's compile facts (sm_90, from its own Triton launches; no GPU needed)
+    and, on a GPU, its profile against `parent` (Nsight Compute deltas where ncu runs), as
+    lines for its feedback; one line saying why where the profiler could not run. The
+    candidate runs in the same sandbox as its evaluation (profile/run.py)."""
+    from kernelloop.profile.run import profile_candidate
+
+    path = Path(run.scratch) / f"{name}_profiled.py"
+    path.write_text(source)
+    try:
+        outcome = profile_candidate(
+            run.task,
+            path,
+            parent=parent.path if run.device == "cuda" and parent.path.is_file() else None,
+            device=run.device,
+            sandbox=run.sandbox,
+            timeout_s=180.0,
+        )
+    except KernelloopError as e:
+        return f"profile: not available ({str(e)[:200]})"
+    finally:
+        path.unlink(missing_ok=True)
+    text = outcome.report.format_for_prompt()
+    keep = [line for line in text.splitlines() if line.startswith(PROFILE_LINES)]
+    if not keep:
+        return "profile: the profiler reported no kernel of this candidate"
+    where = f"{outcome.shape} {outcome.dtype}"
+    return f"profile of this candidate at {where}:\n" + "\n".join(keep)

@@ -16,9 +16,17 @@ from kernelloop.errors import KernelloopError
 from kernelloop.evaluate.trusted.record import Verdict
 from kernelloop.evaluate.trusted.refcache import References
 from kernelloop.evaluate.trusted.stages import summary as stage_summary
+from kernelloop.history.models import (
+    ACCEPTED,
+    NOT_EVALUATED,
+    NOT_PROMOTED,
+    NOT_TIMED,
+    REFUSED,
+    REJECTED,
+)
 from kernelloop.loop.context import context_profile
 from kernelloop.loop.evaluation import collect, evaluate_source, submit
-from kernelloop.loop.feedback import outcome_text
+from kernelloop.loop.feedback import candidate_profile, outcome_text, wants_profile
 from kernelloop.loop.promotion import decide_round, promote
 from kernelloop.loop.state import Best, Evaluated, Outcome, Run
 from kernelloop.objective import floor_pct, weighted_geomean
@@ -33,9 +41,10 @@ from kernelloop.policy import (
 
 # Appended to the stop reason of a run whose timings never count.
 UNMEASURED = "; speed was not measured (interpreter timings never count), so nothing was promoted"
+# The reason of a correct candidate where timings never count (its outcome: NOT_TIMED).
 CORRECT_UNMEASURED = (
-    "correct, but timings on this device do not count (interpreter): "
-    "a speedup can only be accepted from GPU measurements"
+    "timings on this device do not count (interpreter): a speedup can only be accepted "
+    "from GPU measurements"
 )
 
 
@@ -187,7 +196,7 @@ def judge(run: Run, r: int, entries: list[Entry], best: Best) -> None:
     references = References()  # this round's secret seeds, fresh; its candidates share them
     for e in entries:
         while len(pending) >= max(1, run.executor.slots):
-            _record_finished(run, r, pending, f"#{best.pid}")
+            _record_finished(run, r, pending, best)
         variant = run.versions.commit_variant(
             run.id, r, e.k, e.prop.source, e.prop.hypothesis, proposal_id=e.pid
         )
@@ -195,33 +204,42 @@ def judge(run: Run, r: int, entries: list[Entry], best: Best) -> None:
         run.view.candidate(r, e.k, e.prop, "evaluating", "")
         pending[submit(run, e.prop.source, f"r{r}_{e.k}", best, references)] = e
     while pending:
-        _record_finished(run, r, pending, f"#{best.pid}")
+        _record_finished(run, r, pending, best)
 
 
-def _record_finished(
-    run: Run, r: int, pending: dict[Future[Evaluated], Entry], best_label: str
-) -> None:
+def _record_finished(run: Run, r: int, pending: dict[Future[Evaluated], Entry], best: Best) -> None:
     """Wait for at least one evaluation in flight; record every finished one (in the order
     proposed) and drop it from `pending`."""
     done, _ = wait(pending, return_when=FIRST_COMPLETED)
     for future in sorted(done, key=lambda f: pending[f].k):
-        _record_outcome(run, r, pending.pop(future), collect(future), best_label)
+        _record_outcome(run, r, pending.pop(future), collect(future), f"#{best.pid}", best)
 
 
-def _record_outcome(run: Run, r: int, e: Entry, ev: Evaluated, best_label: str) -> None:
+def _record_outcome(
+    run: Run, r: int, e: Entry, ev: Evaluated, best_label: str, parent: Best | None = None
+) -> None:
     if ev.infrastructure or ev.record is None:
         run.store.mark_infrastructure(e.pid, ev.infrastructure)
         e.told = (
             f"not evaluated: an infrastructure failure, not the candidate's "
             f"fault ({ev.infrastructure}); it may be sent again"
         )
-        run.view.candidate(r, e.k, e.prop, "infrastructure", ev.infrastructure[:160])
+        run.view.candidate(r, e.k, e.prop, NOT_EVALUATED, ev.infrastructure)
         return
     accepted, _, reasons = _record_verdict(run, e.pid, ev)
-    word = "accepted" if accepted else "rejected"
+    correct_untimed = ev.record.verdict.accepted and ev.gate is None
+    if correct_untimed:
+        word = NOT_TIMED
+    elif accepted:
+        word = ACCEPTED
+    else:
+        category = ev.gate.category if ev.gate is not None else ev.record.verdict.category
+        word = f"{REJECTED} [{category}]"
     e.told = outcome_text(word, reasons, ev, best_label)
-    shown = "correct, unmeasured" if ev.record.verdict.accepted and ev.gate is None else word
-    run.view.candidate(r, e.k, e.prop, shown, "; ".join(reasons)[:160], stage_line(ev))
+    if parent is not None and wants_profile(run, ev):
+        run.view.status(f"profiling candidate {r}.{e.k} for its feedback")
+        e.told += "\n" + candidate_profile(run, e.prop.source, f"r{r}_{e.k}", parent)
+    run.view.candidate(r, e.k, e.prop, word, "; ".join(reasons), stage_line(ev))
 
 
 def stage_line(ev: Evaluated) -> str:
@@ -250,7 +268,7 @@ def close_round(run: Run, r: int, best: Best, entries: list[Entry], note: str = 
         if e.pid in decision.gains and not won:
             assert decision.winner is not None
             e.told = (
-                f"accepted by the gate but not promoted: candidate {r}.{decision.winner.k} of "
+                f"{NOT_PROMOTED}: candidate {r}.{decision.winner.k} of "
                 f"this round gained more ({decision.gain:+.1%} against "
                 f"{decision.gains[e.pid]:+.1%}); {e.told.partition(': ')[2]}"
             )
@@ -280,24 +298,41 @@ def close_round(run: Run, r: int, best: Best, entries: list[Entry], note: str = 
 def _refuse(run: Run, r: int, e: Entry) -> None:
     run.store.refuse_proposal(e.pid, "; ".join(e.refused))
     run.agent.observe(e.prop, f"refused before evaluation: {'; '.join(e.refused)}")
-    run.view.candidate(r, e.k, e.prop, "refused", e.refused[0])
+    run.view.candidate(r, e.k, e.prop, REFUSED, e.refused[0])
 
 
 def _prechecks(run: Run, r: int, k: int, prop: Proposal, best: Best) -> tuple[int, list[str]]:
     """Record the proposal and return its id with every reason to refuse it before
-    evaluation: policy rules, and a repeat of an idea already measured."""
+    evaluation: a parent that is no correct earlier candidate, policy rules, and a repeat
+    of an idea already judged. Edit points and the policy's edit rules count against the
+    proposal's parent: the current best, or the correct earlier candidate it names
+    (`Proposal.parent`); the gate compares with the current best all the same."""
     entry = run.task.spec.task.entry
-    decisions = check_proposal(run.task.spec.rules, best.source, prop.source, entry)
+    parent_id, parent_source, refused = best.pid, best.source, []
+    if prop.parent and prop.parent != str(best.pid):
+        choices = run.store.correct_sources(run.task.name, limit=1_000_000)
+        if prop.parent.isdigit() and int(prop.parent) in choices:
+            parent_id, parent_source = int(prop.parent), choices[int(prop.parent)]
+        else:
+            refused.append(
+                f"parent #{prop.parent} is not an earlier candidate of this task judged correct; "
+                "name one from the history, or none to start from the current best"
+            )
+    decisions = check_proposal(run.task.spec.rules, parent_source, prop.source, entry)
     try:
-        n_edits = len(edit_points(best.source, prop.source))
+        n_edits = len(edit_points(parent_source, prop.source))
     except (SyntaxError, ValueError):
         n_edits = None
-    pid = run.store.add_proposal_from(run.id, r, prop, k=k, parent_id=best.pid, edit_points=n_edits)
-    refused = [d.reason for d in refusals(decisions)]
-    # A repeat of an idea already measured is the most useful thing to tell the agent, so
+    pid = run.store.add_proposal_from(
+        run.id, r, prop, k=k, parent_id=parent_id, edit_points=n_edits
+    )
+    refused += [d.reason for d in refusals(decisions)]
+    # A repeat of an idea already judged is the most useful thing to tell the agent, so
     # it leads even when a policy rule refuses the proposal as well (on the H200 a
     # rejected idea re-sent against a new best was refused only for its edit count).
-    if dup := run.store.check_duplicate(run.task.name, prop.source, prop.hypothesis, best.pid):
+    if dup := run.store.check_duplicate(
+        run.task.name, prop.source, prop.hypothesis, parent_id, measured=run.measured
+    ):
         refused.insert(0, dup.message)
     return pid, refused
 

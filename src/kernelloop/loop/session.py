@@ -30,7 +30,7 @@ from kernelloop.evaluate.trusted import prestart
 from kernelloop.evaluate.trusted.run import resolve_device, select_shapes, timings_count
 from kernelloop.history import open_task_memory
 from kernelloop.history.heartbeat import Heartbeat
-from kernelloop.history.models import Attempt, history_row
+from kernelloop.history.models import Attempt, history_row, outcome_word
 from kernelloop.loop.context import context_profile, task_contract
 from kernelloop.loop.resume import refuse_if_live
 from kernelloop.loop.round import UNMEASURED, play_round, start_run
@@ -52,6 +52,7 @@ class ExternalAgent:
 
     name: str = AGENT_NAME
     last_outcome: str = ""
+    candidate_profiles: bool = True  # each outcome carries the candidate's compile facts
 
     def propose(self, context) -> list[Proposal]:  # the external agent proposes through submit
         return []
@@ -102,6 +103,7 @@ class ExternalSession:
         self._lock = threading.Lock()
         self.profiles = ProfileBudget.for_run(rules, self.last_round)  # profile/budget.py
         self._heartbeat: Heartbeat | None = None
+        self._retry_used = False  # the free retry of an unparsable source, once in a row
 
     # ---- plumbing ------------------------------------------------------------------
     @contextmanager
@@ -186,12 +188,31 @@ class ExternalSession:
         prediction: str,
         direction: str = "",
         progress: Callable[[str], None] | None = None,
+        parent: int | None = None,
     ) -> dict:
-        """One round with one proposal; the verdict with its reasons and numbers."""
+        """One round with one proposal; the verdict with its reasons and numbers. `parent`:
+        a correct earlier candidate's id to count the edit against (default: the best)."""
         if not claim.strip():
             raise KernelloopError(
                 "submit_candidate needs a claim: say what you changed and why it should be faster."
             )
+        # Parse first, before the baseline or anything else is evaluated: a source that does
+        # not parse (or lacks the entry) gets one free retry, as the loop's own agents do
+        # after an unusable answer; a second one in a row is spent as a round.
+        problem = unparsable(self.task, source)
+        if problem and not self._retry_used:
+            self._retry_used = True
+            return {
+                "verdict": "unparsable",
+                "round_spent": False,
+                "outcome": f"not evaluated, no round spent: {problem}. Fix it and submit "
+                "again; a second unparsable source in a row is judged (and costs a round).",
+                "new_best": False,
+                "pending_approval": False,
+                "best": self._best_dict(),
+                "run": self._run_dict(),
+            }
+        self._retry_used = False
         with self._memory(progress) as run:
             self._check_budget(run)
             r = self.round + 1
@@ -201,6 +222,7 @@ class ExternalSession:
                 predicted_effect=prediction,
                 direction=direction,
                 agent=AGENT_NAME,
+                parent=str(parent) if parent is not None else "",
             )
             played = play_round(run, r, [prop], self.best)
             self.best, self.round, [won] = played.best, r, played.outcomes
@@ -212,9 +234,10 @@ class ExternalSession:
             pending_best = run.store.pending_best(self.task.name)
             pending = won.best is not None and getattr(pending_best, "id", None) == won.pid
         return {
+            **history_row(attempt),
             "verdict": _verdict_word(attempt, won.best is not None, self.measured),
             "outcome": self.agent.last_outcome,
-            **history_row(attempt),
+            "round_spent": True,
             "new_best": won.best is not None,
             "pending_approval": pending,
             "best": self._best_dict(),
@@ -358,13 +381,33 @@ class ExternalSession:
 
 
 def _verdict_word(a: Attempt, promoted: bool, measured: bool) -> str:
-    if a.status in ("refused", "infrastructure"):
-        return a.status
-    if promoted:
-        return "accepted"
-    if a.category == "accepted" and not measured:
-        return "correct, unmeasured"
-    return "rejected"
+    """The outcome in the shared vocabulary (history/models.outcome_word)."""
+    del measured  # the attempt's own objective says whether it was timed
+    return outcome_word(a.status, a.accepted, a.category, a.objective is not None, promoted)
+
+
+def unparsable(task: Task, source: str) -> str:
+    """Why `source` cannot be a candidate at all — it does not parse (line, column, the
+    line's text) or defines no entry function — as a sentence; "" when it can."""
+    import ast
+
+    from kernelloop.policy.static import find_function
+
+    try:
+        text = python_source(task, source)
+    except KernelloopError as e:
+        return f"the C++ source cannot stand for a candidate ({e})"
+    try:
+        tree = ast.parse(text)
+    except SyntaxError as e:
+        line = (e.text or "").strip()
+        return f"the source does not parse: line {e.lineno}, column {e.offset}: {e.msg}" + (
+            f" (`{line[:120]}`)" if line else ""
+        )
+    entry = task.spec.task.entry
+    if find_function(tree, entry) is None and not task.model_class():
+        return f"the source defines no entry function `def {entry}(...)` at top level"
+    return ""
 
 
 def _signature(source: str, entry: str) -> str:

@@ -29,6 +29,8 @@ class Options:
     allow_unsandboxed: bool = False  # promote a best whose evaluation ran with --sandbox none
     executor: Executor | None = None  # who runs a round's evaluations (None: in turn)
     compiled: bool = False  # every benchmark also times the reference under torch.compile
+    # A model agent's next proposals are requested while the round is judged (driver.py).
+    overlap: bool = False
 
 
 @dataclass

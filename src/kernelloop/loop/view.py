@@ -15,10 +15,13 @@ from rich.table import Table
 from rich.text import Text
 
 from kernelloop.loop.state import Best
+from kernelloop.task.textbudget import clip
 
 COLUMNS = ("round", "k", "agent", "hypothesis", "state", "note", "stages")
 ECHO_EVERY_S = 5.0
-COLOURS = {"accepted": "green", "rejected": "red", "refused": "yellow", "infrastructure": "magenta"}
+# By the outcome's first word (history/models.outcome_word's vocabulary).
+COLOURS = {"accepted": "green", "correct": "green", "rejected": "red", "refused": "yellow",
+           "not": "magenta"}  # fmt: skip
 
 
 def _best_text(best: Best) -> str:
@@ -94,17 +97,13 @@ class RunView:
     def candidate(self, r: int, k: int, prop, state: str, note: str, stages: str = "") -> None:
         """A candidate's row: its state, the verdict's note, and once judged each stage's
         time (`static 0.0 s · … · full 3.5 s · timing 7.9 s`)."""
-        colour = COLOURS.get(state, "cyan")
-        hyp, state_cell = _clip(prop.hypothesis, 70), f"[{colour}]{state}[/]"
-        row = (
-            str(r),
-            str(k),
-            prop.agent or "-",
-            escape(hyp),
-            state_cell,
-            escape(_clip(note, 90)),
-            stages,
-        )
+        colour = COLOURS.get(state.split(" ")[0].rstrip(","), "cyan")
+        # The Direction line (else the hypothesis), cut at a word with a mark, and every
+        # text escaped: rich would eat "[x^2]" in "E[x^2]-E[x]^2" as markup.
+        title = prop.direction.strip() or prop.hypothesis.strip()
+        hyp, state_cell = escape(clip(title, 70)), f"[{colour}]{escape(state)}[/]"
+        row = (str(r), str(k), escape(prop.agent or "-"), hyp, state_cell,
+               escape(clip(note, 90)), stages)  # fmt: skip
         with self._lock:  # a candidate's row is replaced where it is (verdicts come in any order)
             at = next((i for i, old in enumerate(self.rows) if old[:2] == row[:2]), None)
             if at is None:
@@ -114,7 +113,7 @@ class RunView:
         if self._live is None and state != "evaluating":
             tail = f" [{stages}]" if stages else ""
             self.console.print(
-                f"round {r}.{k} {state}: {prop.hypothesis[:80]} — {note[:120]}{tail}",
+                f"round {r}.{k} {state}: {clip(title, 80)} — {clip(note, 120)}{tail}",
                 markup=False,
                 highlight=False,
             )
@@ -135,7 +134,9 @@ class RunView:
         self.console.print(table)
         if summary.get("best_per_shape"):
             self.console.print(_shape_table(summary["best_per_shape"]))
-        self.console.print(f"[bold]{escape(summary['status'])}[/]: {escape(summary['reason'])}")
+        self.console.print(
+            f"[bold]{escape(str(summary['status']))}[/]: {escape(str(summary['reason']))}"
+        )
         pct = summary.get("best_pct_of_floor")
         floor = f", {pct:.1f}% of floor" if pct else ""
         self.console.print(
@@ -160,15 +161,6 @@ def _table(rows: list[tuple], width: int) -> Table:
     for r in rows:
         table.add_row(f"{r[0]}.{r[1]}", r[3], r[4], r[5])
     return table
-
-
-def _clip(text: str, n: int) -> str:
-    """At most n characters, cut at a word boundary with an ellipsis (never mid-word)."""
-    text = " ".join(text.split())
-    if len(text) <= n:
-        return text
-    cut = text[: n - 1].rsplit(" ", 1)[0] if " " in text[: n - 1] else text[: n - 1]
-    return cut.rstrip(" ,;:—-") + "…"
 
 
 def _fmt(v, spec: str) -> str:

@@ -16,6 +16,7 @@ from pydantic import BaseModel, Field
 
 from kernelloop.profile.metrics import KernelProfile, pipe_label
 from kernelloop.task.roofline import Ceiling as TaskCeiling
+from kernelloop.task.roofline import rate_of
 
 Bound = Literal["memory-bound", "compute-bound", "latency-bound", "unknown"]
 
@@ -53,7 +54,7 @@ def from_task_ceiling(c: TaskCeiling) -> Ceilings:
     return Ceilings(
         device=c.table_name or c.device,
         dram_bytes_per_s=c.dram_bytes_per_s,
-        flops_per_s=dict(c.flops_per_s),
+        flops_per_s={k: rate_of(c, k) or r for k, r in c.flops_per_s.items()},
         source=c.source,
     )
 

@@ -145,7 +145,7 @@ def measured_text(rr: RunRecords, a: Attempt) -> str:
         rec = rr.stored[a.id].record if a.id in rr.stored else None
         correct = bool(rec and (rec.get("verdict") or {}).get("accepted"))
         return (
-            "correct, speed not measured (timings on this device do not count)"
+            "correct, not timed (timings on this device do not count)"
             if correct
             else "not timed: failed correctness"
         )

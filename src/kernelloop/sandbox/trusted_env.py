@@ -46,6 +46,12 @@ TRUSTED_NAMES = frozenset(
         "CUDA_VISIBLE_DEVICES",
         "CC",
         "CXX",
+        "CUDACXX",
+        "CPATH",  # compilers' search paths: torch's C++ extension builds (load_inline)
+        "LIBRARY_PATH",
+        "C_INCLUDE_PATH",
+        "CPLUS_INCLUDE_PATH",
+        "CONDA_PREFIX",
         "MAX_JOBS",
         "CI",
         "OPENAI_BASE_URL",  # where a model is served: not a secret, and shown in errors
@@ -66,6 +72,7 @@ TRUSTED_PREFIXES = (
     "MKL_",
     "OPENBLAS_",
     "NCCL_",
+    "NVCC_",
     "RAY_",
     "GIT_AUTHOR_",
     "GIT_COMMITTER_",

@@ -23,7 +23,8 @@ from importlib import metadata
 from kernelloop.task.contract_io import describe_inputs, describe_outputs
 from kernelloop.task.e2e_model import e2e_section
 from kernelloop.task.load import ELEM_SIZES, Task
-from kernelloop.task.roofline import Ceiling, Floor, flops_kind
+from kernelloop.task.model_error import margin_words
+from kernelloop.task.roofline import Ceiling, Floor, flops_kind, rate_of
 from kernelloop.task.spec import Shape
 from kernelloop.task.textbudget import approx_tokens, fit
 
@@ -322,7 +323,8 @@ def _numerics(task: Task, j: Judging) -> str:
         f"Dtypes judged: {', '.join(dtypes)} (task: {', '.join(task.spec.dtypes)}). "
         "Every output element must satisfy |out - ref| <= atol + rtol * |ref|, against the "
         "reference computed in float64 on the same inputs; a NaN or Inf where the reference "
-        f"is finite fails. {per}.\n" + precision_text(task)
+        f"is finite fails. {per}.{margin_words([tol[d] for d in dtypes], 'the reference')}\n"
+        + precision_text(task)
     )
 
 
@@ -441,7 +443,7 @@ def _roofline(task: Task, j: Judging) -> str:
     dtypes = list(j.dtypes) or list(task.spec.dtypes)
     kinds = [flops_kind(task, d) for d in dtypes]
     rates = ", ".join(
-        f"{SHORT_DTYPE.get(k, k)} {c.flops_per_s[k] / 1e12:g}" if k in c.flops_per_s
+        f"{SHORT_DTYPE.get(k, k)} {rate_of(c, k) / 1e12:.4g}" if k in c.flops_per_s
         else f"{SHORT_DTYPE.get(k, k)} unknown (memory floor only)"
         for k in dict.fromkeys(kinds)
     )  # fmt: skip

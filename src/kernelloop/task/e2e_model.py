@@ -8,6 +8,8 @@ import functools
 import inspect
 from typing import TYPE_CHECKING
 
+from kernelloop.task.model_error import margin_words
+
 if TYPE_CHECKING:
     from kernelloop.task.load import Task
 
@@ -38,4 +40,7 @@ def e2e_section(task: Task, dtypes: list[str]) -> str:
         "model on the float64 reference within its own tolerance "
         f"({tol}). An error that always leans the same way adds up there even when each "
         "call is inside the per-op tolerance."
+        + margin_words(
+            [e2e.tolerances[d] for d in task.e2e_dtypes(dtypes)], "the model on the reference"
+        )
     )

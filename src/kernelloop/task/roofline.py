@@ -80,7 +80,7 @@ def floor_with(task: Task, shape: Shape, dtype: str, ceiling: Ceiling) -> Floor:
     kind = flops_kind(task, dtype)
     if flops <= 0:
         return Floor(memory_ms, None, "memory", kind)
-    rate = ceiling.flops_per_s.get(kind)
+    rate = rate_of(ceiling, kind)
     if rate is None:
         note = (
             f"no {kind} peak rate for {ceiling.table_name or ceiling.device}: memory floor "
@@ -92,11 +92,25 @@ def floor_with(task: Task, shape: Shape, dtype: str, ceiling: Ceiling) -> Floor:
     return Floor(memory_ms, compute_ms, bound, kind)
 
 
+def rate_of(ceiling: Ceiling, kind: str) -> float | None:
+    """The peak flop/s of `kind` on `ceiling`'s GPU. Full-precision float32 is the fastest
+    float32-accurate way the GPU has: its FP32 rate, or the tensor cores through operand
+    splitting — 3xTF32 (`tl.dot(..., input_precision="tf32x3")`) at a third of the TF32
+    rate, bf16x6 at a sixth of bf16's. A floor at the FP32 rate alone was beaten on the
+    H200 by an honest 3xTF32 GEMM (KernelBench level2/12, 74 TFLOP/s against FP32's 67,
+    max error 2.9e-6, 2026-12-03)."""
+    rates = ceiling.flops_per_s
+    if kind != "float32" or kind not in rates:
+        return rates.get(kind)
+    split = [rates.get("tfloat32", 0.0) / 3, rates.get("bfloat16", 0.0) / 6]
+    return max(rates["float32"], *split)
+
+
 def flops_kind(task: Task, dtype: str) -> str:
     """The peak rate a task's flops run at in `dtype`: `[roofline] flops_dtype` where set;
     float32 at the TF32 tensor-core rate only where `[precision] tf32` allows it (else the
-    FP32 rate: a floor at the TF32 rate would ask a full-precision kernel for 7x what it
-    can do on an H200); any other dtype at its own dense rate."""
+    float32-accurate rate, `rate_of`: a floor at the TF32 rate would ask a full-precision
+    kernel for 3x what it can do on an H200); any other dtype at its own dense rate."""
     if task.spec.roofline.flops_dtype:
         return task.spec.roofline.flops_dtype
     if dtype == "float32" and task.spec.precision.tf32:
@@ -112,8 +126,9 @@ def precision_hint(task: Task, floor: Floor | None, dtype: str) -> str:
     if floor is None or floor.bound != "compute" or flops_kind(task, dtype) != "float32":
         return ""
     return (
-        "faster than float32 arithmetic allows on this GPU, so it computes below float32 "
-        "precision (TF32 tensor cores: `tl.dot`'s default for float32 inputs), which this "
+        "faster than float32-accurate arithmetic allows on this GPU (FP32 units, or 3xTF32 "
+        "on the tensor cores), so it computes below float32 precision (plain TF32: "
+        "`tl.dot`'s default for float32 inputs), which this "
         'task forbids ([precision] tf32 = false): pass input_precision="ieee", or set tf32 = '
         "true where the task allows TF32"
     )

@@ -90,6 +90,14 @@ class Shape(_Strict):
 class Tolerance(_Strict):
     atol: float = Field(ge=0)
     rtol: float = Field(ge=0)
+    model_margin: float | None = Field(
+        default=None,
+        ge=1,
+        description="where the task's own model (its reference run in the judged dtype, on "
+        "the call's inputs, where the judging happens) uses q of atol/rtol, a candidate is "
+        "held to max(1, model_margin * q) of them: never asked to beat PyTorch's own "
+        "rounding by more than this margin (evaluate/trusted/own_error.py)",
+    )
 
 
 class Stochastic(_Strict):

@@ -58,3 +58,14 @@ def fit(text: str, budget_tokens: int, what: str = "text") -> str:
         kept.append(lines[0][: room * 2])
     dropped = len(lines) - len(kept)
     return "\n".join([*kept, cut_marker(what, max(dropped, 1), budget_tokens)])
+
+
+def clip(text: str, n: int) -> str:
+    """`text` on one line within n characters, cut at a word boundary and marked with …
+    (a word longer than the whole room is cut inside it)."""
+    text = " ".join(text.split())
+    if len(text) <= n:
+        return text
+    head = text[: n - 1]
+    cut = head.rsplit(" ", 1)[0] if " " in head else head
+    return cut.rstrip(" ,;:") + "…"

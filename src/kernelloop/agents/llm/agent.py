@@ -8,8 +8,15 @@ from kernelloop.agents.base import AgentContext, Proposal
 from kernelloop.agents.llm.errors import ModelAnswerError
 from kernelloop.agents.llm.ledger import CostLedger
 from kernelloop.agents.llm.parse import ParsedCandidate, parse_answer
-from kernelloop.agents.llm.prompts import PromptSet, budget_line, context_values
+from kernelloop.agents.llm.prompts import (
+    PromptSet,
+    budget_line,
+    context_values,
+    hypothesis_hint,
+    parent_choice,
+)
 from kernelloop.agents.llm.providers import Provider
+from kernelloop.task.textbudget import clip
 
 
 @dataclass
@@ -49,6 +56,7 @@ class Asker:
                 require_source=require_source,
                 truncated=done.truncated,
                 native=_native(context),
+                parents=context.parents,
             )
             self.last_errors = errors
             if found:
@@ -83,12 +91,27 @@ class Asker:
                 "the current best you see next is the Python module that embeds it, and a "
                 "diff against that module also works."
             )
-        return self.prompts.render("answer_format", {"entry": context.entry, "source_forms": forms})
+        return self.prompts.render(
+            "answer_format",
+            {
+                "entry": context.entry,
+                "source_forms": forms,
+                "hypothesis_hint": hypothesis_hint(context),
+                "parent_choice": parent_choice(context),
+            },
+        )
 
     def values(
         self, context: AgentContext, max_cost_usd: float | None, feedback: str = ""
     ) -> dict[str, object]:
-        spent = f"model spend so far ${self.ledger.total_usd:.4f}"
+        unpriced = self.ledger.unpriced_models()
+        if self.ledger.prices.price_for(self.provider.model) is None and self.label not in unpriced:
+            unpriced.append(self.label)  # known before its first call: the table lacks it
+        if unpriced and not self.ledger.total_usd:
+            spent = f"model spend so far unknown ({', '.join(unpriced)} unpriced)"
+        else:
+            spent = f"model spend so far ${self.ledger.total_usd:.4f}"
+            spent += f" (plus unpriced {', '.join(unpriced)})" if unpriced else ""
         if max_cost_usd is not None:
             spent += f" of a ${max_cost_usd:.2f} cap"
         return {
@@ -108,8 +131,7 @@ def feedback_text(outcomes: list[tuple[Proposal, str]]) -> str:
     the per-shape ratios. The history digest keeps the older rounds."""
     lines = []
     for i, (prop, outcome) in enumerate(outcomes, start=1):
-        what = prop.direction or prop.hypothesis
-        what = " ".join(what.split())[:120]
+        what = clip(prop.direction or prop.hypothesis, 120)
         text = outcome if len(outcome) <= OUTCOME_CHARS else outcome[: OUTCOME_CHARS - 1] + "…"
         lines.append(f"{i}. {what or '(no direction given)'}\n{text}")
     return "\n".join(lines)
@@ -124,6 +146,7 @@ def to_proposal(c: ParsedCandidate, agent: str, model: str) -> Proposal:
         direction=c.direction,
         agent=agent,
         model=model,
+        parent=c.parent,
     )
 
 
@@ -131,6 +154,7 @@ class LLMAgent:
     """One model proposes `n_candidates` candidates per round."""
 
     name = "llm"
+    candidate_profiles = True  # the loop profiles each candidate for its feedback
 
     def __init__(
         self,

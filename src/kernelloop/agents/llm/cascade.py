@@ -77,12 +77,12 @@ def merge_directions(found: list[ParsedCandidate], similarity: float = 0.7) -> l
                 if keep.source is None and c.source is not None:
                     keep = ParsedCandidate(
                         keep.hypothesis, keep.predicted_effect, keep.direction,
-                        keep.difficulty, c.source, c.from_diff,
+                        keep.difficulty, c.source, c.from_diff, c.parent,
                     )  # fmt: skip
                 if (c.difficulty or 0) > (keep.difficulty or 0):
                     keep = ParsedCandidate(
                         keep.hypothesis, keep.predicted_effect, keep.direction,
-                        c.difficulty, keep.source, keep.from_diff,
+                        c.difficulty, keep.source, keep.from_diff, keep.parent,
                     )  # fmt: skip
                 d.candidate = keep
                 break
@@ -125,6 +125,7 @@ class CascadeRound:
 
 class CascadeAgent:
     name = "llm-cascade"
+    candidate_profiles = True  # the loop profiles each candidate for its feedback
 
     def __init__(
         self,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from kernelloop.agents.llm.patch import PatchError, apply_diff, looks_like_diff
@@ -31,6 +32,7 @@ _LABELS = {
     "expected effect": "predicted_effect",
     "direction": "direction",
     "difficulty": "difficulty",
+    "parent": "parent",
 }
 _LABEL_ALT = "|".join(sorted((re.escape(k) for k in _LABELS), key=len, reverse=True))
 # "Hypothesis: text", "- **Hypothesis**: text", "**Hypothesis:** text"
@@ -52,6 +54,7 @@ class ParsedCandidate:
     difficulty: int | None = None
     source: str | None = None  # None: a direction without a draft (screen answers only)
     from_diff: bool = False
+    parent: str = ""  # the proposal id named on a `Parent: #N` line ("" = the current best)
 
 
 @dataclass(frozen=True)
@@ -212,10 +215,13 @@ def parse_answer(
     require_source: bool = True,
     truncated: bool = False,
     native: tuple[str, tuple[str, ...]] | None = None,
+    parents: Mapping[str, str] | None = None,
 ) -> tuple[list[ParsedCandidate], list[str]]:
     """All usable candidates in the answer, and one sentence per unusable section.
     `native`: a cuda task's entry parameters (as written, and their names), with which a
-    C++ source in a ```cuda block stands for a candidate."""
+    C++ source in a ```cuda block stands for a candidate. `parents`: the earlier correct
+    candidates a `Parent: #N` line may name (id -> source); a diff then applies to it."""
+    parents = parents or {}
     candidates: list[ParsedCandidate] = []
     errors: list[str] = []
     sections = _split_sections(text or "")
@@ -232,7 +238,12 @@ def parse_answer(
         if not hypothesis and not (direction and not require_source):
             errors.append(f"{where}there is no 'Hypothesis:' line saying why it should be faster")
             continue
-        source, from_diff, problem = _source_from(blocks, base_source, entry, native)
+        parent, problem = _parent(fields.get("parent", ""), parents)
+        if problem:
+            errors.append(f"{where}{problem}")
+            continue
+        base = parents[parent] if parent else base_source
+        source, from_diff, problem = _source_from(blocks, base, entry, native)
         if problem and require_source:
             errors.append(f"{where}{problem}")
             continue
@@ -251,9 +262,31 @@ def parse_answer(
             difficulty=_difficulty(fields.get("difficulty", "")),
             source=source,
             from_diff=from_diff,
+            parent=parent,
         )
         candidates.append(cand)
     return candidates, errors
+
+
+def _parent(text: str, parents: Mapping[str, str]) -> tuple[str, str]:
+    """(the proposal id a `Parent:` line names, "") or ("", why it cannot be used); a
+    blank line, "best" or "current best" is the current best."""
+    text = text.strip().strip("*`").strip()
+    if not text or text.lower() in ("best", "current best", "the current best", "none"):
+        return "", ""
+    m = re.fullmatch(r"#?\s*(\d+)(?:\s.*)?", text)
+    if m is None:
+        return (
+            "",
+            f"the Parent line {text!r} names no proposal: write `Parent: #ID` or leave it out",
+        )
+    if m.group(1) not in parents:
+        known = ", ".join(f"#{k}" for k in parents) or "none yet"
+        return "", (
+            f"Parent #{m.group(1)} is not an earlier candidate judged correct; choose one of "
+            f"{known}, or leave the line out to start from the current best"
+        )
+    return m.group(1), ""
 
 
 def _first_sentence(text: str, limit: int = 120) -> str:

@@ -34,7 +34,7 @@ PLACEHOLDERS = frozenset(
         "rounds_left", "budget", "rules", "best_id", "best_status", "best_source",
         "profile_summary", "history_digest", "tunables", "n_candidates", "n_directions",
         "directions", "errors", "answer_format", "contract", "feedback", "judged_on",
-        "source_forms",
+        "source_forms", "hypothesis_hint", "parent_choice",
     }
 )  # fmt: skip
 
@@ -122,6 +122,33 @@ def judged_on(context: AgentContext) -> str:
     )
 
 
+def hypothesis_hint(context: AgentContext) -> str:
+    """What a hypothesis can cite: the profile's bottleneck numbers where it names one;
+    where it does not ("Bottleneck: unknown", no counters) the facts there are."""
+    profile = context.profile_summary
+    if profile and "Bottleneck: unknown" not in profile and "no hardware counters" not in profile:
+        return "citing the profile numbers that show the bottleneck"
+    return (
+        "citing what is known (the compile facts: registers, spills, occupancy; the roofline "
+        "floor; the shapes), since the profile names no measured bottleneck here"
+    )
+
+
+def parent_choice(context: AgentContext) -> str:
+    """The optional `Parent:` line of the answer format, where there is a choice."""
+    others = [k for k in context.parents if k != context.best_id]
+    if not others:
+        return ""
+    listed = ", ".join(f"#{k}" for k in others[-12:])
+    return (
+        "\n\nTo start from an earlier candidate judged correct instead of the current best "
+        f"(#{context.best_id}), add a line `Parent: #ID` after the Direction line; you may "
+        f"name {listed} (their ids are in the history). A diff is then applied to that "
+        "candidate and edit points are counted against it; the gate still compares the "
+        "result with the current best."
+    )
+
+
 def fitted(name: str, text: str) -> str:
     return fit(text, SECTION_BUDGETS[name], f"the {name.replace('_', ' ')}")
 
@@ -157,6 +184,10 @@ def context_values(context: AgentContext, budget: str, feedback: str = "") -> di
         "history_digest": fitted(
             "history_digest", context.history_digest.strip() or "(nothing tried yet)"
         ),
-        "feedback": fitted("feedback", feedback.strip() or "(no earlier candidates of yours)"),
+        "feedback": fitted(
+            "feedback",
+            "\n\n".join(t for t in (context.unseen_note.strip(), feedback.strip()) if t)
+            or "(no earlier candidates of yours)",
+        ),
         "tunables": ", ".join(context.tunables) or "(none named)",
     }

@@ -101,11 +101,19 @@ class GateCheckReport(BaseModel):
 
 
 def killed_by(record: EvaluationRecord) -> str:
+    """The suite of the failed check the verdict names first (its reason starts with
+    `suite/case`), else of the first failed check, else the verdict's category."""
     failed = record.failed_checks()
-    return failed[0].suite if failed else record.verdict.category
+    first = record.verdict.reasons[0] if record.verdict.reasons else ""
+    named = [c for c in failed if first.startswith(f"{c.suite}/{c.case} ")]
+    return (named or failed)[0].suite if failed else record.verdict.category
 
 
-def mutants_of(task: Task, text: str, device: str, operators: list[str] | None) -> list[Variant]:
+def mutants_of(
+    task: Task, text: str, device: str, operators: list[str] | None
+) -> tuple[list[Variant], Source, dict]:
+    """Every distinct mutant of `text` by `operators` (default all), the parsed source and
+    the task facts the operators read."""
     src = Source(text, "kernel.py")
     mc = task.model_class()
     declared = task.spec.cpu_shapes if device == "cpu" else task.spec.shapes
@@ -118,6 +126,7 @@ def mutants_of(task: Task, text: str, device: str, operators: list[str] | None) 
         "params": dict(task.spec.params),
         "max_first_dim": max((next(iter(s.dims.values())) for s in declared), default=0),
         "tunables": list(task.spec.task.tunables),
+        "closed_shapes": task.spec.task.closed_shapes,
         "max_rate": max([*st.rates, float(task.spec.params.get(st.rate_param, 0))]) if st else 0,
     }
     chosen = operators or list(OPERATORS)

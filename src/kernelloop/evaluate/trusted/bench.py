@@ -338,7 +338,11 @@ class PendingBenchmark:
             rec.static_findings = [f"static screen: {f.render()}" for f in self.findings]
             rec.problems.extend(rec.static_findings)
         else:
-            rec.problems.extend(p.text for p in outcome.problems)
+            for p in outcome.problems:
+                if oom := out_of_memory(p.slot, p.text):
+                    rec.infrastructure.append(oom)
+                else:
+                    rec.problems.append(p.text)
             rec.warnings.extend(outcome.warnings)
             fill_shapes(rec, task, self.shapes, self.dtype, list(self.impls), outcome)
             throttle_warnings(rec)
@@ -348,6 +352,23 @@ class PendingBenchmark:
         rec.speedup_vs_compiled = overall_speedup(rec, COMPILED) if rec.compiled else None
         rec.wall_s = round(time.monotonic() - t0, 3)
         return rec
+
+
+def out_of_memory(slot: str, text: str) -> str:
+    """'' unless `text` says a trusted implementation (the baseline, the best, the compiled
+    reference) or the trusted side ran out of GPU memory; then one sentence that says it is
+    infrastructure. On the H200 KernelBench level1/93 and level1/47 at their own sizes
+    printed "PERFORMANCE GATE: FAIL (timing): … baseline: torch.OutOfMemoryError … 8.00
+    GiB", which read as the candidate's fault (issue 34). The candidate's own OOM stays
+    its failure."""
+    if slot == "candidate" or not ("OutOfMemoryError" in text or "out of memory" in text):
+        return ""
+    who = "the trusted side" if slot in ("", "trusted") else f"the {slot}"
+    return (
+        f"{who} ran out of GPU memory ({text.strip().splitlines()[0][:160]}): infrastructure, "
+        "not the candidate's failure — free GPU memory or time fewer or smaller shapes "
+        "(--shapes), then benchmark again"
+    )
 
 
 def compiled_evidence(task: Task, limit_s: float, dtype: str = "") -> dict[str, Evidence]:

@@ -141,6 +141,12 @@ class BenchmarkRecord(BaseModel):
     timings_count: bool
     shapes: list[ShapeBench] = Field(default_factory=list)
     problems: list[str] = Field(default_factory=list, description="any entry makes the gate reject")
+    infrastructure: list[str] = Field(
+        default_factory=list,
+        description="what kept the benchmark from judging that is nobody's candidate's doing "
+        "(a trusted implementation or the trusted side out of memory): the gate says "
+        "`internal`, never the candidate's failure",
+    )
     static_findings: list[str] = Field(
         default_factory=list,
         description="the static screen refused the candidate: nothing ran or was timed",

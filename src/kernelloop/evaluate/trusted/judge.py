@@ -18,16 +18,12 @@ import torch
 
 from kernelloop.evaluate.trusted import diagnose, undeclared
 from kernelloop.evaluate.trusted.compare import Comparison, within_tolerance
-from kernelloop.evaluate.trusted.compare_mask import (
-    infer_mask,
-    neighbours_problem,
-    rate_problem,
-)
 from kernelloop.evaluate.trusted.judge_e2e import E2EMixin
 from kernelloop.evaluate.trusted.judge_interface import InterfaceMixin
 from kernelloop.evaluate.trusted.judge_state import StateMixin
 from kernelloop.evaluate.trusted.judge_stochastic import StochasticMixin
 from kernelloop.evaluate.trusted.outputs import OutputDir, OutputError
+from kernelloop.evaluate.trusted.own_error import OwnErrorMixin
 from kernelloop.evaluate.trusted.plan import Call
 from kernelloop.evaluate.trusted.record import CheckResult
 from kernelloop.evaluate.trusted.refcache import References
@@ -39,6 +35,7 @@ from kernelloop.evaluate.trusted.sensitivity import (
 )
 from kernelloop.evaluate.trusted.staging import Staging
 from kernelloop.evaluate.trusted.text import (  # noqa: F401  (last_line: re-exported)
+    candidate_frame,
     candidate_text,
     compiler_lines,
     last_line,
@@ -64,7 +61,7 @@ class TaskFault(Exception):
 
 
 @dataclass
-class Judge(InterfaceMixin, StateMixin, StochasticMixin, E2EMixin):
+class Judge(InterfaceMixin, StateMixin, StochasticMixin, E2EMixin, OwnErrorMixin):
     task: Task
     device: str
     # The round's (or this evaluation's) reference cache; None computes every reference.
@@ -180,7 +177,10 @@ class Judge(InterfaceMixin, StateMixin, StochasticMixin, E2EMixin):
             if (lines := compiler_lines(error)) is not None:
                 self._fail(call, call.suite, "compile", f"its kernel failed to compile: {lines}")
             else:
-                self._fail(call, call.suite, "crash", f"the candidate raised {last_line(error)}")
+                where = candidate_frame(error)  # the kernel's line, for the agent's next try
+                self._fail(
+                    call, call.suite, "crash", f"the candidate raised {last_line(error)}{where}"
+                )
             return
         if call.suite == "e2e":
             self._judge_e2e(call, msg, outputs)
@@ -216,17 +216,18 @@ class Judge(InterfaceMixin, StateMixin, StochasticMixin, E2EMixin):
             self._stochastic(call, out, refs, tol, trivial)
             return
         cmp = self._compare(call, out, refs, tol)
+        floating = torch.empty(0, dtype=getattr(torch, call.dtype))
+        said = self.own_note(call, self.tolerance(call, floating, own=False))  # own_error.py
         if not cmp.passed:
             if not self._stateful(call, out, cmp):  # judge_state.py
-                self._fail_values(
-                    call, call.suite, cmp.category, cmp.reason, cmp, out, trivial, tol
-                )
+                reason = cmp.reason + said
+                self._fail_values(call, call.suite, cmp.category, reason, cmp, out, trivial, tol)
             return
         self._remember(call, out)
         if call.suite == "determinism":
             self._determinism(call, out, cmp)
         else:
-            self._pass(call, call.suite, cmp)
+            self._pass(call, call.suite, cmp, said.strip())
 
     def output_like(self, call: Call, inputs: dict | None = None) -> torch.Tensor:
         """What the call's output must look like (shape, dtype, device): the input the task
@@ -299,14 +300,17 @@ class Judge(InterfaceMixin, StateMixin, StochasticMixin, E2EMixin):
                 )
         return out
 
-    def tolerance(self, call: Call, like: torch.Tensor):
+    def tolerance(self, call: Call, like: torch.Tensor, own: bool = True):
         """The call's tolerance: the task's for its dtype (on a generic case with values up
-        to S, its absolute part × S: task/generic_cases.py); an integer or boolean output is
-        compared exactly (an index one off is a wrong index, whatever its size)."""
+        to S, its absolute part × S: task/generic_cases.py), widened where the task's own
+        model misses it on the call's inputs (`model_margin`: own_error.py; own=False: not
+        widened); an integer or boolean output is compared exactly (an index one off is a
+        wrong index, whatever its size)."""
         if like.is_floating_point() or like.is_complex():
             tol = self.task.spec.tolerances[call.dtype]
             k = atol_factor(call.case, getattr(torch, call.dtype))
-            return tol if k == 1.0 else tol.model_copy(update={"atol": tol.atol * k})
+            tol = tol if k == 1.0 else tol.model_copy(update={"atol": tol.atol * k})
+            return self.own_tolerance(call, tol) if own else tol
         return EXACT
 
     # ---- trivial outputs -------------------------------------------------------
@@ -316,27 +320,12 @@ class Judge(InterfaceMixin, StateMixin, StochasticMixin, E2EMixin):
 
     def _value_reason(self, call: Call, out: torch.Tensor, refs: dict, tol) -> str | None:
         """Why `out` fails the value check against `refs` (tolerance against the float64
-        reference; with p > 0, `mask_problem`), or None when it passes."""
+        reference; with p > 0, `mask_check`), or None when it passes."""
         if "keep" not in refs:
             cmp = self._compare(call, out, refs, tol)
             return None if cmp.passed else cmp.reason
         problem = self.mask_check(call, out, refs, tol)[1]
         return None if problem is None else problem[1]
-
-    def mask_check(self, call: Call, out: torch.Tensor, refs: dict, tol):
-        """The mask inferred from a call with p > 0, and (category, reason) when its output
-        fails (else None): every element its kept or its dropped value
-        (compare_mask.infer_mask), the dropped fraction within the binomial bound overall
-        and by stratum, neighbouring rows' and columns' masks independent."""
-        inf = infer_mask(out, refs["keep"], refs["drop"], tol)
-        p, sigmas = call.rate, self.st.confidence_sigmas
-        if not inf.ok:
-            wrong = "stochastic" if call.suite == "stochastic" else "wrong"
-            category = inf.category if inf.category == "nonfinite" else wrong
-            return inf, (category, f"p={p:g}: {inf.reason}")
-        why = rate_problem(inf, refs["keep"], refs["drop"], p, sigmas)
-        why = why or neighbours_problem(inf, p, sigmas)
-        return inf, (None if why is None else ("stochastic", f"p={p:g}: {why}"))
 
     def value_refs(self, call: Call, inputs: dict | None = None) -> dict:
         """The float64 reference(s) of `call`: {"ref"}, or {"keep", "drop"} for a stochastic

@@ -12,12 +12,15 @@ from the candidate's process.
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from kernelloop.evaluate.trusted.compare import within_tolerance
 from kernelloop.evaluate.trusted.outputs import OutputDir
 from kernelloop.evaluate.trusted.plan import Call
 from kernelloop.task import Task
+from kernelloop.task import model_error as own_error
 from kernelloop.task.e2e_model import build
 
 
@@ -70,6 +73,34 @@ class E2EMixin:
             return compute()["ref"]
         return self.references.get(("e2e", *self._ref_key(call)), self.device, compute)["ref"]
 
+    def e2e_own_used(self, call: Call, tol) -> float:
+        """How much of the e2e tolerance the model uses built on the task's own reference in
+        the judged dtype (inputs as drawn, no upcast: PyTorch's own model in that dtype,
+        here), against the float64 model; NaN without a `model_margin` or where it fails."""
+        if tol.model_margin is None:
+            return math.nan
+
+        def compute() -> dict:
+            try:
+                inputs = self.e2e_inputs(call)
+                params = {**self.task.spec.params, **call.params}
+                reference = self.reference
+
+                def op(**kw):
+                    return reference(**kw, **params)
+
+                with torch.no_grad():
+                    own = build(self._e2e_functions()[0], op)(**inputs)
+                q = own_error.model_used(own, [self.e2e_ref(call)], tol)
+            except Exception:  # noqa: BLE001 - the task's own code: unmeasured, not widened
+                q = math.nan
+            return {"used": torch.tensor(q, dtype=torch.float64)}
+
+        if self.references is None:
+            return float(compute()["used"])
+        key = ("e2e-own", tol.atol, tol.rtol, *self._ref_key(call))
+        return float(self.references.get(key, "cpu", compute)["used"])
+
     def _judge_e2e(self, call: Call, msg: dict, outputs: OutputDir) -> None:
         ref = self.e2e_ref(call)
         if not isinstance(ref, torch.Tensor) or not ref.is_floating_point():
@@ -84,11 +115,15 @@ class E2EMixin:
         raw = outputs.read(call.id, nbytes)  # checked as every call's output is
         out = torch.frombuffer(raw, dtype=torch.uint8) if nbytes else like.cpu()
         out = out.view(like.dtype).reshape(like.shape).to(self.device)
-        tol = self.task.spec.e2e.tolerances[call.dtype]
+        given = self.task.spec.e2e.tolerances[call.dtype]
+        q = self.e2e_own_used(call, given)
+        f = own_error.factor(given, q)
+        tol, said = own_error.widened(given, f), own_error.note(call.dtype, given, q, f)
+        own = "" if math.isnan(q) else f"; the model on the task's own op in {call.dtype}: {q:.3g}x"
         cmp = within_tolerance(out, ref, tol)
         if cmp.passed:
             self._pass(call, "e2e", cmp, f"the model's final output (atol {tol.atol:g}, rtol "
-                       f"{tol.rtol:g})")  # fmt: skip
+                       f"{tol.rtol:g}{own}){said}")  # fmt: skip
             return
         category = "nonfinite" if cmp.category == "nonfinite" else "e2e"
         self._fail(
@@ -96,8 +131,8 @@ class E2EMixin:
             "e2e",
             category,
             f"the [e2e] model built on the candidate drifted from the same model on the "
-            f"reference op: {cmp.reason} (its own tolerance: atol {tol.atol:g}, rtol "
-            f"{tol.rtol:g})",
+            f"reference op: {cmp.reason} (its own tolerance: atol {given.atol:g}, rtol "
+            f"{given.rtol:g}{own}){said}",
             cmp,
         )
 

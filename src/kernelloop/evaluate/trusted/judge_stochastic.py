@@ -8,13 +8,34 @@ from __future__ import annotations
 
 import torch
 
-from kernelloop.evaluate.trusted.compare_mask import MIN_PAIRS, binomial_ok
+from kernelloop.evaluate.trusted.compare_mask import (
+    MIN_PAIRS,
+    binomial_ok,
+    infer_mask,
+    neighbours_problem,
+    rate_problem,
+)
 from kernelloop.evaluate.trusted.plan import Call
 
 
 class StochasticMixin:
+    def mask_check(self, call: Call, out: torch.Tensor, refs: dict, tol):
+        """The mask inferred from a call with p > 0, and (category, reason) when its output
+        fails (else None): every element its kept or its dropped value
+        (compare_mask.infer_mask), the dropped fraction within the binomial bound overall
+        and by stratum, neighbouring rows' and columns' masks independent."""
+        inf = infer_mask(out, refs["keep"], refs["drop"], tol)
+        p, sigmas = call.rate, self.st.confidence_sigmas
+        if not inf.ok:
+            wrong = "stochastic" if call.suite == "stochastic" else "wrong"
+            category = inf.category if inf.category == "nonfinite" else wrong
+            return inf, (category, f"p={p:g}: {inf.reason}")
+        why = rate_problem(inf, refs["keep"], refs["drop"], p, sigmas)
+        why = why or neighbours_problem(inf, p, sigmas)
+        return inf, (None if why is None else ("stochastic", f"p={p:g}: {why}"))
+
     def _stochastic(self, call: Call, out: torch.Tensor, refs: dict, tol, trivial: dict) -> None:
-        """A call with p > 0, in any suite: the value check of `mask_problem` (every element
+        """A call with p > 0, in any suite: the value check of `mask_check` (every element
         kept or dropped, the rate overall and by stratum, neighbours independent); then a
         determinism pair's bytes, or the stochastic suite's seed checks."""
         assert self.st is not None

@@ -140,3 +140,28 @@ def import_reason(text: object) -> str:
     """Why a worker could not import an implementation: the compiler's first error lines
     when a build or kernel compile failed (compiler_lines), else the exception's last line."""
     return compiler_lines(text) or last_line(text)
+
+
+# A traceback frame: `  File "/x/impl/candidate.py", line 27, in _kernel` then its code line.
+_FRAME = re.compile(r'^\s*File "([^"]+)", line (\d+), in (\S+)\s*$')
+_LIBRARY = ("/site-packages/", "/dist-packages/", "/kernelloop/", "/lib/python", "<frozen")
+
+
+def candidate_frame(text: object) -> str:
+    """Where in the candidate's own file an exception was raised — its last traceback frame
+    outside the libraries (in the Triton interpreter, a line of the `@triton.jit` kernel) —
+    as `; at line N in FN: `CODE``, or "" when the traceback has none."""
+    if not isinstance(text, str):
+        return ""
+    lines = text[-16000:].splitlines()
+    found = ""
+    for i, ln in enumerate(lines):
+        m = _FRAME.match(ln)
+        if m is None or any(lib in m.group(1) for lib in _LIBRARY):
+            continue
+        code = lines[i + 1].strip() if i + 1 < len(lines) else ""
+        code = "" if _FRAME.match(code) else code
+        found = f"; at line {m.group(2)} in {candidate_text(m.group(3), 60)}" + (
+            f": {candidate_text(code, 160)}" if code else ""
+        )
+    return found

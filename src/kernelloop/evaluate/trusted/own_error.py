@@ -1,0 +1,57 @@
+"""The judge's side of `model_margin` (task/model_error.py says what it means): each call's
+tolerance widened by the task's own model's error on that call's inputs — the task's
+reference run a second time on the inputs as drawn in the judged dtype (no upcast), here,
+on the judging device, at the judged size — measured once per call and cached with the
+round's references (every candidate of a round shares it)."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from kernelloop.task.model_error import factor, model_used, note, widened
+from kernelloop.task.spec import Tolerance
+
+
+class OwnErrorMixin:
+    """The judge's side (a part of judge.Judge): each call's tolerance widened by the task's
+    own model's error on that call's inputs, measured once per call and key (cached with
+    the round's references: every candidate of a round shares it)."""
+
+    def own_tolerance(self, call, tol: Tolerance) -> Tolerance:
+        return widened(tol, factor(tol, self.own_used(call, tol)))
+
+    def own_note(self, call, tol: Tolerance) -> str:
+        """`tol` as the task gives it for the call (before widening): the note, or ""."""
+        q = self.own_used(call, tol)
+        return note(call.dtype, tol, q, factor(tol, q))
+
+    def own_used(self, call, tol: Tolerance) -> float:
+        """The task's own model's `used` on `call` (NaN: not measured — no margin, a call
+        with p > 0, or the model failed to run in the judged dtype)."""
+        if tol.model_margin is None or call.suite == "e2e" or call.rate > 0:
+            return math.nan  # a p > 0 call's kept/dropped check has its own bound
+        key = ("own", tol.atol, tol.rtol, *self._ref_key(call))
+
+        def compute() -> dict:
+            return {"used": torch.tensor(self._own_measure(call, tol), dtype=torch.float64)}
+
+        if self.references is None:
+            memo = self.__dict__.setdefault("_own_memo", {})
+            if key not in memo:
+                memo[key] = compute()
+            return float(memo[key]["used"])
+        return float(self.references.get(key, "cpu", compute)["used"])
+
+    def _own_measure(self, call, tol: Tolerance) -> float:
+        try:
+            inputs = self._inputs(call)
+            refs = self.value_refs(call, inputs)
+            params = {**self.task.spec.params, **call.params}
+            with torch.no_grad():
+                own = self.reference(**inputs, **params)
+        except Exception:  # noqa: BLE001 - the task's own code: unmeasured, nothing widened
+            return math.nan
+        ref_list = [refs["ref"]] if "ref" in refs else [refs[f"ref.{k}"] for k in range(len(refs))]
+        return model_used(own, ref_list, tol)

@@ -1,0 +1,134 @@
+"""The gate's strength in CI (issue 33): `gate_check` on the flagship, add_rmsnorm and three
+imported KernelBench problems (their hand-written Triton solutions mutated), on the CPU
+through the real sandboxed evaluation: kill rate >= 98% and no false rejection.
+
+The CI sample (docs/gate-check.md): float32 (the tightest tolerances), a seeded sample of
+mutants spread over the operators (SAMPLE per task) and one equivalent rewrite per task.
+A survivor fails the test with its diff: it is a gate gap, never a number to tune.
+KNOWN_GAPS are mutants the gate on main does not kill yet, left out by name while the fix
+is in progress (each with its issue item); they stay visible in the report's `excluded`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kernelloop.evaluate.gatecheck.run import GateCheckReport, gate_check
+from kernelloop.task import load_task
+from kernelloop.task.kernelbench import import_problem
+from tests.conftest import ROOT
+
+KB = ROOT / "tests" / "task" / "fixtures" / "kernelbench"
+SOLUTIONS = ROOT / "benchmarks" / "candidates" / "kernelbench"
+MIN_KILL, MAX_FALSE_REJECT = 0.98, 0.0
+
+# task -> (folder or KernelBench problem, kernel to mutate (None: the baseline), mutants)
+CASES = {
+    "ln_softmax_dropout": (ROOT / "examples" / "ln_softmax_dropout", None, 9),
+    "add_rmsnorm": (ROOT / "examples" / "add_rmsnorm", None, 7),
+    "kb_softmax": ("level1/23_Softmax.py", "level1_23_softmax.py", 5),
+    "kb_cross_entropy": ("level1/95_CrossEntropyLoss.py", "level1_95_cross_entropy.py", 5),
+    "kb_gemm_leakyrelu": (
+        "level2/12_Gemm_Multiply_LeakyReLU.py",
+        "level2_12_gemm_mul_leakyrelu.py",
+        5,
+    ),
+}
+# Measured on main 2026-12-03 (129fd0c, stoch's and shapes' work merged), CPU, float32:
+# the flagship's 9-mutant sample killed 8; the survivor, a kernel wrong only when p is
+# above 0.5 (the largest rate the task declares), was shown wrong by the oracle's p = 0.9
+# calls. The gate judges dropout only at the declared rates ([stochastic] rates and the
+# task's p): a gap (issue 33, the op's whole domain), reported to the lead; the test
+# below keeps it in view (it asserts the oracle shows it wrong).
+KNOWN_GAPS: dict[str, list[str]] = {
+    "ln_softmax_dropout": ["above every rate the task declares"],
+}
+
+
+def explain(report: GateCheckReport) -> str:
+    lines = [
+        f"{report.task}: kill rate {report.kill_rate} ({report.killed} killed, "
+        f"{report.survived} survived), false rejections {report.false_rejections}"
+    ]
+    for m in report.mutants:
+        if m.outcome == "survived":
+            lines += [f"SURVIVOR (gate gap) {m.operator}: {m.description}; {m.oracle}", m.diff]
+    for e in report.equivalents:
+        if not e.accepted:
+            lines += [f"FALSE REJECTION {e.description}: {e.category} {e.reasons}", e.diff]
+    return "\n".join(lines)
+
+
+@pytest.fixture(scope="module")
+def kb_tasks(tmp_path_factory) -> dict[str, Path]:
+    out = tmp_path_factory.mktemp("gatecheck_kb")
+    # as tests/task/test_kernelbench_solutions.py: KernelBench's atol of 1e-2 accepts any
+    # output of a wide softmax, so the import tightens it
+    tol = {"level1/23_Softmax.py": {"atol": 1e-7}}
+    return {
+        name: import_problem(KB / problem, out, ["float32"], **tol.get(problem, {}))
+        for name, (problem, _k, _n) in CASES.items()
+        if isinstance(problem, str)
+    }
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_gate_kills_mutants_and_accepts_equivalents_on_the_cpu(name, kb_tasks):
+    folder, kernel, n = CASES[name]
+    task = load_task(kb_tasks.get(name, folder))
+    report = gate_check(
+        task,
+        SOLUTIONS / kernel if kernel else None,
+        device="cpu",
+        dtypes=["float32"],
+        max_mutants=n,
+        max_equivalents=1,
+        exclude=KNOWN_GAPS.get(name),
+        seed=0,
+    )
+    print(explain(report), f"{report.wall_s:.0f} s")
+    assert len(report.mutants) == n and len(report.equivalents) == 1
+    assert report.meets(MIN_KILL, MAX_FALSE_REJECT), explain(report)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", list(CASES))
+def test_gpu_gate_kills_mutants_and_accepts_equivalents(name, kb_tasks):
+    folder, kernel, n = CASES[name]
+    task = load_task(kb_tasks.get(name, folder))
+    report = gate_check(
+        task,
+        SOLUTIONS / kernel if kernel else None,
+        device="cuda",
+        max_mutants=4 * n,
+        max_equivalents=3,
+        seed=0,
+    )
+    print(explain(report), f"{report.wall_s:.0f} s")
+    assert report.meets(MIN_KILL, MAX_FALSE_REJECT), explain(report)
+
+
+def test_a_survivor_the_oracle_shows_wrong_counts_against_the_kill_rate():
+    """The kill rate can fail: a flagship kernel wrong only when p is above every rate the
+    task declares is either killed by the gate or, surviving it, shown wrong by the
+    oracle's p = 0.9 calls — never excluded as "not shown to differ" — and then the
+    thresholds fail. One shape (7x129) and float32 keep it to a few evaluations."""
+    task = load_task(CASES["ln_softmax_dropout"][0])
+    report = gate_check(
+        task,
+        device="cpu",
+        dtypes=["float32"],
+        shapes="7x129",
+        operators=["shortcut"],
+        exclude=["rows", "dimension", "== 0", "first element"],
+        max_equivalents=0,
+    )
+    print(explain(report))
+    [m] = report.mutants
+    assert m.description == "output wrong when p > 0.5 (above every rate the task declares)"
+    assert m.outcome in ("killed", "survived"), m
+    if m.outcome == "survived":
+        assert m.oracle.startswith("rejected (wrong)"), m.oracle
+        assert report.kill_rate == 0.0 and not report.meets(MIN_KILL, MAX_FALSE_REJECT)
