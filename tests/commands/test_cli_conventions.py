@@ -55,7 +55,9 @@ def test_help_shows_flags_bare_one_task_name_and_exit_codes():
         text = _cli(cmd, "--help").stdout
         assert "<bool>" not in text, (cmd, text)
         assert "task_dir" not in text and "{task}" not in text, (cmd, text)
-    assert "2 usage or setup error" in _cli("evaluate", "--help").stdout
+    assert "2 not judged: a usage or setup error" in " ".join(
+        _cli("evaluate", "--help").stdout.split()
+    )
     assert "130 interrupted" in _cli("run", "--help").stdout
 
 

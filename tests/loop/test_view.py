@@ -25,7 +25,7 @@ def test_no_word_is_cut_at_80_columns():
     console = Console(width=80, record=True, force_terminal=True)
     view = RunView(console=console, live_enabled=False)
     view.start(SimpleNamespace(name="t"), "tuner", "cpu", None)
-    prop = SimpleNamespace(hypothesis=HYP, agent="tuner")
+    prop = SimpleNamespace(hypothesis=HYP, direction="", agent="tuner")
     view.candidate(1, 1, prop, "rejected", NOTE, "static 0.0 s · full 88.2 s")
     with console.capture() as cap:
         console.print(view._render())
