@@ -71,7 +71,9 @@ def test_on_a_gpu_too(flagship):
     }
     recs = evaluate_all(flagship, jobs, workers=1)
     for name in ("rows_multiple_of_64.py", "even_cols_only.py"):
-        assert recs[name].verdict.category == "wrong", recs[name].verdict.reasons
+        # On the H200 the skipped tile held whatever the poisoned output held: `nonfinite`
+        # (2026-12-03, 4983 elements); on the CPU it reads as `wrong`. Either way named.
+        assert recs[name].verdict.category in ("wrong", "nonfinite"), recs[name].verdict.reasons
         assert UNDECLARED in recs[name].verdict.reasons[0]
     for name in ("cache_by_pointer.py", "cache_by_seed.py"):
         assert recs[name].verdict.category == "stateful", recs[name].verdict.reasons
