@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import torch
 
-from kernelloop.evaluate.trusted.compare import CHUNK
+from kernelloop.evaluate.trusted.compare import CHUNK, _unflat
 from kernelloop.task.spec import Tolerance
 
 # Fewest decidable pairs of neighbouring elements for the independence test to say
@@ -45,14 +45,6 @@ def ulp(v: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     u = torch.ldexp(torch.full_like(a, info.eps), e - 1)
     smallest = info.tiny * info.eps  # the subnormals' spacing (and zero's)
     return torch.where(a == 0, smallest, u).clamp_min(smallest)
-
-
-def _unflat(flat: int, shape: torch.Size) -> list[int]:
-    idx = []
-    for d in reversed(shape):
-        idx.append(flat % d)
-        flat //= d
-    return list(reversed(idx))
 
 
 def infer_mask(
