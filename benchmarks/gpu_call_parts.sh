@@ -7,7 +7,10 @@
 #          problems' sizes) and of problems whose model draws (TASK_TESTS: other files);
 #   rt     the GPU red-team timing tests and the benchmark's GPU tests (audits, clocks);
 #   tests  the gpu-marked tests of GPU_TESTS (files or node ids, space-separated);
-#   gpu    every gpu-marked test (more than one call's 10 minutes now: split it with `tests`).
+#   gpu    every gpu-marked test (more than one call's 10 minutes now: split it with `tests`);
+#   loop   benchmarks/gpu_loop.sh (LOOP_ARGS, default "tuner 3 300"; START=FILE begins from
+#          another kernel), its files under parts/loop;
+#   gatecheck  benchmarks/gate_check.sh (its ONLY, GC_* variables), files under parts/gatecheck.
 # $OUT: env.txt, summary.txt, parts.tgz (eval-speed json/md, pytest logs).
 set -u
 source benchmarks/device_env.sh
@@ -45,6 +48,14 @@ for part in ${PARTS:-speed task}; do
         ${IGNORE:-} tests > "$L/pytest_gpu.txt" 2>&1
       echo "== all gpu tests rc=$? $(( $(date +%s) - s ))s" >> "$S"
       grep -E "PASSED|FAILED|ERROR|SKIPPED|passed|failed|^E " "$L/pytest_gpu.txt" | cut -c1-300 | tail -70 >> "$S" ;;
+    loop)
+      OUT=$L/loop bash benchmarks/gpu_loop.sh ${LOOP_ARGS:-tuner 3 300} > "$L/loop.txt" 2>&1
+      echo "== loop ${START:+from $START }rc=$? $(( $(date +%s) - s ))s" >> "$S"
+      grep -E "^== |best:|finished|over the baseline|% of floor" "$L/loop/summary.txt" | tail -12 >> "$S" ;;
+    gatecheck)
+      OUT=$L/gatecheck bash benchmarks/gate_check.sh > "$L/gatecheck.txt" 2>&1
+      echo "== gatecheck ${ONLY:-all} rc=$? $(( $(date +%s) - s ))s" >> "$S"
+      grep -v "^NVIDIA\|^torch" "$L/gatecheck/summary.txt" >> "$S" ;;
   esac
 done
 tar czf "$OUT/parts.tgz" -C "$T" parts
