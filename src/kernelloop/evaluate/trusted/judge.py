@@ -22,6 +22,7 @@ from kernelloop.evaluate.trusted.judge_e2e import E2EMixin
 from kernelloop.evaluate.trusted.judge_interface import InterfaceMixin
 from kernelloop.evaluate.trusted.judge_state import StateMixin
 from kernelloop.evaluate.trusted.judge_stochastic import StochasticMixin
+from kernelloop.evaluate.trusted.oom import harness_oom
 from kernelloop.evaluate.trusted.outputs import OutputDir, OutputError
 from kernelloop.evaluate.trusted.own_error import OwnErrorMixin
 from kernelloop.evaluate.trusted.plan import Call
@@ -75,6 +76,7 @@ class Judge(InterfaceMixin, StateMixin, StochasticMixin, E2EMixin, OwnErrorMixin
     sensitivity: Sensitivity = field(default_factory=Sensitivity)
     _diagnosed: int = 0
     _staging: Staging = field(default_factory=Staging)
+    worker_share_bytes: int | None = None  # a worker's GPU share (run.worker_share_bytes)
 
     def __post_init__(self) -> None:
         self.make_inputs = with_generic_cases(self.task.load_function("inputs"))
@@ -151,6 +153,7 @@ class Judge(InterfaceMixin, StateMixin, StochasticMixin, E2EMixin, OwnErrorMixin
             self.internal_error(call, e)
         finally:
             outputs.discard(call.id)
+            _release(self.device)
 
     def internal_error(self, call: Call, e: BaseException) -> None:
         """The trusted side's own failure on `call`: category `internal` (infrastructure:
@@ -176,6 +179,8 @@ class Judge(InterfaceMixin, StateMixin, StochasticMixin, E2EMixin, OwnErrorMixin
             error = msg.get("error", "")
             if (lines := compiler_lines(error)) is not None:
                 self._fail(call, call.suite, "compile", f"its kernel failed to compile: {lines}")
+            elif why := harness_oom(error, self.worker_share_bytes):
+                self._fail(call, call.suite, "internal", why)
             else:
                 where = candidate_frame(error)  # the kernel's line, for the agent's next try
                 self._fail(
@@ -471,3 +476,20 @@ def unpack(packed: torch.Tensor, likes: list[torch.Tensor]) -> list[torch.Tensor
         out.append(flat[at : at + n].view(like.dtype).reshape(like.shape))
         at += n
     return out
+
+
+# The trusted side's float64 references at a problem's size are large (level1/23's softmax:
+# 12.9 GB an input, as much an output) and PyTorch's caching allocator keeps the blocks of
+# a judged call reserved for this process: the workers sharing the GPU then run out
+# (oom.py). Past this much reserved-but-unused memory it goes back to the driver.
+RELEASE_BYTES = 1 << 30
+
+
+def _release(device: str) -> None:
+    if device != "cuda":
+        return
+    try:
+        if torch.cuda.memory_reserved() - torch.cuda.memory_allocated() > RELEASE_BYTES:
+            torch.cuda.empty_cache()
+    except RuntimeError:  # no CUDA context in this process: nothing to release
+        pass

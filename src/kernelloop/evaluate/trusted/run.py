@@ -248,6 +248,7 @@ def _evaluate(
             f"({len(plan.calls)} correctness calls, sandbox={mode})"
         )
         judge = Judge(task, device, references)  # loads the reference before any worker runs
+        judge.worker_share_bytes = worker_share_bytes(device, len(parts))
         for k, part in enumerate(parts):
             # Each worker its own folder (its private copy of exactly these bytes, its out
             # dir) and its own key: no worker can reach another's outputs.
@@ -510,6 +511,18 @@ GPU_WORKERS = 4
 WORKER_BYTES_PER_ELEMENT = 24
 WORKER_FIXED_BYTES = 2 << 30
 GPU_SHARE = 0.6  # of the GPU's memory for correctness workers (the judge needs the rest)
+
+
+def worker_share_bytes(device: str, n_workers: int) -> int | None:
+    """One correctness worker's share of the GPU's memory (None on the CPU): what a worker
+    may hold before an out-of-memory is its own (oom.py)."""
+    if device != "cuda":
+        return None
+    try:
+        total = torch.cuda.get_device_properties(torch.cuda.current_device()).total_memory
+    except (RuntimeError, AssertionError):
+        return None
+    return int(GPU_SHARE * total) // max(1, n_workers)
 
 
 def gpu_memory_workers(task: Task) -> int:

@@ -1,0 +1,52 @@
+"""A candidate's CUDA out-of-memory during correctness: whose fault it is.
+
+The correctness workers share the GPU with each other and with the trusted side, which
+computes float64 references at the problem's size. On the H200 (2026-12-03, `kernelloop
+gate-check` on KernelBench level1/23's 4096x393216 float32 softmax) an honest rewrite
+(num_warps 8 -> 4) was rejected as a crash: "Tried to allocate 6.00 GiB. GPU 0 has a total
+capacity of 139.80 GiB of which 3.96 GiB is free ... this process has 18.61 GiB memory in
+use" — the worker asked for its output, well within its share; the rest of the card was
+held by the harness. That is the machine's doing, not a finding about the candidate.
+
+So: where the worker's own use plus its request fits within one worker's share of the
+GPU (`share_bytes`, what `run.gpu_memory_workers` planned for it), the out-of-memory is
+the harness's and the call is `internal` (infrastructure: evaluated again, never charged).
+Where it asked for more than its share, it is the candidate's crash, with the numbers.
+The text comes from the candidate's worker, so a candidate can forge it: the most a forged
+message buys is `internal` — NOT JUDGED, never accepted — so nothing is gained by it.
+"""
+
+from __future__ import annotations
+
+import re
+
+_OOM = re.compile(r"CUDA out of memory|OutOfMemoryError")
+_SIZE = r"([\d.]+)\s*(B|KiB|MiB|GiB|TiB)"
+_ASKED = re.compile(r"Tried to allocate " + _SIZE)
+_IN_USE = re.compile(r"this process has " + _SIZE + r" memory in use")
+_UNIT = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40}
+
+
+def _bytes(m: re.Match | None) -> int | None:
+    return None if m is None else int(float(m.group(1)) * _UNIT[m.group(2)])
+
+
+def _gib(n: int) -> str:
+    return f"{n / (1 << 30):.1f} GiB"
+
+
+def harness_oom(error: str, share_bytes: int | None) -> str | None:
+    """Why a worker's out-of-memory `error` is the harness's (the sentence for an `internal`
+    verdict), or None when it is not an out-of-memory or the candidate asked for more
+    than a worker's share (`share_bytes`; None: unknown, e.g. on the CPU → the candidate's)."""
+    if not _OOM.search(error) or share_bytes is None:
+        return None
+    asked, in_use = _bytes(_ASKED.search(error)), _bytes(_IN_USE.search(error))
+    if asked is None or in_use is None or asked + in_use > share_bytes:
+        return None
+    return (
+        f"the GPU ran out of memory while the candidate held {_gib(in_use)} and asked for "
+        f"{_gib(asked)}, within a correctness worker's share ({_gib(share_bytes)}): the "
+        "judge's references and the other workers held the rest — the machine's doing, not "
+        "a finding about the candidate; it is evaluated again"
+    )

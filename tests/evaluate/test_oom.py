@@ -1,0 +1,59 @@
+"""A worker's CUDA out-of-memory during correctness (evaluate/trusted/oom.py): the harness's
+when the candidate stayed within its share of the GPU (`internal`: evaluated again, never
+charged), the candidate's crash when it asked for more. The message is the one an honest
+rewrite got on the H200 (2026-12-03, KernelBench level1/23 at 4096x393216, gate-check)."""
+
+from __future__ import annotations
+
+import pytest
+
+from kernelloop.evaluate.trusted.judge import Judge
+from kernelloop.evaluate.trusted.oom import harness_oom
+from kernelloop.evaluate.trusted.plan import plan_calls
+from kernelloop.task import load_task
+from tests.conftest import FLAGSHIP
+
+GIB = 1 << 30
+H200 = (
+    'Traceback (most recent call last):\n  File "kernel.py", line 40, in forward\n'
+    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 6.00 GiB. GPU 0 has a "
+    "total capacity of 139.80 GiB of which 3.96 GiB is free. Including non-PyTorch memory, "
+    "this process has 18.61 GiB memory in use. Of the allocated memory 18.00 GiB is "
+    "allocated by PyTorch, and 2.00 MiB is reserved by PyTorch but unallocated."
+)
+SHARE = int(0.6 * 139.8 * GIB) // 2  # two workers on the H200 for that problem: ~41.9 GiB
+
+
+def test_within_its_share_the_out_of_memory_is_the_harnesss():
+    why = harness_oom(H200, SHARE)
+    assert why and "held 18.6 GiB and asked for 6.0 GiB" in why and "41.9 GiB" in why, why
+    assert "not a finding about the candidate" in why
+
+
+def test_beyond_its_share_or_unknown_it_is_the_candidates():
+    greedy = H200.replace("Tried to allocate 6.00 GiB", "Tried to allocate 30.00 GiB")
+    assert harness_oom(greedy, SHARE) is None  # 18.6 + 30 > 41.9
+    assert harness_oom(H200, None) is None  # the CPU, or no share known
+    assert harness_oom(H200, 20 * GIB) is None  # 24.6 GiB > a 20 GiB share
+    assert harness_oom("RuntimeError: index out of range", SHARE) is None
+    # Without the numbers nothing shows it stayed within its share: the candidate's.
+    assert harness_oom("torch.OutOfMemoryError: CUDA out of memory.", SHARE) is None
+
+
+@pytest.fixture(scope="module")
+def call_and_task():
+    task = load_task(FLAGSHIP)
+    shape = task.find_shape("7x129")
+    plan = plan_calls(task, [shape], ["float32"], unseen=False)
+    return task, next(c for c in plan.calls if c.suite == "random")
+
+
+@pytest.mark.parametrize("share, category", [(SHARE, "internal"), (10 * GIB, "crash")])
+def test_the_judge_charges_the_candidate_only_beyond_its_share(call_and_task, share, category):
+    task, call = call_and_task
+    judge = Judge(task, "cpu")
+    judge.worker_share_bytes = share
+    judge._judge(call, {"id": call.id, "ok": False, "error": H200}, None)
+    assert [f.category for f in judge.failures] == [category], judge.failures
+    if category == "crash":
+        assert "OutOfMemoryError" in judge.failures[0].reason
