@@ -15,8 +15,9 @@ One folder per problem:
 - `task.toml`: dims are the problem's top-level integer constants of 16 or more (smaller
   ones — an axis, a kernel size — are kept as written); the GPU shape is the problem's own
   size, two CPU shapes are scaled down (the largest dim halved until every tensor is
-  small); KernelBench's tolerance (atol = rtol = 1e-2) for float32, 5e-2 for 16-bit
-  dtypes; the output's shape and dtype come from the reference (`output_like = ""`);
+  small); atol = rtol = 1e-4 for float32 (KernelBench's 1e-2 is TF32's: see TOLERANCE),
+  KernelBench's 5e-2 for 16-bit dtypes; the output's shape and dtype come from the
+  reference (`output_like = ""`);
   the roofline's bytes are the inputs', parameters' and output's at the problem's size,
   each at its real element size, and its flops those of its matmuls, convolutions and
   attention (`kernelbench_roofline.py`); `[precision] tf32 = false` (KernelBench's float32).
@@ -60,7 +61,17 @@ from kernelloop.task.kernelbench_tolerance import MODEL_MARGIN, basis_note, tigh
 
 SCALABLE_MIN = 16  # integer constants below this are axes, kernel sizes, counts: kept
 CPU_BUDGETS = (1 << 12, 1 << 15)  # the largest tensor's elements on each CPU shape
-TOLERANCE = {"float32": 1e-2, "float16": 5e-2, "bfloat16": 5e-2}
+# float32 at 1e-4, not KernelBench's 1e-2. KernelBench's float32 tolerance is what TF32 needs;
+# under the precision contract imports carry (`[precision] tf32 = false`) an honest float32
+# kernel is ~1e-6 off float64 (the problem's own model used 1e-5 of 1e-2 on level1/95 at
+# import), and 1e-2 let wrong kernels through at the problems' own sizes: on the H200
+# (2026-12-03, gate-check) a cross-entropy whose mean summed the first 1024 of 32768 rows'
+# losses 32 times (1e-3 off) was accepted. 1e-4 is the float32 rounding floor
+# kernelbench_tolerance.py already holds rtol to (a float32 conv or GEMM is ~1e-5 off), and
+# where the problem's own model misses it at the judged size the judge's model_margin widens
+# it for that call. `--atol/--rtol 1e-2` give KernelBench's own check. 16-bit dtypes keep
+# KernelBench's 5e-2: their rounding is the error there.
+TOLERANCE = {"float32": 1e-4, "float16": 5e-2, "bfloat16": 5e-2}
 
 
 def problem_files(path: Path) -> list[Path]:
