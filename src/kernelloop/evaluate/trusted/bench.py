@@ -59,6 +59,7 @@ from kernelloop.evaluate.trusted.interleave import (
     Session,
     Settings,
 )
+from kernelloop.evaluate.trusted.memory_plan import MemoryPlan, free_memory, plan_memory
 from kernelloop.evaluate.trusted.run import (
     as_judged,
     resolve_device,
@@ -214,9 +215,24 @@ def start_benchmark(
         if aa:
             slots[aa_slot(best_name)] = impls[best_name]
         slots.update({name: ref_path for name in evidence})
+        # Before any worker allocates: what fits side by side (memory_plan.py). The
+        # compiled slot (evidence) goes first, then the A/A copy (the gate's noise then
+        # comes from the paired comparison alone); nothing else is the plan's to leave out.
+        with on_gpu(gpu):
+            free = free_memory(device)
+        pending.memory = plan = plan_memory(
+            task, shape_list, dtype, device, list(slots), [*evidence, aa_slot(best_name)], free
+        )
+        say(plan.line())
+        if plan.refused:
+            return pending
+        for name in plan.left_out:
+            del slots[name]
+        pending.aa_impl = best_name if aa_slot(best_name) in slots else None
         settings = bench_settings(
             device, reps, max_s_per_shape, ["candidate", best_name] if profile else []
         )
+        settings.batch_caps = plan.caps()
         pending.session = Session(
             task,
             slots,
@@ -230,7 +246,7 @@ def start_benchmark(
             "candidate",
             "baseline",
             gpu,
-            evidence,
+            {k: v for k, v in evidence.items() if k in slots},
             head_s=head_start_s,
         )
     return pending
@@ -255,6 +271,7 @@ class PendingBenchmark:
     evidence: dict[str, Evidence]
     say: Callable[[str], None]
     session: Session | None = None
+    memory: MemoryPlan | None = None
     done: bool = False
 
     def spawn(self) -> None:
@@ -293,8 +310,9 @@ class PendingBenchmark:
         outcome = Outcome()
         if self.findings:
             say(f"static screen refused the candidate: {self.findings[0].render()}")
+        elif self.session is None:
+            assert self.memory is not None and self.memory.refused  # nothing fits: not timed
         else:
-            assert self.session is not None
             n = len(self.session.slot_files)
             say(f"timing {n} slot(s) on {len(self.shapes)} shape(s), one sandboxed worker each")
             outcome = self.session.run()
@@ -333,11 +351,18 @@ class PendingBenchmark:
             worker_log_tail=outcome.log_tail,
             timing_phase_s=outcome.timing_phase_s,
             phases_s=outcome.phases_s,
+            memory=self.memory,
         )
         if self.findings:
             rec.static_findings = [f"static screen: {f.render()}" for f in self.findings]
             rec.problems.extend(rec.static_findings)
+        elif self.memory is not None and self.memory.refused:
+            rec.infrastructure.append(f"memory: {self.memory.refused}")
         else:
+            for name in self.memory.left_out if self.memory else []:
+                why = f"left out by the memory plan so the gate's slots fit ({self.memory.line()})"
+                outcome.dropped.setdefault(name, why)
+                rec.warnings.append(f"{name} slot {why}")
             for p in outcome.problems:
                 if oom := out_of_memory(p.slot, p.text):
                     rec.infrastructure.append(oom)
