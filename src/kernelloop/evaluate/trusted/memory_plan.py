@@ -3,8 +3,11 @@ and the trusted side will hold on the device on each shape, and size the batches
 all fits in the memory that is free — or leave out the slots the gate can do without, or
 refuse in one sentence as infrastructure, never as the candidate's failure.
 
-What each side holds on one shape, from the task's [roofline] bytes (`io`: the inputs and
-the output at their real dtypes, task.min_bytes) — an estimate, never a measurement:
+What each side holds on one shape, from `io`: the inputs and the output at their real
+dtypes — the task's [roofline] bytes (task.min_bytes), or for an imported KernelBench
+problem its tensors at the shape on the meta device (its [roofline] bytes are a constant
+of the problem's own size, 12 GiB for level1/19 even at a CPU shape of 64x48) — an
+estimate, never a measurement:
 - a worker: its process's own (CUDA context, allocator rounding, torch: WORKER_OVERHEAD),
   the benchmark's inputs and first output, and a batch of `m` timed calls in flight — each
   run-through batch (worker/gpu_timer.py `through`) makes all `m` input sets before the
@@ -141,7 +144,7 @@ def plan_memory(
         plan = MemoryPlan(free_bytes=free_b, free_from=where, slots=kept, left_out=left_out)
         short = None
         for shape in shapes:
-            got = _fit(shape, int(task.min_bytes(shape, dtype)), elem, device, len(kept), budget)
+            got = _fit(shape, io_bytes(task, shape, dtype), elem, device, len(kept), budget)
             plan.shapes.append(got)
             if got.batch_cap == 0:
                 short = short or got
@@ -153,6 +156,16 @@ def plan_memory(
             return plan
         kept.remove(dropping[0])
         left_out.append(dropping[0])
+
+
+def io_bytes(task: Task, shape: Shape, dtype: str) -> int:
+    """The inputs and the output of one call at `shape`, at their dtypes."""
+    if not task.spec.task.kernelbench:
+        return int(task.min_bytes(shape, dtype))
+    from kernelloop.task.kernelbench_roofline import roofline_terms
+
+    terms = roofline_terms(task.folder / "problem.py", shape.dims)
+    return terms.float_elems * ELEM_SIZES.get(dtype, 4) + terms.other_bytes
 
 
 def _fit(shape: Shape, io: int, elem: int, device: str, n_slots: int, budget: float) -> ShapeMemory:
