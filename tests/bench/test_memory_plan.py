@@ -12,10 +12,10 @@ from kernelloop.commands.bench_cmds import print_bench
 from kernelloop.errors import KernelloopError
 from kernelloop.evaluate.trusted import memory_plan as mp
 from kernelloop.evaluate.trusted.bench import benchmark
+from kernelloop.evaluate.trusted.timing_checks import BUSY
 from kernelloop.gate import performance_gate
 from kernelloop.task import load_task
 from tests.bench.test_bench_cpu import CANDS, CPU_TASK
-from tests.busy import measured
 
 SHAPE = "512x512"
 
@@ -81,27 +81,23 @@ def test_a_small_budget_gives_smaller_batches_and_leaves_out_compiled_and_aa(tas
     budget = int(_total(task, 2, 2) / mp.HEADROOM) + 1
     assert _total(task, 3, 1) > mp.HEADROOM * budget
     monkeypatch.setenv(mp.BUDGET_ENV, str(budget))
-    rec = measured(
-        lambda: benchmark(
-            task,
-            CANDS / "fast.py",
-            device="cpu",
-            shapes=SHAPE,
-            compiled=True,
-            max_s_per_shape=0.3,
-        ),  # fmt: skip
-        lambda r: r.problems,
-        "benchmark",
+    rec = benchmark(
+        task, CANDS / "fast.py", device="cpu", shapes=SHAPE, compiled=True, max_s_per_shape=0.3
     )
-    assert rec.problems == [] and rec.infrastructure == []
+    # A busy machine (BUSY) is the only problem allowed: the shape is recorded either way,
+    # and what is asserted here is the plan and how the rounds were sized, not a verdict.
+    assert all(BUSY in p for p in rec.problems) and rec.infrastructure == [], rec.problems
     plan = rec.memory
     assert plan.free_bytes == budget and plan.free_from == mp.BUDGET_ENV
     assert plan.left_out == ["compiled", "baseline#aa"] and plan.slots == ["candidate", "baseline"]
     assert [s.batch_cap for s in plan.shapes] == [2]
     sb = rec.shapes[0]
     assert set(sb.impls) == {"candidate", "baseline"} and rec.aa_impl is None
-    # Without the cap these calls (~0.1-1 ms) are timed 20 or more to a batch (20 ms).
-    assert {it.round_size for it in sb.impls.values()} == {2}, sb.impls
+    # Batches of at most 2 calls: at least one turn per 2 calls of each of the 2 slots.
+    # Without the cap these calls (~0.1-1 ms) are timed 20 or more to a batch (20 ms), a
+    # turn per 20+ calls. (round_size is no witness: it divides by the quiet batches only,
+    # docs/benchmarking.md's known defect, so a busy machine inflates it.)
+    assert rec.phases_s["turns"] >= sb.impls["candidate"].n, (rec.phases_s, sb.impls)
     assert rec.compiled is not None and "left out by the memory plan" in rec.compiled.dropped
     assert rec.speedup_vs_compiled is None
     assert any(w.startswith("compiled slot left out by the memory plan") for w in rec.warnings)

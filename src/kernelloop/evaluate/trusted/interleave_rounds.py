@@ -354,7 +354,7 @@ class RoundsMixin:
                 )
             else:
                 samples, hidden, total = [c[0] for c in a.calls], 0, sum(c[0] for c in a.calls)
-            size = round(len(a.calls) / len(a.walls_ms)) if a.walls_ms else 1  # every batch
+            size = round(len(a.calls) / len(a.batches)) if a.batches else 1
             out[slot] = SlotResult(
                 samples, text, hidden, total, round_size=max(1, size), per_unit=per
             )
