@@ -52,6 +52,8 @@ def test_batches_shrink_then_slots_are_left_out_then_it_is_refused(task):
     optional = ["compiled", "baseline#aa"]
     roomy = mp.plan_memory(task, shapes, "float32", "cpu", slots, optional, (64 * mp.GiB, "t"))
     assert roomy.left_out == [] and roomy.shapes[0].batch_cap == mp.MAX_BATCH
+    most = mp.plan_memory(task, shapes, "float32", "cpu", slots, optional, (64 * mp.GiB, "t"), 40)
+    assert most.shapes[0].batch_cap == 40 and most.shapes[0].total_bytes == _total(task, 4, 40)
     # Room for four slots with batches of 5 calls, not 6.
     five = int(_total(task, 4, 5) / mp.HEADROOM) + 1
     got = mp.plan_memory(task, shapes, "float32", "cpu", slots, optional, (five, "t"))

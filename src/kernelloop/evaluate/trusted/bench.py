@@ -212,10 +212,15 @@ def start_benchmark(
         # Before any worker allocates: what fits side by side (memory_plan.py). The
         # compiled slot (evidence) goes first, then the A/A copy (the gate's noise then
         # comes from the paired comparison alone); nothing else is the plan's to leave out.
+        settings = bench_settings(
+            device, reps, max_s_per_shape, ["candidate", best_name] if profile else []
+        )
         with on_gpu(gpu):
             free = free_memory(device)
+        most = max(1, (settings.reps if device == "cuda" else settings.cpu_reps) // 5)
+        optional = [*evidence, aa_slot(best_name)]
         pending.memory = plan = plan_memory(
-            task, shape_list, dtype, device, list(slots), [*evidence, aa_slot(best_name)], free
+            task, shape_list, dtype, device, list(slots), optional, free, most
         )
         say(plan.line())
         if plan.refused:
@@ -223,9 +228,6 @@ def start_benchmark(
         for name in plan.left_out:
             del slots[name]
         pending.aa_impl = best_name if aa_slot(best_name) in slots else None
-        settings = bench_settings(
-            device, reps, max_s_per_shape, ["candidate", best_name] if profile else []
-        )
         settings.batch_caps = plan.caps()
         pending.session = Session(
             task,

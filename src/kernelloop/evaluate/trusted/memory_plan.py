@@ -46,7 +46,7 @@ GiB = 1 << 30
 BUDGET_ENV = "KERNELLOOP_MEMORY_BUDGET"
 WORKER_OVERHEAD = {"cuda": 1 * GiB, "cpu": GiB // 2}
 HEADROOM = 0.9  # plan within this share of the free memory: fragmentation, other processes
-MAX_BATCH = 1000  # interleave_rounds never times more calls in one batch
+MAX_BATCH = 1000  # interleave_rounds never times more calls in one batch (nor > reps / 5)
 _UNITS = {"": 1, "b": 1, "k": 1 << 10, "kib": 1 << 10, "m": 1 << 20, "mib": 1 << 20}
 _UNITS |= {"g": GiB, "gib": GiB, "gb": GiB, "mb": 1 << 20, "kb": 1 << 10, "t": 1 << 40}
 
@@ -59,7 +59,10 @@ class ShapeMemory(BaseModel):
     worker_bytes: int = Field(description="one worker at the chosen batch")
     trusted_bytes: int = Field(description="the trusted side's audit (float64) at that batch")
     total_bytes: int = Field(description="every slot side by side, and the trusted side")
-    batch_cap: int = Field(description="the most timed calls per batch that fit (≤ 1000)")
+    batch_cap: int = Field(
+        description="the most timed calls per batch that fit (at most the most the rounds "
+        "would time by themselves, reps / 5); the sizes above are at this batch"
+    )
 
 
 class MemoryPlan(BaseModel):
@@ -131,6 +134,7 @@ def plan_memory(
     slots: list[str],
     optional: list[str],
     free: tuple[int, str],
+    max_batch: int = MAX_BATCH,
 ) -> MemoryPlan:
     """The plan for `slots` (all of them side by side) on `shapes`; `optional` — slots the
     gate can do without, the first left out first — are left out only when even a batch of
@@ -144,7 +148,8 @@ def plan_memory(
         plan = MemoryPlan(free_bytes=free_b, free_from=where, slots=kept, left_out=left_out)
         short = None
         for shape in shapes:
-            got = _fit(shape, io_bytes(task, shape, dtype), elem, device, len(kept), budget)
+            io = io_bytes(task, shape, dtype)
+            got = _fit(shape, io, elem, device, len(kept), budget, max_batch)
             plan.shapes.append(got)
             if got.batch_cap == 0:
                 short = short or got
@@ -168,15 +173,17 @@ def io_bytes(task: Task, shape: Shape, dtype: str) -> int:
     return terms.float_elems * ELEM_SIZES.get(dtype, 4) + terms.other_bytes
 
 
-def _fit(shape: Shape, io: int, elem: int, device: str, n_slots: int, budget: float) -> ShapeMemory:
-    """The largest batch (≤ MAX_BATCH) whose total fits `budget`; 0 when one call does not."""
+def _fit(
+    shape: Shape, io: int, elem: int, device: str, n_slots: int, budget: float, max_batch: int
+) -> ShapeMemory:
+    """The largest batch (≤ max_batch) whose total fits `budget`; 0 when one call does not."""
 
     def sizes(m: int) -> tuple[int, int, int]:
         worker = WORKER_OVERHEAD[device] + (m + 1) * io
         trusted = 2 * io * 8 // elem + (m * io if device == "cpu" else 0)
         return worker, trusted, n_slots * worker + trusted
 
-    lo, hi = 0, MAX_BATCH  # total(m) grows with m: the largest m that fits, by bisection
+    lo, hi = 0, max_batch  # total(m) grows with m: the largest m that fits, by bisection
     while lo < hi:
         mid = (lo + hi + 1) // 2
         if sizes(mid)[2] <= budget:
