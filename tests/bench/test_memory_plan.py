@@ -94,6 +94,7 @@ def test_a_small_budget_gives_smaller_batches_and_leaves_out_compiled_and_aa(tas
     assert plan.left_out == ["compiled", "baseline#aa"] and plan.slots == ["candidate", "baseline"]
     assert [s.batch_cap for s in plan.shapes] == [2]
     sb = rec.shapes[0]
+    assert sb.clock is not None or rec.problems  # what the trusted clock saw (not when busy)
     assert set(sb.impls) == {"candidate", "baseline"} and rec.aa_impl is None
     # Batches of at most 2 calls: at least one turn per 2 calls of each of the 2 slots.
     # Without the cap these calls (~0.1-1 ms) are timed 20 or more to a batch (20 ms), a

@@ -212,6 +212,8 @@ def start_benchmark(
         # Before any worker allocates: what fits side by side (memory_plan.py). The
         # compiled slot (evidence) goes first, then the A/A copy (the gate's noise then
         # comes from the paired comparison alone); nothing else is the plan's to leave out.
+        # Planned again when it runs (PendingBenchmark.replan): the loop starts a benchmark
+        # while the candidate's correctness worker still holds memory of its own.
         settings = bench_settings(
             device, reps, max_s_per_shape, ["candidate", best_name] if profile else []
         )
@@ -222,13 +224,9 @@ def start_benchmark(
         pending.memory = plan = plan_memory(
             task, shape_list, dtype, device, list(slots), optional, free, most
         )
-        say(plan.line())
-        if plan.refused:
-            return pending
         for name in plan.left_out:
             del slots[name]
         pending.aa_impl = best_name if aa_slot(best_name) in slots else None
-        settings.batch_caps = plan.caps()
         pending.session = Session(
             task,
             slots,

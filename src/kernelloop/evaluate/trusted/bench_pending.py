@@ -21,7 +21,7 @@ from kernelloop.evaluate.trusted.bench_record import BenchmarkRecord, CompiledSl
 from kernelloop.evaluate.trusted.gpu_bind import on_gpu
 from kernelloop.evaluate.trusted.gpu_state import read_gpu_state, throttle_warnings
 from kernelloop.evaluate.trusted.interleave import Evidence, Outcome, Session
-from kernelloop.evaluate.trusted.memory_plan import MemoryPlan
+from kernelloop.evaluate.trusted.memory_plan import MemoryPlan, free_memory, plan_memory
 from kernelloop.evaluate.trusted.run import timings_count
 from kernelloop.task import Shape, Task
 
@@ -75,6 +75,26 @@ class PendingBenchmark:
         with on_gpu(self.gpu):
             return self._run()
 
+    def replan(self) -> bool:
+        """The memory plan again with the memory free now, for the slots the session has
+        (which the first plan chose): its batch caps set, or — one call does not fit — the
+        session cancelled. Whether it may run."""
+        assert self.session is not None and self.memory is not None
+        s = self.session.s
+        most = max(1, (s.reps if self.device == "cuda" else s.cpu_reps) // 5)
+        slots = list(self.session.slot_files)
+        plan = plan_memory(
+            self.task, self.shapes, self.dtype, self.device, slots, [], free_memory(self.device),
+            most,
+        )  # fmt: skip
+        plan.left_out = self.memory.left_out
+        self.memory = plan
+        self.say(plan.line())
+        s.batch_caps = plan.caps()
+        if plan.refused:
+            self.session.cancel()
+        return not plan.refused
+
     def _run(self) -> BenchmarkRecord:
         task, device, gpu, say = self.task, self.device, self.gpu, self.say
         started = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
@@ -84,9 +104,8 @@ class PendingBenchmark:
         outcome = Outcome()
         if self.findings:
             say(f"static screen refused the candidate: {self.findings[0].render()}")
-        elif self.session is None:
-            assert self.memory is not None and self.memory.refused  # nothing fits: not timed
-        else:
+        elif self.replan():
+            assert self.session is not None
             n = len(self.session.slot_files)
             say(f"timing {n} slot(s) on {len(self.shapes)} shape(s), one sandboxed worker each")
             outcome = self.session.run()
