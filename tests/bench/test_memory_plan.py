@@ -122,3 +122,14 @@ def test_when_one_call_cannot_fit_it_is_refused_before_any_worker_starts(task, m
     verdict = performance_gate(rec, task.spec.rules)
     assert (verdict.accepted, verdict.category) == (False, "internal")
     assert verdict.reasons == rec.infrastructure
+
+
+@pytest.mark.gpu
+def test_on_a_gpu_the_free_memory_is_the_devices(monkeypatch):
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+    monkeypatch.delenv(mp.BUDGET_ENV, raising=False)
+    free, where = mp.free_memory("cuda")
+    assert where == "torch.cuda.mem_get_info"
+    assert abs(free - torch.cuda.mem_get_info()[0]) < mp.GiB
