@@ -78,6 +78,11 @@ def test_record_is_complete_and_counts(timed):
         assert set(sb.impls) == {"candidate", "best", "baseline", "slow", "tail_trap", "best#aa"}
         assert all(it.n >= 15 for it in sb.impls.values())
         assert sb.aa_rel_diff is not None and sb.observed_s >= sb.reported_s
+        # What the trusted clock saw of the candidate (issue 34): its own reported median.
+        assert sb.clock is not None
+        assert sb.clock.reported_ms == pytest.approx(
+            sb.impls["candidate"].median_ms - sb.clock.raised_ms, abs=2e-6
+        )
     # Where the wall time went, by part: the outer parts (rounds hold audit and through)
     # fit inside the run's wall time, and the audits are a part of the rounds.
     ph = timed.phases_s
@@ -262,6 +267,7 @@ def _cli_checks(p, out, tmp_path) -> None:
         assert "PERFORMANCE GATE: PASS" in p.stdout, p.stdout
     rec = BenchmarkRecord.model_validate_json(out.read_text())
     assert set(rec.shapes[0].impls) >= {"candidate", "baseline", "slow"}
+    assert rec.shapes[0].clock.line("512x512") in p.stdout, p.stdout  # one line per shape
     bad = subprocess.run(
         [
             sys.executable,

@@ -92,6 +92,12 @@ def test_the_rule_for_a_benchmark_worker():
         problems=["256x1024: the candidate's worker waited for a CPU in 5 of 5 batches while"],
     )
     assert loop_evaluation.infrastructure_fault(Evaluated(make_record(), crowded, gate)) == ""
+    # bench's own infrastructure (a trusted slot out of memory, the memory plan's refusal:
+    # gate category `internal`) is never the candidate's.
+    room = "memory: one call of shape 256x1024 needs about 9.00 GiB (...): infrastructure"
+    internal = GateResult(accepted=False, category="internal", reasons=[room])
+    no_room = bench_record(uniform(0.5), infrastructure=[room])
+    assert loop_evaluation.infrastructure_fault(Evaluated(make_record(), no_room, internal)) == room
     fine = bench_record(uniform(0.5))
     slower = GateResult(accepted=False, category="slower")
     assert loop_evaluation.infrastructure_fault(Evaluated(make_record(), fine, slower)) == ""

@@ -161,6 +161,8 @@ def print_bench(rec, verdict, console: Console) -> None:
         print_rejection(console, verdict.category, verdict.reasons, note=" (not benchmarked)")
         return
     console.print(f"method: {rec.method or '-'}", markup=False)
+    if rec.memory is not None:
+        console.print(rec.memory.line(), markup=False)
     for g in rec.gpu_state:
         console.print(
             f"clocks {g.when}: SM {g.sm_clock_mhz} MHz, mem {g.mem_clock_mhz} MHz, "
@@ -211,6 +213,9 @@ def print_bench(rec, verdict, console: Console) -> None:
             f"{cand.pct_of_floor:.1f}" if cand and cand.pct_of_floor else "-",
         )
     console.print(table)
+    for s in rec.shapes:  # what the trusted clock saw, and why a candidate was raised
+        if s.clock is not None:
+            console.print(s.clock.line(s.shape), markup=False)
     for line in speedup_lines(rec):
         console.print(line)
     if verdict.objective is not None:

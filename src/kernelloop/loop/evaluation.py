@@ -71,6 +71,8 @@ def infrastructure_fault(ev: Evaluated) -> str:
     if rec is not None and rec.verdict.category == "crash":
         if killed := next((r for r in rec.verdict.reasons if _KILLED.search(r)), None):
             return f"the sandboxed worker was killed from outside ({killed})"
+    if ev.bench is not None and ev.bench.infrastructure:  # an OOM of a trusted slot, no room
+        return ev.bench.infrastructure[0]
     if ev.bench is not None and ev.gate is not None and ev.gate.category == "timing":
         if killed := next((p for p in ev.bench.problems if _KILLED.search(p)), None):
             return f"the benchmark's worker was killed from outside ({killed})"

@@ -48,6 +48,7 @@ def fill_shapes(
             floor_bound=floor.bound if floor else None,
             reported_s=outcome.reported_s.get(shape.label, 0.0),
             observed_s=outcome.observed_s.get(shape.label),
+            clock=outcome.clock.get(shape.label),
         )
         rec.shapes.append(sb)
         for slot in slots:

@@ -10,6 +10,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from kernelloop.evaluate.protocol import aa_slot
+from kernelloop.evaluate.trusted.memory_plan import MemoryPlan
 
 SCHEMA_VERSION = 1
 
@@ -48,6 +49,51 @@ class ImplTiming(BaseModel):
     samples_ms: list[float] = Field(default_factory=list)
 
 
+class ClockView(BaseModel):
+    """What the trusted clock saw of the candidate on one shape, beside what the candidate's
+    worker reported, and why its samples were raised (timing_checks.saving_check and
+    through_check). Issue 34: on the H200 honest KernelBench kernels were raised by 0.13-0.25
+    ms per call with nothing in bench's output saying what was seen or why."""
+
+    reported_ms: float = Field(description="the candidate's median reported time per call")
+    harness_ms: float = Field(
+        description="trusted wall time per call of its timed batches that its reported "
+        "intervals do not cover (lower quartile over batches)"
+    )
+    others_harness_ms: float = Field(description="the same for the other implementations (median)")
+    through_ms: float | None = Field(
+        default=None,
+        description="GPU: run back to back, its units' time per unit on the trusted clock",
+    )
+    others_through_ms: float | None = Field(
+        default=None, description="… and the reference's (the best, or the baseline), per unit"
+    )
+    others_reported_ms: float | None = Field(
+        default=None, description="that reference's median reported time per call"
+    )
+    raised_ms: float = Field(default=0.0, description="added to each of its samples")
+    raised_by: Literal["", "timed batches", "run-through batches"] = ""
+
+    def line(self, label: str) -> str:
+        """One line for bench's output: what the clock saw, and the correction or none."""
+        said = (
+            f"{label}: trusted clock: candidate reported {self.reported_ms:.4f} ms/call; its "
+            f"batches took {self.harness_ms:.4f} ms/call beyond that (others "
+            f"{self.others_harness_ms:.4f})"
+        )
+        if self.through_ms is not None and self.others_through_ms is not None:
+            said += (
+                f"; back to back {self.through_ms:.4f} ms/unit (reference "
+                f"{self.others_through_ms:.4f}, reporting {self.others_reported_ms or 0:.4f})"
+            )
+        if self.raised_ms <= 0:
+            return said + " -> not raised"
+        return (
+            f"{said} -> raised by {self.raised_ms:.4f} ms/call: the {self.raised_by} took that "
+            "much longer than its reported calls account for, beyond the other implementations'"
+        )
+
+
 class ShapeBench(BaseModel):
     shape: str
     dtype: str
@@ -70,6 +116,9 @@ class ShapeBench(BaseModel):
     )
     reported_s: float = 0.0
     observed_s: float | None = None
+    clock: ClockView | None = Field(
+        default=None, description="what the trusted clock saw of the candidate, and any raise"
+    )
     speedup_vs_compiled: float | None = Field(
         default=None,
         description="how many times faster the candidate is than the compiled slot (the "
@@ -155,6 +204,11 @@ class BenchmarkRecord(BaseModel):
     worker_log_tail: str = ""
     compiled: CompiledSlot | None = Field(
         default=None, description="the torch.compile slot, when it was asked for"
+    )
+    memory: MemoryPlan | None = Field(
+        default=None,
+        description="bench's memory plan (memory_plan.py): footprints, free memory, the "
+        "batch caps, the slots side by side and any left out; or why nothing fit",
     )
     speedup_vs_baseline: float | None = Field(
         default=None,

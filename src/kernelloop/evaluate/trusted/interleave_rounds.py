@@ -20,6 +20,7 @@ from kernelloop.evaluate.protocol import (
     method_text,
 )
 from kernelloop.evaluate.trusted import timing_checks as checks
+from kernelloop.evaluate.trusted.clock_view import clock_view
 from kernelloop.evaluate.trusted.interleave_types import (
     _RNG,
     EVIDENCE_RESERVE,
@@ -235,8 +236,10 @@ class RoundsMixin:
         per_call = max(rough[c] for c in core) * units + OVERHEAD_MS[self.device]
         out_bytes = max(1, self.like.numel() * self.like.element_size())
         by_time = round((s.batch_s or (0.01 if cuda else 0.02)) * 1e3 / per_call)
-        # every output of a batch is kept until its audit: the batch fits RETAIN_BYTES
-        m = max(1, min(by_time, max(1, reps // 5), 1000, checks.RETAIN_BYTES // out_bytes))
+        # every output of a batch is kept until its audit: the batch fits RETAIN_BYTES,
+        # and every slot's batch fits the device's memory together (memory_plan.py)
+        cap = min(checks.RETAIN_BYTES // out_bytes, s.batch_caps.get(label, 1000))
+        m = max(1, min(by_time, max(1, reps // 5), 1000, cap))
         cal_every = 2 * len(core)  # one calibration every 2 rounds, per slot
         per_round_ms = len(core) * m * per_call
         batches = min(reps / m, max(min_reps / m, budget * 1e3 / per_round_ms))
@@ -377,15 +380,16 @@ class RoundsMixin:
         if not self.interp and (busy := checks.busy_problem(label, accs, self.candidate)):
             self.problem("timing", self.candidate, busy)
             return
-        added, bad = checks.saving_check(label, accs, self.candidate, self.device)
+        saving, bad = checks.saving_check(label, accs, self.candidate, self.device)
+        added, through = saving, 0.0
+        claimed = {
+            s: statistics.median(r.samples_ms) * r.per_unit for s, r in res.items() if r.samples_ms
+        }
         if bad is None and self.cuda:
-            claimed = {
-                s: statistics.median(r.samples_ms) * r.per_unit
-                for s, r in res.items()
-                if r.samples_ms
-            }
-            through, why = checks.through_check(label, accs, claimed, self.candidate)
-            added, bad = max(added, through), why  # one excess seen two ways: added once
+            through, bad = checks.through_check(label, accs, claimed, self.candidate)
+            added = max(added, through)  # one excess seen two ways: added once
+        if bad is None:  # what the clock saw, for the record and bench's per-shape line
+            self.out.clock[label] = clock_view(accs, claimed, self.candidate, saving, through)
         if bad is not None:
             self.problem("timing", self.candidate, bad)
         elif added > 0:

@@ -39,6 +39,8 @@ class Settings:
         0.3  # and briefly before each batch (a turn change leaves it idle ~1-3 ms)
     )
     profile: list[str] = field(default_factory=list)
+    # Per shape label: the most calls per batch that fit in memory (memory_plan.py).
+    batch_caps: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -96,6 +98,8 @@ class Outcome:
     # first call, which compiles, and the warm-up) took on the trusted clock.
     dropped: dict[str, str] = field(default_factory=dict)
     prepare_s: dict[str, dict[str, float]] = field(default_factory=dict)
+    # Per shape: what the trusted clock saw of the candidate (bench_record.ClockView).
+    clock: dict[str, object] = field(default_factory=dict)
 
 
 OUTER_PHASES = (
