@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from pathlib import Path
 
 from typer.testing import CliRunner
 
@@ -18,6 +19,8 @@ from kernelloop.report.leaderboard import fast_p, leaderboard, markdown, task_ro
 from tests.loop.test_kill_resume import _rows
 from tests.loop.test_rounds import FAST_, ONE, _cpu_task
 from tests.task.test_kernelbench_import import KB
+
+SOLUTIONS = Path(__file__).parents[2] / "benchmarks" / "kernelbench_solutions"
 
 
 def _two_tasks(tmp_path):
@@ -148,3 +151,28 @@ def test_a_kernelbench_folder_without_problems_is_refused(tmp_path):
     result = CliRunner().invoke(app, ["suite", "--kernelbench", str(tmp_path), "--level", "1"])
     assert result.exit_code != 0
     assert "no KernelBench problem" in str(result.exception)
+
+
+def test_scripted_dir_gives_each_task_its_own_folder_of_solutions(tmp_path):
+    """`--agent scripted:DIR` with DIR/<task name>/: each imported problem replays its own
+    solution (benchmarks/kernelbench_solutions' ReLU, through the task's policy: an imported
+    task allows a Triton rewrite of its PyTorch baseline), and a task without a folder is
+    that task's error, with the fix, while the others run."""
+    kb = tmp_path / "kb"
+    (kb / "level1").mkdir(parents=True)
+    for name in ("19_ReLU.py", "23_Softmax.py"):
+        shutil.copy(KB / "level1" / name, kb / "level1")
+    sols = tmp_path / "solutions" / "level1_19_ReLU"
+    sols.mkdir(parents=True)
+    shutil.copy(SOLUTIONS / "level1_19_ReLU" / "relu.py", sols)
+    out = tmp_path / "out"
+    _suite("--kernelbench", str(kb), "--agent", f"scripted:{sols.parent}", "--rounds", "1",
+           "--device", "cpu", "--jobs", "1", "--out", str(out))  # fmt: skip
+    rows = {r["task"]: r for r in json.loads((out / "leaderboard.json").read_text())["tasks"]}
+    relu, softmax = rows["level1_19_ReLU"], rows["level1_23_Softmax"]
+    assert relu["status"] == "finished" and relu["correct"], relu
+    assert softmax["status"] == "error" and "none named level1_23_Softmax" in softmax["error"]
+    sources = _rows(
+        out / "tasks" / "level1_19_ReLU", "SELECT source FROM proposals WHERE agent = 'scripted'"
+    )
+    assert [r[0] for r in sources] == [(SOLUTIONS / "level1_19_ReLU" / "relu.py").read_text()]
