@@ -8,8 +8,10 @@
 # every value is below KernelBench's atol 1e-2, so the default tolerance is refused as
 # proving nothing), then the suite runs one task at a time with the same --out (finished
 # tasks are skipped), so the leaderboard is rewritten after every task. A task is started
-# only while less than LIMIT seconds (default 450) have gone: a cut call ends with every
-# finished task on the board and, in summary.txt, the ONLY=... line for the next call.
+# only while less than LIMIT seconds (default 330) have gone, and is cut (rc=124) at
+# END seconds (default 520) so the call stays under the device's 9 minutes: a cut call
+# ends with every finished task on the board and, in summary.txt, the ONLY=... line for
+# the next call.
 #   ONLY="level1_19_ReLU level2_1_Conv2D_ReLU_BiasAdd"   the task names to run (default all)
 # Merge the calls' boards: python3 benchmarks/kernelbench_board_merge.py OUT1 OUT2 --out DIR
 # Carry .whl and .carry (benchmarks/README.md). $OUT: env.txt, summary.txt,
@@ -30,7 +32,7 @@ done
 only=${ONLY:-$all}
 done_tasks=""; left=""
 for name in $only; do
-  if [ $(( $(date +%s) - start )) -ge "${LIMIT:-450}" ]; then left="$left $name"; continue; fi
+  if [ $(( $(date +%s) - start )) -ge "${LIMIT:-330}" ]; then left="$left $name"; continue; fi
   level=${name%%_*}; rest=${name#*_}
   prob=$(ls "$KB/$level/${rest}"*.py 2>/dev/null | head -1)
   [ -z "$prob" ] && { echo "== $name: no problem file in $KB/$level" >> "$S"; continue; }
@@ -40,9 +42,11 @@ for name in $only; do
     || { echo "== $name: import failed"; tail -3 "$L/$name.import.txt"; } >> "$S"
   i=$(( $(date +%s) - s )); s=$(date +%s)
   done_tasks="$done_tasks $T/tasks/$name"
-  COLUMNS=160 timeout 420 $CLI suite $done_tasks --agent "scripted:$SOL" --rounds 1 \
+  budget=$(( ${END:-520} - ($(date +%s) - start) )); [ "$budget" -lt 60 ] && budget=60
+  COLUMNS=160 timeout "$budget" $CLI suite $done_tasks --agent "scripted:$SOL" --rounds 1 \
     --device cuda --compiled --out "$BOARD" > "$L/$name.suite.txt" 2>&1
-  echo "== $name: import ${i}s, suite rc=$? $(( $(date +%s) - s ))s" >> "$S"
+  rc=$?; [ "$rc" = 124 ] && left="$left $name"
+  echo "== $name: import ${i}s, suite rc=$rc $(( $(date +%s) - s ))s" >> "$S"
 done
 python3 - "$BOARD" >> "$S" 2>&1 <<'PY'
 import json, sys
@@ -57,7 +61,7 @@ for name, e in state.items():
           f"{'; '.join(best.get('reasons') or [])[:200]} · x{s.get('best_objective_vs_baseline')} eager, "
           f"x{s.get('best_speedup_vs_compiled')} compiled, {s.get('best_pct_of_floor')} % floor")
 PY
-[ -n "$left" ] && echo "== not started (time): ONLY=\"${left# }\"" >> "$S"
+[ -n "$left" ] && echo "== not finished (time): ONLY=\"${left# }\"" >> "$S"
 echo "== total $(( $(date +%s) - start ))s" >> "$S"
 cp "$BOARD"/leaderboard.md "$BOARD"/leaderboard.json "$BOARD"/suite.json "$OUT"/ 2>/dev/null
 for t in "$T"/tasks/*/; do
