@@ -10,14 +10,20 @@ from __future__ import annotations
 
 import json
 import shutil
+from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from kernelloop.cli import app
+from kernelloop.commands.suite_cmds import agent_for_task
+from kernelloop.errors import KernelloopError
 from kernelloop.report.leaderboard import fast_p, leaderboard, markdown, task_row
 from tests.loop.test_kill_resume import _rows
 from tests.loop.test_rounds import FAST_, ONE, _cpu_task
 from tests.task.test_kernelbench_import import KB
+
+SOLUTIONS = Path(__file__).parents[2] / "benchmarks" / "kernelbench_solutions"
 
 
 def _two_tasks(tmp_path):
@@ -148,3 +154,37 @@ def test_a_kernelbench_folder_without_problems_is_refused(tmp_path):
     result = CliRunner().invoke(app, ["suite", "--kernelbench", str(tmp_path), "--level", "1"])
     assert result.exit_code != 0
     assert "no KernelBench problem" in str(result.exception)
+
+
+def test_scripted_dir_gives_each_task_its_own_folder_of_solutions(tmp_path):
+    """`--agent scripted:DIR` with DIR/<task name>/: an imported problem replays its own
+    solution (benchmarks/kernelbench_solutions' ReLU) through the task's policy (an imported
+    task allows a Triton rewrite of its PyTorch baseline: the fusion lock refused it)."""
+    kb = tmp_path / "kb"
+    (kb / "level1").mkdir(parents=True)
+    shutil.copy(KB / "level1" / "19_ReLU.py", kb / "level1")
+    sols = tmp_path / "solutions" / "level1_19_ReLU"
+    sols.mkdir(parents=True)
+    shutil.copy(SOLUTIONS / "level1_19_ReLU" / "relu.py", sols)
+    (sols.parent / "level1_23_Softmax").mkdir()  # another task's folder: not replayed here
+    (sols.parent / "level1_23_Softmax" / "wrong.py").write_text("x = (\n")
+    out = tmp_path / "out"
+    _suite("--kernelbench", str(kb), "--agent", f"scripted:{sols.parent}", "--rounds", "1",
+           "--device", "cpu", "--jobs", "1", "--out", str(out))  # fmt: skip
+    (relu,) = json.loads((out / "leaderboard.json").read_text())["tasks"]
+    assert relu["status"] == "finished" and relu["correct"], relu
+    sql = "SELECT source FROM proposals WHERE agent = 'scripted'"
+    sources = _rows(out / "tasks" / "level1_19_ReLU", sql)
+    assert [r[0] for r in sources] == [(SOLUTIONS / "level1_19_ReLU" / "relu.py").read_text()]
+
+
+def test_a_folder_of_task_folders_without_this_tasks_is_its_error(tmp_path):
+    (tmp_path / "level1_19_ReLU").mkdir()
+    assert agent_for_task(f"scripted:{tmp_path}", "level1_19_ReLU") == (
+        f"scripted:{tmp_path / 'level1_19_ReLU'}"
+    )
+    with pytest.raises(KernelloopError, match="none named level1_23_Softmax; add .*Softmax/"):
+        agent_for_task(f"scripted:{tmp_path}", "level1_23_Softmax")
+    (tmp_path / "flat.py").write_text("x = 1\n")  # a flat folder: every task replays it
+    assert agent_for_task(f"scripted:{tmp_path}", "level1_23_Softmax") == f"scripted:{tmp_path}"
+    assert agent_for_task("tuner", "level1_23_Softmax") == "tuner"

@@ -68,9 +68,13 @@ def suite_cmd(
         int | None, typer.Option(min=1, max=4, help="with --kernelbench: levelN only")
     ] = None,
     out: Annotated[Path, typer.Option(help="leaderboard and suite state")] = Path("suite-out"),
-    agent: Annotated[str, typer.Option(help="tuner | scripted:DIR | openai:M | anthropic:M")] = (
-        "tuner"
-    ),
+    agent: Annotated[
+        str,
+        typer.Option(
+            help="tuner | scripted:DIR | openai:M | anthropic:M; with scripted:DIR, a folder "
+            "DIR/<task name>/ is that task's own candidates"
+        ),
+    ] = "tuner",
     rounds: Annotated[int | None, typer.Option(min=1, help="rounds per task")] = None,
     candidates: Annotated[int | None, typer.Option(min=1, max=64)] = None,
     device: Annotated[str, typer.Option(help="auto | cuda | cpu")] = "auto",
@@ -156,16 +160,34 @@ def suite_cmd(
     )
 
 
+def agent_for_task(spec: str, name: str) -> str:
+    """The agent spec for task `name`: `scripted:DIR/<name>` where DIR holds a folder of
+    that name (one folder of solutions per task, e.g. benchmarks/kernelbench_solutions), else
+    `spec` as given (a flat DIR replays the same files to every task). A DIR of task
+    folders without one for `name` is that task's error, not a silent replay of nothing."""
+    kind, _, arg = spec.partition(":")
+    if kind != "scripted" or not arg or not Path(arg).is_dir():
+        return spec
+    root = Path(arg)
+    if (root / name).is_dir():
+        return f"scripted:{root / name}"
+    if not any(root.glob("*.py")) and any(p.is_dir() for p in root.iterdir()):
+        raise KernelloopError(
+            f"{root} holds a folder per task but none named {name}; add {root / name}/ with "
+            "that task's candidate .py files, or leave the task out."
+        )
+    return spec
+
+
 def _one(task: Task, s: dict, pool, console: Console, resume: bool) -> dict:
     """One task's loop (as `kernelloop run` runs it) on the suite's executor."""
     from kernelloop.agents.registry import default_candidates, make_agent
     from kernelloop.loop import Options, run_loop
     from kernelloop.loop.view import RunView
 
-    per_round = s["candidates"] or default_candidates(
-        s["agent"], task.spec.rules.candidates, pool.slots
-    )
-    the_agent = make_agent(s["agent"], task=task, per_round=per_round)
+    spec = agent_for_task(s["agent"], task.name)
+    per_round = s["candidates"] or default_candidates(spec, task.spec.rules.candidates, pool.slots)
+    the_agent = make_agent(spec, task=task, per_round=per_round)
     opts = Options(
         device=s["device"],
         shapes=s["shapes"],

@@ -338,6 +338,12 @@ def import_problem(
         f"# KernelBench's float32 semantics: PyTorch's defaults, full-precision float32\n"
         f"# matmuls (no TF32). A solution that rounds to TF32 is judged against this.\n"
         f"[precision]\ntf32 = false\n\n"
+        # A solution replaces the eager model's kernels with its own: the fusion lock would
+        # refuse every one (the PyTorch baseline reaches 0 launch sites, a Triton rewrite
+        # 1 or more: level1/19's solution was refused so, 2026-12-03).
+        f"# A KernelBench solution replaces the model's PyTorch ops with its own kernels:\n"
+        f"# how many launches it takes is its choice.\n"
+        f"[rules]\nallow_fusion_change = true\n\n"
         f"# Minimal DRAM traffic at the problem's own size (inputs, weights and output once,\n"
         f"# floating tensors at the judged dtype's size, others at their own), and the flops\n"
         f"# of its matmuls, convolutions and attention (torch.utils.flop_counter, meta device).\n"
