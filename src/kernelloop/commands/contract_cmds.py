@@ -38,10 +38,10 @@ def show(
     reference, input cases, shapes with weights and floor times, tolerances, what the
     randomness checks demand, the roofline, and the best's per-shape numbers where a run
     has recorded one."""
+    t = load_task(task)  # before the imports below (torch): a wrong TASK is said in ~1 s
     from kernelloop.evaluate.trusted.run import resolve_device
     from kernelloop.loop.context import task_contract
 
-    t = load_task(task)
     contract = task_contract(
         t,
         resolve_device(device),

@@ -32,13 +32,6 @@ UNDONE = (
 )
 
 
-def is_suite(folder: Path) -> bool:
-    """A folder `kernelloop suite` wrote (its leaderboard or its state), not a task."""
-    return not (folder / "task.toml").exists() and any(
-        (folder / name).is_file() for name in (BOARD, STATE)
-    )
-
-
 def _json(path: Path, what: str) -> dict:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
