@@ -13,10 +13,10 @@ from kernelloop.errors import KernelloopError
 from kernelloop.evaluate.trusted import prestart
 from kernelloop.evaluate.trusted.bench import start_benchmark
 from kernelloop.evaluate.trusted.interleave import Session
-from kernelloop.evaluate.trusted.timing_checks import BUSY
 from kernelloop.executor import Slot
 from kernelloop.loop.evaluation import EvaluationJob
 from kernelloop.task import load_task
+from tests import busy
 
 ROOT = Path(__file__).resolve().parents[2]
 CPU_TASK = ROOT / "examples" / "cpu_task"
@@ -63,26 +63,25 @@ def _wait_for_hellos(session: Session, timeout_s: float = 120.0) -> None:
         time.sleep(0.1)
 
 
-def _timed_or_busy(rec, task) -> None:
-    """Every CPU shape timed for every slot; or, on a loaded 2-core machine, the trusted
-    side's refusal to time on a busy machine (BUSY) after the workers did time batches:
-    nothing else (a dead or silent worker is a different problem)."""
-    assert rec.shapes, rec.problems
-    for sb in rec.shapes:
-        assert {"candidate", "baseline", "baseline#aa"} <= set(sb.impls) or rec.problems
-        assert all(it.n > 0 for it in sb.impls.values())
-    if rec.problems:
-        assert all(BUSY in p for p in rec.problems), rec.problems
-        return
+def _timed(rec, task) -> None:
+    """Every CPU shape timed for every slot. A record the trusted side refused to time on
+    a busy machine (BUSY) never gets here: `busy.measured` runs it again after the load
+    falls, and skips the test saying so if it never does (it used to pass as it was)."""
+    assert not rec.problems, rec.problems
     assert {s.shape for s in rec.shapes} == {s.label for s in task.spec.cpu_shapes}
+    for sb in rec.shapes:
+        assert {"candidate", "baseline", "baseline#aa"} <= set(sb.impls), sb.impls
+        assert all(it.n > 0 for it in sb.impls.values())
     assert rec.speedup_vs_baseline is not None
 
 
-def test_spawned_early_times_like_a_plain_benchmark(task, tmp_path):
+def _spawned_early(task, folder: Path):
+    """One early-spawned benchmark: its structural claims asserted, its record returned."""
     # An implementation that says on import that it was imported, where the trusted side
     # can see it: the workers must not import it before the run.
-    marker = tmp_path / "imported"
-    cand = tmp_path / "cand.py"
+    folder.mkdir()
+    marker = folder / "imported"
+    cand = folder / "cand.py"
     cand.write_text(FAST.read_text() + f"\nimport pathlib\npathlib.Path({str(marker)!r}).touch()\n")
     pending = start_benchmark(
         task,
@@ -110,9 +109,19 @@ def test_spawned_early_times_like_a_plain_benchmark(task, tmp_path):
     assert [w.sp.proc.pid for w in session.workers.values()] == pids
     assert not any(_alive(session))
     assert session.root is not None and not session.root.exists()
-    _timed_or_busy(rec, task)
     with pytest.raises(KernelloopError, match="already run or cancelled"):
         pending.run()
+    return rec
+
+
+def test_spawned_early_times_like_a_plain_benchmark(task, tmp_path):
+    tries = iter(range(busy.TRIES))
+    rec = busy.measured(
+        lambda: _spawned_early(task, tmp_path / f"try{next(tries)}"),
+        lambda r: r.problems,
+        "the early-spawned benchmark",
+    )
+    _timed(rec, task)
 
 
 def test_cancelled_workers_are_ended_and_their_folder_removed(task):
@@ -130,7 +139,7 @@ def test_cancelled_workers_are_ended_and_their_folder_removed(task):
         pending.run()
 
 
-def test_a_run_later_than_the_head_start_starts_its_workers_afresh(task):
+def _run_late(task):
     # Spawned with no head start at all: by the time it runs, its workers' own wall-clock
     # limit could end them inside the run, so the run starts new ones.
     pending = start_benchmark(
@@ -146,7 +155,12 @@ def test_a_run_later_than_the_head_start_starts_its_workers_afresh(task):
     assert {s: w.sp.proc.pid for s, w in session.workers.items()} != {
         s: p.pid for s, p in first.items()
     }
-    _timed_or_busy(rec, task)
+    return rec
+
+
+def test_a_run_later_than_the_head_start_starts_its_workers_afresh(task):
+    rec = busy.measured(lambda: _run_late(task), lambda r: r.problems, "the late benchmark")
+    _timed(rec, task)
 
 
 def test_the_loop_kills_a_rejected_candidates_benchmark_workers(task, tmp_path, spawned):
@@ -197,10 +211,26 @@ def test_the_loop_times_a_passing_candidate_with_the_workers_it_started(task, sp
         shapes="cpu",
         overlap=True,
     )
-    ev = job(Slot())
-    assert ev.record is not None and ev.record.verdict.accepted
-    assert ev.bench is not None and ev.gate is not None
-    # One session, spawned before correctness and then run: not a second one after it.
-    assert len(spawned) == 1
-    _timed_or_busy(ev.bench, task)
-    assert not any(_alive(spawned[0]))
+
+    def attempt():
+        spawned.clear()
+        ev = job(Slot())
+        if ev.infrastructure:  # both of the job's attempts lost (busy.measured looks why)
+            return ev
+        assert ev.record is not None and ev.record.verdict.accepted
+        assert ev.bench is not None and ev.gate is not None
+        # One session per evaluation, spawned before correctness and then run: not a second
+        # one after it. The job evaluates twice where its first benchmark was refused on a
+        # busy machine (loop/evaluation.py), its record then saying so.
+        again = any("evaluated a second time" in w for w in ev.record.warnings)
+        assert len(spawned) == (2 if again else 1), (len(spawned), ev.record.warnings)
+        assert not any(_alive(spawned[-1]))
+        return ev
+
+    ev = busy.measured(
+        attempt,
+        lambda ev: [ev.infrastructure] if ev.infrastructure else ev.bench.problems,
+        "the loop's overlapped benchmark",
+    )
+    assert not ev.infrastructure, ev.infrastructure
+    _timed(ev.bench, task)

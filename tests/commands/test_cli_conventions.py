@@ -6,20 +6,24 @@ machine does not change the verdict)."""
 
 from __future__ import annotations
 
+import os
 import resource
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from kernelloop.errors import TaskError
 from kernelloop.task import load_task
+from tests import busy
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "cpu_task"
 COMMANDS = ["init", "evaluate", "run", "bench", "profile", "history", "report", "suite", "mcp"]
 HELP_CPU_S = 2.0
+HELP_WALL_S = 2.0  # issue 36: --help and usage errors in <= 2 s
 
 
 def _cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
@@ -76,11 +80,48 @@ def test_numeric_flags_are_bounded(args):
     assert done.returncode == 2 and "Invalid value" in done.stderr, done
 
 
-def test_help_and_usage_errors_are_cheap():
-    for args in (["--help"], ["run", "--help"], ["run", "--rounds", "x", "t"]):
-        cpu, done = _cpu_s(*args)
+# Every subcommand's help and a usage error of each kind, including the ones that once
+# imported torch or matplotlib before checking their arguments (suite with no task 4.2 s,
+# evaluate with a missing candidate 2.7 s, task show of a missing folder 2.7 s, measured
+# 2026-12-03 on the 2-core CPU; ~1 s each since).
+CHEAP = [
+    ["--help"],
+    ["run", "--help"],
+    ["bench", "-h"],
+    ["task", "show", "--help"],
+    ["run", "--rounds", "x", "t"],  # a bad flag value
+    ["evaluate", str(EXAMPLE)],  # a missing argument
+    ["evaluate", str(EXAMPLE), "missing.py"],
+    ["task", "show", "no-such-task"],
+    ["suite"],
+    ["report"],
+]
+
+
+def _wall_and_cpu(args: list[str]) -> tuple[float, float, subprocess.CompletedProcess]:
+    t0 = time.monotonic()
+    cpu, done = _cpu_s(*args)
+    return time.monotonic() - t0, cpu, done
+
+
+@pytest.mark.parametrize("args", CHEAP, ids=" ".join)
+def test_help_and_usage_errors_take_under_two_seconds(args):
+    """CPU time is asserted on every try (a loaded machine does not inflate it); wall time,
+    what the user waits, is measured again after the load falls (tests/busy.py) and the
+    test is skipped, saying so, if the machine never got quiet enough to tell."""
+    for attempt in range(busy.TRIES):
+        if attempt:
+            busy.wait_for_quiet()
+        wall, cpu, done = _wall_and_cpu(args)
         assert done.returncode in (0, 2), done
+        assert done.returncode == 0 or "Traceback" not in done.stderr, done.stderr
         assert cpu <= HELP_CPU_S, f"{args}: {cpu:.2f} s of CPU (imports at start-up?)"
+        if wall <= HELP_WALL_S:
+            return
+    load = os.getloadavg()[0]
+    if load < (os.cpu_count() or 1):
+        pytest.fail(f"{args}: {wall:.2f} s wall on a quiet machine (load {load:.1f})")
+    pytest.skip(f"{args}: {wall:.2f} s wall with load {load:.1f}: too busy to tell the wall time")
 
 
 def test_bad_candidate_files_are_refused_in_one_sentence(tmp_path):

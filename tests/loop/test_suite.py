@@ -19,6 +19,7 @@ from kernelloop.cli import app
 from kernelloop.commands.suite_cmds import agent_for_task
 from kernelloop.errors import KernelloopError
 from kernelloop.report.leaderboard import fast_p, leaderboard, markdown, task_row
+from tests import busy
 from tests.loop.test_kill_resume import _rows
 from tests.loop.test_rounds import FAST_, ONE, _cpu_task
 from tests.task.test_kernelbench_import import KB
@@ -41,12 +42,12 @@ def _suite(*args: str):
     return result
 
 
-def test_a_suite_of_two_tasks_writes_a_leaderboard_and_resumes(tmp_path):
-    a, b, script = _two_tasks(tmp_path)
-    out = tmp_path / "out"
+def _first_two_calls(tmp_path, i: int):
+    """Task a alone, then a and b (a skipped: done; b runs), in a fresh folder per try."""
+    a, b, script = _two_tasks(tmp_path / f"try{i}")
+    out = tmp_path / f"try{i}" / "out"
     common = ["--agent", f"scripted:{script}", "--rounds", "1", "--device", "cpu",
               "--shapes", ONE, "--jobs", "2", "--out", str(out), "--compiled"]  # fmt: skip
-    # First only task a; then a and b: a is skipped (done), b runs.
     _suite(str(a), *common)
     state = json.loads((out / "suite.json").read_text())
     assert (
@@ -54,6 +55,28 @@ def test_a_suite_of_two_tasks_writes_a_leaderboard_and_resumes(tmp_path):
         and state["cpu_rmsnorm_residual"]["status"] == "done"
     )
     _suite(str(a), str(b), *common)
+    return a, b, out, common
+
+
+def _lost_to_load(tried) -> list[str]:
+    """The tasks' errors and proposals lost to infrastructure: a baseline or a benchmark
+    refused on a busy machine (BUSY) is the machine's doing."""
+    state = json.loads((tried[2] / "suite.json").read_text())
+    lost = [e["error"] for e in state.values() if e.get("error")]
+    for e in state.values():
+        for att in (e.get("summary") or {}).get("attempts") or []:
+            if att.get("status") == "infrastructure":
+                lost.append(att.get("infra_reason") or "")
+    return lost
+
+
+def test_a_suite_of_two_tasks_writes_a_leaderboard_and_resumes(tmp_path):
+    # Tried again (bounded, tests/busy.py) where a busy machine refused a baseline's
+    # timing: on a loaded 2-core box both tasks once ended so (load 8), and the test failed
+    # on the machine's account.
+    a, b, out, common = busy.run_measured(
+        lambda i: _first_two_calls(tmp_path, i), _lost_to_load, "the suite of two tasks"
+    )
     assert len(_rows(a, "SELECT * FROM runs")) == 1  # not run again
     assert len(_rows(b, "SELECT * FROM runs")) == 1
     board = json.loads((out / "leaderboard.json").read_text())

@@ -51,6 +51,11 @@ def test_unmeasured_unfinished_run(tmp_path):
                 reasons=["correct, but timings on this device do not count"],
             ),
         )
+        # As the loop stores it today: the correctness record's verdict, no objective.
+        now = store.add_proposal(
+            run, 2, source="x = 3\n", hypothesis="fused rows", agent="tuner", parent_id=base
+        )
+        store.add_evaluation(now, record, objective=None, per_shape={})
         md = write_report(store, task.name, task.spec.rules, tmp_path / "out").markdown.read_text()
     assert "No benchmark record is stored for the best: its speed was not measured" in md
     # A device that cannot time is n/a there, not a red fail (issue 36).
@@ -64,4 +69,11 @@ def test_unmeasured_unfinished_run(tmp_path):
     assert "- [ ] **fail** The run ended without calling for review: the run has not finished" in md
     assert "| 2 | r1-1 | tuner | bigger block | none given | correct, not timed" in md
     assert "| #2 | r1-1 | rejected | – |" in md
+    # Correct but never timed is said so in the tables, never "accepted" (the gate's word).
+    assert (
+        "| tuner | fused rows | none given | correct, not timed (timings on this device do not "
+        "count) | – | correct, not timed |" in md
+    ), md
+    assert "r2-1 #3 correct, not timed" in md, md
+    assert "| #3 | r2-1 | correct, not timed | – |" in md and "| accepted |" not in md, md
     assert "x86_64 (cpu, Triton interpreter)" in md and "Wall time of the run: not known" in md

@@ -113,6 +113,27 @@ def test_evaluate_exits_2_with_the_sentence(tmp_path):
     assert "ignores `dims`" in done.stderr and "Traceback" not in done.stderr, done.stderr
 
 
+def test_task_show_exits_2_with_the_sentence(tmp_path):
+    """`task show` prints the declared shapes as the contract: a generator that does not
+    follow them is said first, as run and evaluate say it."""
+    body = (
+        "    rows, cols = dims['rows'], dims['cols']\n"
+        f"    x = {RANDN.format('(rows, cols)')}\n"
+        f"    r = {RANDN.format('(max(rows, cols), min(rows, cols))')}\n"
+        f"    return {{'x': x, 'residual': r, 'weight': {RANDN.format('(cols,)')}}}\n"
+    )
+    folder = _task(tmp_path, body)
+    done = subprocess.run(
+        [sys.executable, "-m", "kernelloop", "task", "show", str(folder), "--device", "cpu"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "input `residual` has shape" in done.stderr, done.stderr
+    assert done.stdout == "" and done.stderr.count("\n") <= 2, done.stdout + done.stderr
+
+
 def test_evaluate_exits_2_when_the_reference_raises(tmp_path):
     """A setup error (the task's own reference failing) is no verdict on the candidate:
     exit 2, not 1 (rejected)."""

@@ -37,11 +37,16 @@ def show(
     """Print the task's contract — the text the LLM prompt and the MCP `task` tool carry:
     reference, input cases, shapes with weights and floor times, tolerances, what the
     randomness checks demand, the roofline, and the best's per-shape numbers where a run
-    has recorded one."""
+    has recorded one. Exit 0 shown, 2 usage or setup error (the task's input generator
+    not following its declared dims and dtypes)."""
+    t = load_task(task)  # before the imports below (torch): a wrong TASK is said in ~1 s
     from kernelloop.evaluate.trusted.run import resolve_device
     from kernelloop.loop.context import task_contract
+    from kernelloop.task.inputs_check import check_inputs_apart
 
-    t = load_task(task)
+    # The contract names the declared shapes and dtypes: checked against what the input
+    # generator really returns first, as run and evaluate do (one sentence, exit 2).
+    check_inputs_apart(t)
     contract = task_contract(
         t,
         resolve_device(device),

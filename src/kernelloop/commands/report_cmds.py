@@ -42,9 +42,7 @@ def report(
 ) -> None:
     """Write report.md (with PNG charts) and a self-contained report.html for a run, or for
     a suite with --suite OUT."""
-    from kernelloop.report import write_report  # matplotlib loads only for this command
-    from kernelloop.report.render import default_folder
-    from kernelloop.report.suite import is_suite
+    from kernelloop.report.leaderboard import is_suite
 
     if suite is not None and task_dir is not None:
         raise KernelloopError(
@@ -65,6 +63,10 @@ def report(
             "pass a task folder, or --suite OUT for the report of a `kernelloop suite` run."
         )
     task, store = open_history(task_dir, workspace)
+    # matplotlib (~0.9 s) loads only once the arguments are known good.
+    from kernelloop.report import write_report
+    from kernelloop.report.render import default_folder
+
     with store:
         runs = store.runs(task.name)
         if not runs:

@@ -11,13 +11,16 @@ again and finished tasks are skipped, an interrupted one continues (`run --resum
 from __future__ import annotations
 
 import json
+import shlex
+import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, NoReturn
 
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from kernelloop.commands import interrupt
 from kernelloop.commands.executor_opts import (
     ExecutorOpt,
     GpusOpt,
@@ -94,10 +97,10 @@ def suite_cmd(
     jobs: JobsOpt = None,
     ray_address: RayAddressOpt = None,
 ) -> None:
-    """Optimize many tasks, each its own loop, and write OUT/leaderboard.md and .json."""
-    from kernelloop.evaluate.trusted.run import resolve_device
-    from kernelloop.report.leaderboard import BOARD, STATE, leaderboard, markdown, task_row
-
+    """Optimize many tasks, each its own loop, and write OUT/leaderboard.md and .json.
+    Exit 0 when every task has ended (the leaderboard says how), 2 usage or setup error,
+    130 interrupted (Ctrl-C: the task's run recorded as interrupted, the command that
+    resumes the suite printed)."""
     folders = list(tasks or []) + (
         kernelbench_tasks(kernelbench, level, out) if kernelbench else []
     )
@@ -106,12 +109,20 @@ def suite_cmd(
     loaded = [load_task(f) for f in folders]
     if len({t.name for t in loaded}) != len(loaded):
         raise KernelloopError("two tasks share a name; give each task folder a distinct name.")
+    # Imported once the arguments are checked (torch comes with them): a usage error in
+    # ~1 s rather than 4 s (issue 36).
+    from kernelloop.evaluate.trusted import prestart
+    from kernelloop.evaluate.trusted.run import resolve_device
+    from kernelloop.report.leaderboard import BOARD, STATE, leaderboard, markdown, task_row
+
     out.mkdir(parents=True, exist_ok=True)
     state_path = out / STATE
     state: dict = json.loads(state_path.read_text()) if state_path.exists() else {}
     console = Console()
     on = resolve_device(device)
     pool = make_executor(executor, on, gpus, jobs, ray_address)
+    interrupt.install()
+    current = None  # the task whose loop is running, for a Ctrl-C's record
     settings = dict(agent=agent, rounds=rounds, candidates=candidates, device=device,
                     shapes=shapes, dtypes=dtypes, sandbox=sandbox,
                     compiled=on == "cuda" if compiled is None else compiled)  # fmt: skip
@@ -131,7 +142,8 @@ def suite_cmd(
                     bar.advance(todo)
                     continue
                 bar.update(todo, description=task.name)
-                resume = entry.get("status") == "started"
+                resume = _resumable(entry)
+                current = task.name
                 state[task.name] = {"status": "started", "folder": str(task.folder)}
                 state_path.write_text(json.dumps(state, indent=2))
                 try:
@@ -142,9 +154,13 @@ def suite_cmd(
                     state[task.name] = {"status": "done", "folder": str(task.folder),
                                         "summary": None, "error": str(e)}  # fmt: skip
                 state_path.write_text(json.dumps(state, indent=2, default=str))
+                current = None
                 bar.advance(todo)
+    except KeyboardInterrupt as stop:  # Ctrl-C: the loop recorded its run's interruption
+        _interrupted(state, state_path, current, stop)
     finally:
         pool.close()
+        prestart.stop_all()  # the next evaluation's workers, started for none
     rows = [
         task_row(
             t.name, state[t.name].get("summary"), state[t.name].get("error", ""), str(t.folder)
@@ -177,6 +193,40 @@ def agent_for_task(spec: str, name: str) -> str:
             "that task's candidate .py files, or leave the task out."
         )
     return spec
+
+
+def _resumable(entry: dict) -> bool:
+    """Whether a task's earlier loop left a run to continue: killed while started, or
+    interrupted once its baseline was recorded (before that, nothing to resume)."""
+    if entry.get("status") == "interrupted":
+        return entry.get("run_id") is not None
+    return entry.get("status") == "started"
+
+
+def _interrupted(state: dict, path: Path, current: str | None, stop: KeyboardInterrupt) -> NoReturn:
+    """Write the Ctrl-C into suite.json against the task it stopped, say so and print the
+    command that continues the suite (the same one); exit 130."""
+    run_id, at = getattr(stop, "run_id", None), getattr(stop, "round", None)
+    if current is not None:
+        state[current].update(status="interrupted", run_id=run_id, round=at)
+        path.write_text(json.dumps(state, indent=2, default=str))
+    where = (
+        "between tasks"
+        if current is None
+        else f"in task {current}, "
+        + (
+            f"run {run_id} round {at} (recorded as interrupted)"
+            if run_id
+            else "before its baseline was recorded (that task starts over)"
+        )
+    )
+    again = [*interrupt.invocation(), *sys.argv[1:]]
+    Console(stderr=True, soft_wrap=True).print(
+        f"interrupted: the suite stopped {where}; its state is in {path}; continue it with: "
+        f"{shlex.join(again)}",
+        markup=False,
+    )
+    raise typer.Exit(interrupt.EXIT_INTERRUPTED)
 
 
 def _one(task: Task, s: dict, pool, console: Console, resume: bool) -> dict:

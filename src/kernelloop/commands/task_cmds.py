@@ -186,11 +186,13 @@ def evaluate_cmd(
     """Check a candidate for correctness (and time it on a GPU) in a sandboxed worker.
     Exit 0 accepted, 1 rejected, 2 not judged: a usage or setup error (a bad candidate
     file, the task's inputs or reference failing) or kernelloop's own failure."""
+    t = load_task(task)
+    check_candidate_file(candidate)
+    # Imported after the arguments are checked: a usage error prints in ~1 s, not ~3 s
+    # (the evaluation's modules import torch; issue 36 asks usage errors in <= 2 s).
     from kernelloop.evaluate.trusted.run import evaluate
     from kernelloop.task.inputs_check import check_inputs_apart
 
-    t = load_task(task)
-    check_candidate_file(candidate)
     check_inputs_apart(t)
     err = Console(stderr=True)
     with err.status("evaluating…") as status:

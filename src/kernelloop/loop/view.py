@@ -129,11 +129,15 @@ class RunView:
         if self._live is not None:
             self._live.stop()
             self._live = None
+        title = f"{summary['task']}: {summary['status']}"
         table = _table(self.rows, self.console.width)
-        table.title = f"{summary['task']}: {summary['status']}"
+        if isinstance(table, Table):
+            table.title = title
+        else:
+            self.console.print(title, style="bold", markup=False, highlight=False)
         self.console.print(table)
         if summary.get("best_per_shape"):
-            self.console.print(_shape_table(summary["best_per_shape"]))
+            self.console.print(_shape_table(summary["best_per_shape"], self.console.width < WIDE))
         self.console.print(
             f"[bold]{escape(str(summary['status']))}[/]: {escape(str(summary['reason']))}"
         )
@@ -146,39 +150,46 @@ class RunView:
         )
 
 
-# Below this many columns the table drops the agent and stage-time columns and joins round
-# and k: at 80 columns seven columns left ~13 characters each, cutting words (issue 36).
+# Below this many columns the candidates are lines, not a table: at 80 columns seven
+# columns left ~13 characters each, and even four cut a note's long token (a static
+# screen's "`torch.nn.functional.layer_norm`;" in a 23-character column) mid-word (issue
+# 36). A line wraps at spaces over the whole width.
 WIDE = 110
 
 
-def _table(rows: list[tuple], width: int) -> Table:
+def _table(rows: list[tuple], width: int) -> Table | Group:
     if width >= WIDE:
         table = Table(*COLUMNS, expand=True)
         for r in rows:
             table.add_row(*r)
         return table
-    table = Table("r.k", "hypothesis", "state", "note", expand=True)
-    for r in rows:
-        table.add_row(f"{r[0]}.{r[1]}", r[3], r[4], r[5])
-    return table
+    return Group(*(_line(r) for r in rows))
+
+
+def _line(r: tuple) -> Text:
+    """One candidate at a narrow width: `r.k state: hypothesis — note` (cells are markup,
+    every task or agent text in them escaped by `candidate`)."""
+    line = Text.from_markup(f"[bold]{r[0]}.{r[1]}[/] {r[4]}: {r[3]}")
+    if r[5]:
+        line.append(" — ")
+        line.append_text(Text.from_markup(r[5]))
+    return line
 
 
 def _fmt(v, spec: str) -> str:
     return "-" if v is None else format(v, spec)
 
 
-def _shape_table(rows: list[dict]) -> Table:
-    t = Table(
-        "shape",
-        "dtype",
-        "tag",
-        "best ms",
-        "baseline ms",
-        "speedup",
-        "% of floor",
-        "bound",
-        title="best, per shape",
-    )
+def _shape_table(rows: list[dict], narrow: bool = False) -> Table:
+    # Narrow, the table sheds its outer edge and padding (4 columns): at 80 columns its
+    # eight columns' narrowest fit was 81 and rich cut "16384x8192" to "16384x…" (issue 36).
+    # The labels never wrap (rich shrinks wrappable columns first; these lost a character
+    # to a header that could have wrapped instead).
+    t = Table(title="best, per shape", show_edge=not narrow, pad_edge=not narrow)
+    t.add_column("shape", no_wrap=True)
+    t.add_column("dtype", no_wrap=True)
+    for name in ("tag", "best ms", "baseline ms", "speedup", "% of floor", "bound"):
+        t.add_column(name)
     for r in rows:
         speedup = r["speedup_vs_baseline"]
         t.add_row(

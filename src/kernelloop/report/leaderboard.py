@@ -15,8 +15,19 @@ under the Triton interpreter is never faster than anything).
 
 from __future__ import annotations
 
+from pathlib import Path
+
 BOARD = "leaderboard.json"  # in the suite's OUT folder, beside leaderboard.md
 STATE = "suite.json"  # the suite's state, written after every task
+
+
+def is_suite(folder: Path) -> bool:
+    """A folder `kernelloop suite` wrote (its leaderboard or its state), not a task."""
+    return not (folder / "task.toml").exists() and any(
+        (folder / name).is_file() for name in (BOARD, STATE)
+    )
+
+
 FAST_P = (0.0, 1.0, 1.5, 2.0)
 CORRECT = frozenset({"accepted", "slower"})
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kernelloop.report.records import RunRecords
-from kernelloop.report.sections import _ts, label, state
+from kernelloop.report.sections import _ts, label, verdict_word
 
 MAX_DIFF_LINES = 400  # a longer diff is cut (the commits hold it whole)
 
@@ -76,7 +76,7 @@ def proposals(rr: RunRecords, repro: Repro | None) -> list[dict[str, Any]]:
             {
                 "id": a.id,
                 "label": label(a),
-                "state": state(a),
+                "state": verdict_word(a),
                 "commit": a.commit_sha[:12] if a.commit_sha else "—",
                 "command": cmd or "—",
             }

@@ -12,7 +12,7 @@ from typing import Any
 
 import kernelloop
 from kernelloop import objective
-from kernelloop.history.models import Attempt
+from kernelloop.history.models import NOT_TIMED, Attempt
 from kernelloop.profile.deltas import TRACKED, fmt_value
 from kernelloop.report.records import RunRecords
 
@@ -45,6 +45,15 @@ def state(a: Attempt) -> str:
     if a.round == 0:
         return "baseline"
     return "accepted" if a.accepted else "rejected"
+
+
+def verdict_word(a: Attempt) -> str:
+    """The tables' verdict: `state`, except that a correct candidate never timed says so
+    (the live view's and history's "correct, not timed"). A real CPU run's report called
+    such a flagship candidate "accepted", which reads as passing the performance gate."""
+    if a.round > 0 and state(a) == "accepted" and a.objective is None:
+        return NOT_TIMED
+    return state(a)
 
 
 def header(rr: RunRecords, generated_at: str) -> dict[str, Any]:
@@ -95,11 +104,12 @@ class Point:
     state: str
     objective: float | None  # speedup over the baseline; None: not measured
     hypothesis: str
+    verdict: str = ""  # the tables' word (`verdict_word`); `state` picks the chart's marker
 
 
 def points(rr: RunRecords) -> list[Point]:
     return [
-        Point(a.id, label(a), a.round, a.k, state(a), a.objective, a.hypothesis)
+        Point(a.id, label(a), a.round, a.k, state(a), a.objective, a.hypothesis, verdict_word(a))
         for a in rr.attempts
     ]
 
@@ -176,7 +186,7 @@ def rounds(rr: RunRecords) -> list[dict[str, Any]]:
             mark = " ★ promoted" if a.was_best else ""
             if a.accepted and a.objective is not None and not a.was_best:
                 mark = " (not promoted)"
-            cells.append(f"{label(a)} #{a.id} {state(a)}{speed}{mark}")
+            cells.append(f"{label(a)} #{a.id} {verdict_word(a)}{speed}{mark}")
         out.append({"round": r, "n": len(cands), "candidates": cells})
     return out
 
@@ -199,7 +209,7 @@ def narrative(rr: RunRecords) -> list[dict[str, Any]]:
                 "predicted": a.predicted_effect or "none given",
                 "measured": measured_text(rr, a),
                 "attribution": a.attribution or NONE,
-                "verdict": state(a)
+                "verdict": verdict_word(a)
                 + (f" ({a.category})" if a.category and a.category != "accepted" else "")
                 + (" ★ best" if a.id == rr.best_id else ""),
                 "reasons": "; ".join(r for r in reasons if r) or NONE,

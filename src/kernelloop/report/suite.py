@@ -26,17 +26,13 @@ from kernelloop.task.workspace import workspace_path
 
 AGAIN = "run the same `kernelloop suite` command again"
 FAILED = frozenset({"error", "not run"})
+UNFINISHED = frozenset(
+    {"started", "interrupted"}
+)  # suite.json: a task not done (Ctrl-C: interrupted)
 UNDONE = (
     "the suite is running it now, or stopped while it ran (interrupted or crashed); if "
     f"nothing runs it, {AGAIN} to continue it"
 )
-
-
-def is_suite(folder: Path) -> bool:
-    """A folder `kernelloop suite` wrote (its leaderboard or its state), not a task."""
-    return not (folder / "task.toml").exists() and any(
-        (folder / name).is_file() for name in (BOARD, STATE)
-    )
 
 
 def _json(path: Path, what: str) -> dict:
@@ -112,7 +108,7 @@ def _attention(row: dict, entry: dict, reason: str, infra: tuple[int, str]) -> l
         said.append(f"failed: {row.get('error') or 'no reason recorded'}")
     elif status == "not run":
         said.append(f"never ran; {AGAIN} to run it")
-    if entry.get("status") == "started":
+    if entry.get("status") in UNFINISHED:
         said.append(f"started again after this leaderboard was written and not finished: {UNDONE}")
     if status not in FAILED:
         if status == "needs review":
@@ -136,7 +132,7 @@ def _unlisted(state: dict, listed: set[str]) -> list[dict[str, Any]]:
     for name, entry in state.items():
         if name in listed or not isinstance(entry, dict):
             continue
-        if entry.get("status") == "started":
+        if entry.get("status") in UNFINISHED:
             why = f"never finished: {UNDONE}"
         else:
             why = (
