@@ -21,8 +21,9 @@ from tests.conftest import FLAGSHIP, FUSED, ROOT
 
 CHEAT = FLAGSHIP / "scripted" / "02_torch_shortcut.py"
 # the cheat (screened out before round 0), honest, a second unparsable source in a row,
-# a duplicate, an interface change; a sixth submission must be refused by the budget
-ROUNDS = 5
+# a duplicate, the cheat again (screened out in a running run), an interface change; a
+# seventh submission must be refused by the budget
+ROUNDS = 6
 BROKEN = (
     "import torch\n\ndef forward(x, residual, weight, bias, *, p, eps, seed):\n    return (x +\n"
 )
@@ -143,6 +144,10 @@ async def _conversation(folder: Path, marker: Path) -> dict:
                 )
             )[1]
         )
+        await timed(
+            "cheat_again",
+            {"source": cheat, "claim": "Library ops, which are tuned.", "prediction": "-"},
+        )
         out["interface"] = json.loads(
             (
                 await call(
@@ -247,6 +252,16 @@ def test_screened_source_is_refused_before_round_0_and_never_imported(served):
     assert not marker.exists()
 
 
+def test_screened_source_in_a_running_run_is_refused_unevaluated(served):
+    _, marker, out = served
+    c = out["cheat_again"]
+    assert c["verdict"] == "refused" and c["round_spent"] is True and c["round"] == 5, c
+    assert c["refused_reason"].startswith("static screen: line"), c
+    assert c["commit"] is None and c["accepted"] is None and not c["category"], c
+    assert "refused before evaluation: static screen" in c["outcome"], c
+    assert not marker.exists()
+
+
 def test_second_unparsable_source_in_a_row_is_judged_and_spends_a_round(served):
     _, _, out = served
     first, second = out["unparsable_1"], out["unparsable_2"]
@@ -294,15 +309,17 @@ def test_history_records_every_submission_like_a_loop_round(served):
             "SELECT round, finished_at FROM rounds WHERE run_id = ? ORDER BY round", (runs[0].id,)
         ).fetchall()
     # The screened-out first submission is recorded as round 1 once round 0 is.
-    assert [r[0] for r in rows] == [0, 1, 2, 3, 4, 5]
-    assert [r[1] for r in rows[1:]] == ["external"] * 5
-    assert rows[1][2].startswith("Call PyTorch's") and "static screen" in rows[1][4]
+    assert [r[0] for r in rows] == [0, 1, 2, 3, 4, 5, 6]
+    assert [r[1] for r in rows[1:]] == ["external"] * 6
+    assert (
+        rows[1][2].startswith("Call PyTorch's") and "static screen" in rows[1][4] and not rows[1][5]
+    )
     assert (
         rows[2][2].startswith("Fuse the three kernels")
         and rows[2][3] == "about 1.3x on the common shapes"
     )
-    assert [r[6] for r in rows] == ["accepted", None, "accepted", None, None, None]
-    assert all(r[4] and not r[5] for i, r in enumerate(rows) if i in (1, 3, 4, 5))
-    assert [r[0] for r in rounds] == [1, 2, 3, 4, 5] and all(r[1] for r in rounds)
+    assert [r[6] for r in rows] == ["accepted", None, "accepted", None, None, None, None]
+    assert all(r[4] and not r[5] for r in rows[3:]), rows
+    assert [r[0] for r in rounds] == [1, 2, 3, 4, 5, 6] and all(r[1] for r in rounds)
     digest = out["history"]["digest"]
     assert "Fuse the three kernels" in digest
