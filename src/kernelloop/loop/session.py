@@ -1,11 +1,12 @@
 """The run an external coding agent (Claude Code, Codex, …) drives through `kernelloop mcp`.
 
 Each `submit` is one round of the loop with one proposal, through the same round function
-as `kernelloop run` (`loop/round.py`): policy pre-checks and duplicate refusal, a
-git-versioned variant, the sandboxed evaluation, the benchmark and gate where timings
-count, the history record and the best's promotion rules. The round budget, the time cap
-and the stall rule apply as they do in the loop. Candidate source is only ever written to
-a file for the sandboxed worker: this process never imports it.
+as `kernelloop run` (`loop/round.py`): the static screen (run first, before round 0:
+loop/screening.py), policy pre-checks and duplicate refusal, a git-versioned variant, the
+sandboxed evaluation, the benchmark and gate where timings count, the history record and
+the best's promotion rules. The round budget, the time cap and the stall rule apply as
+they do in the loop. Candidate source is only ever written to a file for the sandboxed
+worker: this process never imports it.
 """
 
 from __future__ import annotations
