@@ -10,11 +10,14 @@ import sys
 from pathlib import Path
 
 import anyio
+import pytest
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
+from kernelloop.evaluate.trusted.timing_checks import BUSY
 from kernelloop.history import open_task_memory
 from kernelloop.task import load_task
+from tests import busy
 from tests.conftest import ROOT
 
 CPU_TASK = ROOT / "examples" / "cpu_task"
@@ -43,6 +46,9 @@ async def _session(folder: Path) -> dict:
         await session.initialize()
 
         async def submit(key: str, source: str, claim: str) -> None:
+            if lost := _lost_to_load(out):  # the session is lost: do not pay for the rest
+                out[key] = {"error": lost}
+                return
             res = await session.call_tool(
                 "submit_candidate",
                 {"source": source, "claim": claim, "prediction": "-"},
@@ -61,9 +67,11 @@ async def _session(folder: Path) -> dict:
         )
         await submit("again", cand("slow.py"), "Float64 again, a second pass for safety, reworded.")
         await submit("after", cand("fast.py").replace("\n", "\n\n", 1), "One more try.")
-        out["best"] = json.loads(
-            (await session.call_tool("variant", {"ref": "best"})).content[0].text
-        )
+        if _lost_to_load(out):
+            return out
+        res = await session.call_tool("variant", {"ref": "best"})
+        text = res.content[0].text
+        out["best"] = {"error": text} if res.is_error else json.loads(text)
     return out
 
 
@@ -73,19 +81,46 @@ def _noise_refused(res: dict) -> bool:
     )
 
 
+def _lost_to_load(out: dict) -> str:
+    """Why a submission was lost to a busy machine (`not evaluated`, or the baseline
+    refused as a tool error), or ""."""
+    for res in out.values():
+        if not isinstance(res, dict):
+            continue
+        if res.get("verdict") == "not evaluated":
+            why = str(res.get("infra_reason") or res.get("outcome", ""))
+        else:
+            why = str(res.get("error", ""))
+        if BUSY in why:
+            return why
+    return ""
+
+
 def test_winner_is_promoted_and_flat_rounds_stop_for_review(tmp_path):
     # The CPU gate's noise on fewer than 5 paired rounds is known to be pessimistic
     # (docs/benchmarking.md, "Known defect: the CPU gate's round size"): CI rehearsals saw
     # a 4.3x win (session 17) and a 5.05x win (session 18, noise 144%) refused. A refusal
     # for noise gets one fresh session; refused twice, the test fails. It never accepts a
     # win the gate refused.
-    for attempt in range(2):
-        folder = tmp_path / f"task{attempt}"
+    # A session lost to a busy machine (a submission `not evaluated` because the trusted
+    # side refused to time: tests/busy.py) is tried again after waiting for quiet, at most
+    # busy.TRIES sessions in all, then skipped with the reason: never judged on the
+    # machine's account, never passed without the gate's verdicts.
+    noise_tries, busy_tries = 0, 0
+    while True:
+        folder = tmp_path / f"task{noise_tries + busy_tries}"
         shutil.copytree(
             CPU_TASK, folder, ignore=shutil.ignore_patterns(".kernelloop", "__pycache__")
         )
         out = anyio.run(_session, folder)
-        if not _noise_refused(out["fast"]):
+        if lost := _lost_to_load(out):
+            busy_tries += 1
+            if busy_tries >= busy.TRIES:
+                pytest.skip(f"the machine stayed too busy to time on: {lost[:200]}")
+            busy.wait_for_quiet()
+        elif _noise_refused(out["fast"]) and noise_tries == 0:
+            noise_tries += 1
+        else:
             break
     fast, slow, tail, again = out["fast"], out["slow"], out["tail"], out["again"]
     # The CPU has no approved runs in this history, so the new best awaits a person's sign-off;

@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import anyio
@@ -19,8 +20,13 @@ from kernelloop.task import load_task
 from tests.conftest import FLAGSHIP, FUSED, ROOT
 
 CHEAT = FLAGSHIP / "scripted" / "02_torch_shortcut.py"
-# honest, cheat, duplicate, interface change; a fifth submission must be refused by the budget
-ROUNDS = 4
+# the cheat (screened out before round 0), honest, a second unparsable source in a row,
+# a duplicate, the cheat again (screened out in a running run), an interface change; a
+# seventh submission must be refused by the budget
+ROUNDS = 6
+BROKEN = (
+    "import torch\n\ndef forward(x, residual, weight, bias, *, p, eps, seed):\n    return (x +\n"
+)
 
 
 def _task_copy(tmp: Path) -> Path:
@@ -89,43 +95,58 @@ async def _conversation(folder: Path, marker: Path) -> dict:
         await session.initialize()
         out["tools"] = sorted(t.name for t in (await session.list_tools()).tools)
         out["task"] = json.loads((await call("task"))[1])
-        out["honest"] = json.loads(
-            (
-                await call(
-                    "submit_candidate",
-                    {
-                        "source": fused,
-                        "claim": "Fuse the three kernels into one, one row per program.",
-                        "prediction": "about 1.3x on the common shapes",
-                    },
-                    with_progress=True,
-                )
-            )[1]
+
+        async def timed(key: str, args: dict, **kw) -> None:
+            t0 = time.monotonic()
+            out[key] = json.loads((await call("submit_candidate", args, **kw))[1])
+            out[f"{key}_s"] = time.monotonic() - t0
+
+        # First, a source the static screen refuses: answered before round 0 is evaluated.
+        await timed(
+            "cheat",
+            {
+                "source": cheat,
+                "claim": "Call PyTorch's layer_norm and softmax directly.",
+                "prediction": "faster than three hand-written kernels",
+            },
+        )
+        out["history_before"] = json.loads((await call("history"))[1])
+        await timed(
+            "honest",
+            {
+                "source": fused,
+                "claim": "Fuse the three kernels into one, one row per program.",
+                "prediction": "about 1.3x on the common shapes",
+            },
+            with_progress=True,
         )
         out["profile"] = json.loads((await call("profile"))[1])
-        out["cheat"] = json.loads(
-            (
-                await call(
-                    "submit_candidate",
-                    {
-                        "source": cheat,
-                        "claim": "Call PyTorch's layer_norm and softmax directly.",
-                        "prediction": "faster than three hand-written kernels",
-                    },
-                )
-            )[1]
-        )
+        # Unparsable twice in a row once the run is going: the first is free, the second
+        # is judged as a round.
+        for key in ("unparsable_1", "unparsable_2"):
+            out[key] = json.loads(
+                (
+                    await call(
+                        "submit_candidate",
+                        {"source": BROKEN, "claim": "fused", "prediction": "1.2x"},
+                    )
+                )[1]
+            )
         out["duplicate"] = json.loads(
             (
                 await call(
                     "submit_candidate",
                     {
-                        "source": cheat,
-                        "claim": "Lean on the library ops, which are already tuned.",
+                        "source": fused,
+                        "claim": "One program per row, all three stages fused in registers.",
                         "prediction": "a large win",
                     },
                 )
             )[1]
+        )
+        await timed(
+            "cheat_again",
+            {"source": cheat, "claim": "Library ops, which are tuned.", "prediction": "-"},
         )
         out["interface"] = json.loads(
             (
@@ -189,8 +210,8 @@ def test_honest_candidate_passes_the_same_gate_as_a_loop_round(served):
     assert h["verdict"] == "correct, not timed" and h["category"] == "accepted", h
     assert h["new_best"] is False and h["best"]["objective_vs_baseline"] == 1.0
     assert "do not count" in h["outcome"]
-    assert h["round"] == 1 and h["run"]["rounds_left"] == ROUNDS - 1
-    assert any(m and m.startswith("checking r1_1") for m in out["progress"]), out["progress"]
+    assert h["round"] == 2 and h["run"]["rounds_left"] == ROUNDS - 2
+    assert any(m and m.startswith("checking r2_1") for m in out["progress"]), out["progress"]
 
     # The variant is a git commit on its own branch, parented on the baseline's commit.
     def git(*a):
@@ -211,19 +232,45 @@ def test_honest_candidate_passes_the_same_gate_as_a_loop_round(served):
     )
 
 
-def test_cheat_is_rejected_and_never_imported_by_the_server(served):
+def test_screened_source_is_refused_before_round_0_and_never_imported(served):
     _, marker, out = served
     c = out["cheat"]
-    assert c["verdict"] == f"rejected [{c['category']}]" and c["category"] in {
-        "static",
-        "no_kernel",
-    }, c
-    assert (
-        "uses `torch.nn.functional.layer_norm`" in "; ".join(c["reasons"])
-        and c["new_best"] is False
+    # The static screen's reason, the round spent (as a loop round whose only proposal was
+    # refused), and nothing evaluated: no run started, no baseline in the history.
+    assert c["verdict"] == "refused" and c["round_spent"] is True, c
+    assert "static screen: line" in c["refused_reason"], c
+    assert "uses `torch.nn.functional.layer_norm`" in c["refused_reason"], c
+    assert c["run"]["status"] == "not started" and c["run"]["rounds_used"] == 1, c
+    assert c["best"]["id"] is None and c["commit"] is None
+    assert out["history_before"]["attempts"] == []
+    # Answered without the baseline's evaluation, which the next submission then paid for.
+    assert out["cheat_s"] < 30 and out["cheat_s"] * 3 < out["honest_s"], (
+        out["cheat_s"],
+        out["honest_s"],
     )
-    # Its first line writes this file when imported; the server only screened and sandboxed it.
+    # Its first line writes this file when imported; the server only screened it.
     assert not marker.exists()
+
+
+def test_screened_source_in_a_running_run_is_refused_unevaluated(served):
+    _, marker, out = served
+    c = out["cheat_again"]
+    assert c["verdict"] == "refused" and c["round_spent"] is True and c["round"] == 5, c
+    assert c["refused_reason"].startswith("static screen: line"), c
+    assert c["commit"] is None and c["accepted"] is None and not c["category"], c
+    assert "refused before evaluation: static screen" in c["outcome"], c
+    assert not marker.exists()
+
+
+def test_second_unparsable_source_in_a_row_is_judged_and_spends_a_round(served):
+    _, _, out = served
+    first, second = out["unparsable_1"], out["unparsable_2"]
+    assert first["verdict"] == "unparsable" and first["round_spent"] is False, first
+    assert "line 4" in first["outcome"] and first["run"]["rounds_used"] == 2, first
+    assert second["verdict"] == "refused" and second["round_spent"] is True, second
+    assert second["round"] == 3 and second["run"]["rounds_used"] == 3, second
+    assert "not valid Python (line 4" in second["refused_reason"], second
+    assert second["commit"] is None and second["accepted"] is None
 
 
 def test_duplicate_and_policy_refusals_cost_no_evaluation(served):
@@ -261,14 +308,18 @@ def test_history_records_every_submission_like_a_loop_round(served):
         rounds = store._conn.execute(
             "SELECT round, finished_at FROM rounds WHERE run_id = ? ORDER BY round", (runs[0].id,)
         ).fetchall()
-    assert [r[0] for r in rows] == [0, 1, 2, 3, 4]
-    assert [r[1] for r in rows[1:]] == ["external"] * 4
+    # The screened-out first submission is recorded as round 1 once round 0 is.
+    assert [r[0] for r in rows] == [0, 1, 2, 3, 4, 5, 6]
+    assert [r[1] for r in rows[1:]] == ["external"] * 6
     assert (
-        rows[1][2].startswith("Fuse the three kernels")
-        and rows[1][3] == "about 1.3x on the common shapes"
+        rows[1][2].startswith("Call PyTorch's") and "static screen" in rows[1][4] and not rows[1][5]
     )
-    assert [r[6] for r in rows] == ["accepted", "accepted", out["cheat"]["category"], None, None]
-    assert rows[3][4] and rows[4][4] and not rows[3][5] and not rows[4][5]
-    assert [r[0] for r in rounds] == [1, 2, 3, 4] and all(r[1] for r in rounds)
+    assert (
+        rows[2][2].startswith("Fuse the three kernels")
+        and rows[2][3] == "about 1.3x on the common shapes"
+    )
+    assert [r[6] for r in rows] == ["accepted", None, "accepted", None, None, None, None]
+    assert all(r[4] and not r[5] for r in rows[3:]), rows
+    assert [r[0] for r in rounds] == [1, 2, 3, 4, 5, 6] and all(r[1] for r in rounds)
     digest = out["history"]["digest"]
-    assert "Fuse the three kernels" in digest and "PyTorch" in digest
+    assert "Fuse the three kernels" in digest

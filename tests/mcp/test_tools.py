@@ -1,23 +1,27 @@
 """`kernelloop mcp` with the official client (issue 35): every parameter described, every
 tool with an output schema, a client connected within 5 s (the session, torch and all,
 loads beside the server), and a source that does not parse answered at once — before the
-baseline is evaluated — with its line and column, costing no round, once in a row."""
+baseline is evaluated — with its line and column, costing no round, once in a row: the
+second in a row is refused at once too, and spends its round."""
 
 from __future__ import annotations
 
 import json
 import os
 import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 import anyio
+import pytest
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
+from tests import busy
 from tests.conftest import FLAGSHIP, ROOT
+
+CONNECT_S = 5.0  # issue 35's bound on a client's connect
 
 BROKEN = (
     "import torch\n\ndef forward(x, residual, weight, bias, *, p, eps, seed):\n    return (x +\n"
@@ -38,36 +42,55 @@ async def _conversation(folder: Path) -> dict:
     t0 = time.monotonic()
     async with stdio_client(_params(folder)) as (read, write), ClientSession(read, write) as s:
         await s.initialize()
-        out["connect_s"] = time.monotonic() - t0
         out["tools"] = {t.name: t for t in (await s.list_tools()).tools}
+        out["connect_s"] = time.monotonic() - t0
         t1 = time.monotonic()
         args = {"source": BROKEN, "claim": "fuse", "prediction": "1.2x"}
         first = await s.call_tool("submit_candidate", args, read_timeout_seconds=300)
         out["first_s"] = time.monotonic() - t1
         out["first"] = first
+        t2 = time.monotonic()
+        second = await s.call_tool("submit_candidate", args, read_timeout_seconds=300)
+        out["second_s"] = time.monotonic() - t2
+        out["second"] = second
         hist = await s.call_tool("history", {}, read_timeout_seconds=300)
         out["history"] = hist
     return out
 
 
-def _bare_import_s() -> float:
-    """How long this machine takes to import the MCP SDK's server alone (what a connect
-    cannot avoid), measured now: a busy CI box is slower at both."""
+async def _connect_s(folder: Path) -> float:
+    """A fresh server's `initialize` + `list_tools`, as a client first meets it."""
     t0 = time.monotonic()
-    subprocess.run([sys.executable, "-c", "import mcp.server.mcpserver"], check=True)
-    return time.monotonic() - t0
+    async with stdio_client(_params(folder)) as (read, write), ClientSession(read, write) as s:
+        await s.initialize()
+        await s.list_tools()
+        return time.monotonic() - t0
+
+
+def _connected_within(first_s: float, folder: Path) -> list[float]:
+    """The connect times measured, ending with the first within CONNECT_S: the
+    conversation's own, then (at most busy.TRIES in all) fresh servers after waiting for
+    quiet. Skips when every try was over and the machine busy; never passes unmeasured."""
+    seen = [first_s]
+    while seen[-1] > CONNECT_S and len(seen) < busy.TRIES:
+        busy.wait_for_quiet()
+        seen.append(anyio.run(_connect_s, folder))
+    load, cores = os.getloadavg()[0], os.cpu_count() or 1
+    if seen[-1] > CONNECT_S and load >= cores:
+        got = ", ".join(f"{t:.1f} s" for t in seen)
+        pytest.skip(f"connect over {CONNECT_S} s on a busy machine ({got}; load {load:.1f})")
+    return seen
 
 
 def test_schemas_fast_connect_and_a_free_retry_for_unparsable_source(tmp_path):
     folder = tmp_path / "task"
     shutil.copytree(FLAGSHIP, folder, ignore=shutil.ignore_patterns(".kernelloop", "__pycache__"))
-    bare = _bare_import_s()
     out = anyio.run(_conversation, folder)
-    # Connected within 5 s (an idle machine: ~2 s), or, on a loaded one, within the SDK's
-    # own import time plus 3 s: the session's imports (torch: 9-45 s under load) are not
-    # waited for.
-    print(f"connect {out['connect_s']:.1f} s; bare SDK import {bare:.1f} s")
-    assert out["connect_s"] <= max(5.0, bare + 3.0), (out["connect_s"], bare)
+    # Connected (initialize + list_tools) within 5 s: 1.2-1.4 s on an idle 2-core box; the
+    # session's imports (torch: 9-45 s under load) are not waited for.
+    seen = _connected_within(out["connect_s"], folder)
+    print(f"connect (initialize + list_tools): {', '.join(f'{t:.2f} s' for t in seen)}")
+    assert seen[-1] <= CONNECT_S, seen
     tools = out["tools"]
     assert sorted(tools) == ["history", "profile", "submit_candidate", "task", "variant"]
     for name, tool in tools.items():
@@ -90,5 +113,12 @@ def test_schemas_fast_connect_and_a_free_retry_for_unparsable_source(tmp_path):
     assert "line 4" in got["outcome"] and "no round spent" in got["outcome"], got
     assert got["run"]["rounds_used"] == 0 and got["run"]["status"] == "not started", got
     assert out["first_s"] < 60, out["first_s"]
+    # The second in a row is judged: refused at once (round 0 still not evaluated), its
+    # round spent, the reason given.
+    second = out["second"].structured_content or json.loads(out["second"].content[0].text)
+    assert second["verdict"] == "refused" and second["round_spent"] is True, second
+    assert "line 4" in second["refused_reason"] and second["round"] == 1, second
+    assert second["run"]["rounds_used"] == 1 and second["run"]["status"] == "not started"
+    assert out["second_s"] < 60, out["second_s"]
     hist = out["history"].structured_content or json.loads(out["history"].content[0].text)
-    assert hist["attempts"] == []  # nothing recorded, nothing evaluated
+    assert hist["attempts"] == []  # nothing evaluated: the refused round waits for round 0

@@ -32,10 +32,11 @@ Read `task` first (its `contract`: reference, input cases, shapes, tolerances, r
 checks, floors; then rules, entry signature, baseline and current best), then
 `history` (what was tried and measured; near-duplicates of tried ideas are refused).
 `submit_candidate` sends one full source file with your claim and prediction; it is one
-round of the loop: edit points counted from the diff against the current best, fusion and
-interface locks, duplicate refusal, a git commit, a sandboxed correctness evaluation, a
-benchmark and gate where timings count, a history record. The verdict comes back with
-reasons and numbers. Rounds are budgeted; flat rounds stop the run for human review."""
+round of the loop: the static screen (what a candidate may name), edit points counted
+from the diff against the current best, fusion and interface locks, duplicate refusal,
+a git commit, a sandboxed correctness evaluation, a benchmark and gate where timings
+count, a history record. The verdict comes back with reasons and numbers. Rounds are
+budgeted; flat rounds stop the run for human review."""
 
 
 def _progress(ctx: Context) -> Callable[[str], None]:
@@ -144,12 +145,14 @@ def build_server(lazy: LazySession) -> MCPServer:
     ) -> S.Submission:
         """Submit one candidate as one round of the loop: the same policy checks, duplicate
         check, git commit, sandboxed correctness evaluation, benchmark and gate where
-        timings count, and history record as `kernelloop run`. The source is parsed first:
-        one that does not parse (or defines no entry) is answered at once with the line and
-        column, costing no round, once in a row. Returns the verdict (the outcome word of
-        docs/loop.md), the feedback the loop's agents get (first failing check, crash line
-        in your kernel, compile facts), speedups, proposal id, commit and branch, the best
-        after this round and the run's budget."""
+        timings count, and history record as `kernelloop run`. The source is parsed and
+        screened first, before anything is evaluated: one that does not parse (or defines
+        no entry) is answered at once with the line and column, costing no round, once in
+        a row; one the static screen refuses is `refused` at once with the screen's
+        findings, and spends its round like any refusal. Returns the verdict (the outcome
+        word of docs/loop.md), the feedback the loop's agents get (first failing check,
+        crash line in your kernel, compile facts), speedups, proposal id, commit and
+        branch, the best after this round and the run's budget."""
         out = await _op(
             lazy, "submit", source, claim, prediction, direction, _progress(ctx), parent
         )

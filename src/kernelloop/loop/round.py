@@ -158,24 +158,41 @@ class Entry:
     told: str = ""
 
 
-def play_round(run: Run, r: int, proposals: list[Proposal], best: Best) -> RoundResult:
+def play_round(
+    run: Run,
+    r: int,
+    proposals: list[Proposal],
+    best: Best,
+    screened: list[list[str]] | None = None,
+) -> RoundResult:
     """Round r: every proposal recorded first (so a kill mid-round leaves the whole round
     to resume), each checked against the round's starting best, the survivors versioned
     and handed to the executor together, each verdict recorded as it comes in; then the
-    round's winner promoted and the stall and bound rules applied (`close_round`)."""
+    round's winner promoted and the stall and bound rules applied (`close_round`).
+    `screened`: per proposal, the static screen's findings where the caller screened
+    before the round (`kernelloop mcp`); any refuses it like a policy rule."""
     run.store.start_round(run.id, r)
-    entries = record_round(run, r, proposals, best)
+    entries = record_round(run, r, proposals, best, screened)
     judge(run, r, [e for e in entries if not e.refused], best)
     return close_round(run, r, best, entries)
 
 
-def record_round(run: Run, r: int, proposals: list[Proposal], best: Best) -> list[Entry]:
+def record_round(
+    run: Run,
+    r: int,
+    proposals: list[Proposal],
+    best: Best,
+    screened: list[list[str]] | None = None,
+) -> list[Entry]:
     """Record each proposal with its pre-check refusals (the same source twice in one round
-    is refused the second time); the refused are told at once."""
+    is refused the second time; the screen's findings, where given, lead); the refused are
+    told at once."""
     entries: list[Entry] = []
     seen: dict[str, int] = {}
     for k, prop in enumerate(proposals, start=1):
         pid, refused = _prechecks(run, r, k, prop, best)
+        if screened is not None:
+            refused[:0] = screened[k - 1]
         if (first := seen.setdefault(prop.source, k)) != k:
             refused.insert(0, f"the same source as candidate {r}.{first} of this round")
         entries.append(Entry(k, prop, pid, refused))

@@ -1,11 +1,12 @@
 """The run an external coding agent (Claude Code, Codex, …) drives through `kernelloop mcp`.
 
 Each `submit` is one round of the loop with one proposal, through the same round function
-as `kernelloop run` (`loop/round.py`): policy pre-checks and duplicate refusal, a
-git-versioned variant, the sandboxed evaluation, the benchmark and gate where timings
-count, the history record and the best's promotion rules. The round budget, the time cap
-and the stall rule apply as they do in the loop. Candidate source is only ever written to
-a file for the sandboxed worker: this process never imports it.
+as `kernelloop run` (`loop/round.py`): the static screen (run first, before round 0:
+loop/screening.py), policy pre-checks and duplicate refusal, a git-versioned variant, the
+sandboxed evaluation, the benchmark and gate where timings count, the history record and
+the best's promotion rules. The round budget, the time cap and the stall rule apply as
+they do in the loop. Candidate source is only ever written to a file for the sandboxed
+worker: this process never imports it.
 """
 
 from __future__ import annotations
@@ -13,16 +14,12 @@ from __future__ import annotations
 import contextlib
 import json
 import shutil
-import sys
 import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
-
-from rich.console import Console
 
 from kernelloop.agents.base import Proposal
 from kernelloop.errors import KernelloopError
@@ -30,50 +27,18 @@ from kernelloop.evaluate.trusted import prestart
 from kernelloop.evaluate.trusted.run import resolve_device, select_shapes, timings_count
 from kernelloop.history import open_task_memory
 from kernelloop.history.heartbeat import Heartbeat
-from kernelloop.history.models import Attempt, history_row, outcome_word
+from kernelloop.history.models import REFUSED, Attempt, history_row, outcome_word
 from kernelloop.loop.context import context_profile, task_contract
+from kernelloop.loop.external import AGENT_NAME, ExternalAgent, ProgressView
 from kernelloop.loop.resume import refuse_if_live
 from kernelloop.loop.round import UNMEASURED, play_round, start_run
+from kernelloop.loop.screening import entry_signature, screen_refusals, unparsable
 from kernelloop.loop.state import Best, Options, Run
 from kernelloop.loop.summary import run_summary
-from kernelloop.loop.view import RunView
 from kernelloop.policy import budget_check, rules_text
 from kernelloop.profile.budget import ProfileBudget
 from kernelloop.task import Task
 from kernelloop.task.native_source import python_source
-
-AGENT_NAME = "external"
-
-
-@dataclass
-class ExternalAgent:
-    """The external agent as the round sees it: it proposes through `submit`, and the
-    round tells it each outcome (kept for the reply)."""
-
-    name: str = AGENT_NAME
-    last_outcome: str = ""
-    candidate_profiles: bool = True  # each outcome carries the candidate's compile facts
-
-    def propose(self, context) -> list[Proposal]:  # the external agent proposes through submit
-        return []
-
-    def observe(self, proposal: Proposal, outcome: str) -> None:
-        self.last_outcome = outcome
-
-
-@dataclass
-class ProgressView(RunView):
-    """The loop's view, printing to stderr (stdout carries the MCP protocol), with each
-    status line also handed to the caller of the operation in progress."""
-
-    console: Console = field(default_factory=lambda: Console(file=sys.stderr, soft_wrap=True))
-    live_enabled: bool = False
-    on_status: Callable[[str], None] | None = None
-
-    def status(self, message: str) -> None:
-        super().status(message)
-        if self.on_status is not None:
-            self.on_status(message)
 
 
 class ExternalSession:
@@ -104,6 +69,9 @@ class ExternalSession:
         self.profiles = ProfileBudget.for_run(rules, self.last_round)  # profile/budget.py
         self._heartbeat: Heartbeat | None = None
         self._retry_used = False  # the free retry of an unparsable source, once in a row
+        # Rounds refused before round 0 (the screen, a second unparsable source): spent at
+        # once, recorded in the history with the run when the baseline is (`_ensure_run`).
+        self._early: list[tuple[int, Proposal, list[str]]] = []
 
     # ---- plumbing ------------------------------------------------------------------
     @contextmanager
@@ -153,7 +121,51 @@ class ExternalSession:
             self.run_id, self.arch = run.id, run.arch
             self._heartbeat = Heartbeat(run.store.path, run.id).start()
             self.view.start(self.task, AGENT_NAME, self.device, self.best)
+            self._record_early(run)
         return self.best
+
+    def _refuse_early(self, prop: Proposal, reasons: list[str]) -> dict | None:
+        """A submission refused before round 0, answered without evaluating the baseline:
+        its round is spent now and recorded with the run (`_record_early`). None when no
+        round is left to spend that way (the budget's refusal then needs the run)."""
+        with self._lock:  # operations take turns; round 0 may have started meanwhile
+            r = self.round + 1
+            elapsed = time.monotonic() - self.t0
+            rules = self.task.spec.rules
+            if (
+                self.best is not None
+                or r > self.last_round
+                or budget_check(r - 1, 0, elapsed, rules)
+            ):
+                return None
+            self._early.append((r, prop, reasons))
+            self.round = r
+        why = "; ".join(reasons)
+        return {
+            "round": r,
+            "status": "refused",
+            "refused_reason": why,
+            "commit": None,
+            "verdict": REFUSED,
+            "outcome": f"refused before evaluation: {why}",
+            "round_spent": True,
+            "new_best": False,
+            "pending_approval": False,
+            "best": self._best_dict(),
+            "run": self._run_dict(),
+        }
+
+    def _record_early(self, run: Run) -> None:
+        """The rounds refused before round 0, recorded as the loop records a round whose
+        only proposal was refused (so the stall rule counts them as it would there)."""
+        early, self._early = self._early, []
+        for r, prop, reasons in early:
+            assert self.best is not None
+            played = play_round(run, r, [prop], self.best, [reasons])
+            self.best = played.best
+            if played.stop:
+                self._stop(run, played.stop.status, played.stop.reason)
+                return
 
     def _stop(self, run: Run, status: str, why: str) -> None:
         if not self.measured:
@@ -213,18 +225,25 @@ class ExternalSession:
                 "run": self._run_dict(),
             }
         self._retry_used = False
+        prop = Proposal(
+            source=python_source(self.task, source),  # a cuda task's C++ source: its module
+            hypothesis=claim,
+            predicted_effect=prediction,
+            direction=direction,
+            agent=AGENT_NAME,
+            parent=str(parent) if parent is not None else "",
+        )
+        # Screened next, before round 0 or any sandbox: what the evaluation's first stage
+        # would refuse in milliseconds is refused now, and spends its round, as a policy
+        # refusal in the loop does (docs/mcp.md).
+        screened = [] if problem else screen_refusals(self.task, prop.source)
+        if self.best is None and (problem or screened):
+            if early := self._refuse_early(prop, [problem] if problem else screened):
+                return early
         with self._memory(progress) as run:
             self._check_budget(run)
             r = self.round + 1
-            prop = Proposal(
-                source=python_source(self.task, source),  # a cuda task's C++ source: its module
-                hypothesis=claim,
-                predicted_effect=prediction,
-                direction=direction,
-                agent=AGENT_NAME,
-                parent=str(parent) if parent is not None else "",
-            )
-            played = play_round(run, r, [prop], self.best)
+            played = play_round(run, r, [prop], self.best, [screened])
             self.best, self.round, [won] = played.best, r, played.outcomes
             if played.stop:
                 self._stop(run, played.stop.status, played.stop.reason)
@@ -252,6 +271,11 @@ class ExternalSession:
                 "`kernelloop mcp` server to start a new run."
             )
         self._ensure_run(run)
+        if self.status is not None:  # a stop rule ended it over the early refused rounds
+            raise KernelloopError(
+                f"this run has ended ({self.status}: {self.why}); restart the "
+                "`kernelloop mcp` server to start a new run."
+            )
         rules, r = self.task.spec.rules, self.round + 1
         stop = budget_check(r - 1, 0.0, time.monotonic() - self.t0, rules)
         if stop is None and r > self.last_round:
@@ -277,7 +301,7 @@ class ExternalSession:
             "description": t.spec.task.description,
             "language": t.spec.task.language,
             "entry": t.spec.task.entry,
-            "entry_signature": _signature(baseline, t.spec.task.entry),
+            "entry_signature": entry_signature(baseline, t.spec.task.entry),
             "params": dict(t.spec.params),
             "device": self.device,
             "timings_count": self.measured,
@@ -384,36 +408,3 @@ def _verdict_word(a: Attempt, promoted: bool, measured: bool) -> str:
     """The outcome in the shared vocabulary (history/models.outcome_word)."""
     del measured  # the attempt's own objective says whether it was timed
     return outcome_word(a.status, a.accepted, a.category, a.objective is not None, promoted)
-
-
-def unparsable(task: Task, source: str) -> str:
-    """Why `source` cannot be a candidate at all — it does not parse (line, column, the
-    line's text) or defines no entry function — as a sentence; "" when it can."""
-    import ast
-
-    from kernelloop.policy.static import find_function
-
-    try:
-        text = python_source(task, source)
-    except KernelloopError as e:
-        return f"the C++ source cannot stand for a candidate ({e})"
-    try:
-        tree = ast.parse(text)
-    except SyntaxError as e:
-        line = (e.text or "").strip()
-        return f"the source does not parse: line {e.lineno}, column {e.offset}: {e.msg}" + (
-            f" (`{line[:120]}`)" if line else ""
-        )
-    entry = task.spec.task.entry
-    if find_function(tree, entry) is None and not task.model_class():
-        return f"the source defines no entry function `def {entry}(...)` at top level"
-    return ""
-
-
-def _signature(source: str, entry: str) -> str:
-    import ast
-
-    from kernelloop.policy.static import find_function
-
-    fn = find_function(ast.parse(source), entry)
-    return f"def {entry}({ast.unparse(fn.args)})" if fn is not None else ""
