@@ -516,22 +516,24 @@ GPU_SHARE = 0.6  # of the GPU's memory for correctness workers (the judge needs 
 def worker_share_bytes(device: str, n_workers: int) -> int | None:
     """One correctness worker's share of the GPU's memory (None on the CPU): what a worker
     may hold before an out-of-memory is its own (oom.py)."""
-    if device != "cuda":
-        return None
+    total = _gpu_total_bytes() if device == "cuda" else None
+    return None if total is None else int(GPU_SHARE * total) // max(1, n_workers)
+
+
+def _gpu_total_bytes() -> int | None:
+    """The current GPU's memory, or None where CUDA cannot say."""
     try:
-        total = torch.cuda.get_device_properties(torch.cuda.current_device()).total_memory
+        return torch.cuda.get_device_properties(torch.cuda.current_device()).total_memory
     except (RuntimeError, AssertionError):
         return None
-    return int(GPU_SHARE * total) // max(1, n_workers)
 
 
 def gpu_memory_workers(task: Task) -> int:
     """How many correctness workers the GPU's memory holds for `task` (at least one): a
     deliberate overestimate for tasks whose dims multiply to more than their largest tensor
     (a matmul's M x N x K), which then get fewer workers, never an out-of-memory."""
-    try:
-        total = torch.cuda.get_device_properties(torch.cuda.current_device()).total_memory
-    except (RuntimeError, AssertionError):
+    total = _gpu_total_bytes()
+    if total is None:
         return 1
     elements = max((math.prod(s.dims.values()) for s in task.spec.shapes), default=1)
     per_worker = WORKER_BYTES_PER_ELEMENT * elements + WORKER_FIXED_BYTES
