@@ -7,6 +7,7 @@ below is the gate applied to those measurements with a different candidate/best 
 """
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -257,12 +258,15 @@ def _bench_cli(out):
 
 def _cli_checks(p, out, tmp_path) -> None:
     if p.returncode != 0:
-        # On a CPU the trusted clock's whole excess is added to the candidate's samples; on a
-        # noisy runner that estimate's noise (CI, 2026-12-01: 1.2 ms per call of a 0.7 ms
-        # call) can cost the fast candidate its pass. The verdict must then say why.
+        # On a busy 2-core runner the fast candidate can miss its pass: the trusted clock's
+        # excess is added to its samples (CI, 2026-12-01: 1.2 ms per call of a 0.7 ms call)
+        # or the noise raises the bar (CI, 2026-12-03: 66% noise asked 2.99x of a candidate
+        # measured at 3.16x). Either way the verdict must show why: the objective printed
+        # below what was required.
         assert p.returncode == 1, p.stdout + p.stderr
         assert "PERFORMANCE GATE: FAIL (slower)" in p.stdout, p.stdout
-        assert "its samples were raised by" in p.stdout, p.stdout
+        got = re.search(r"objective: weighted geomean ([\d.]+)x .*; required ([\d.]+)x", p.stdout)
+        assert got and float(got[1]) < float(got[2]), p.stdout
     else:
         assert "PERFORMANCE GATE: PASS" in p.stdout, p.stdout
     rec = BenchmarkRecord.model_validate_json(out.read_text())

@@ -104,9 +104,12 @@ def test_a_small_budget_gives_smaller_batches_and_leaves_out_compiled_and_aa(tas
     assert rec.compiled is not None and "left out by the memory plan" in rec.compiled.dropped
     assert rec.speedup_vs_compiled is None
     assert any(w.startswith("compiled slot left out by the memory plan") for w in rec.warnings)
-    console = Console(record=True, width=200)
+    # Narrower than the lines: each stays one line, whole, to be grepped from a log.
+    console = Console(record=True, width=60)
     print_bench(rec, performance_gate(rec, task.spec.rules), console)
-    assert plan.line() in console.export_text()
+    text = console.export_text()
+    assert len(plan.line()) > 60 and plan.line() in text
+    assert sb.clock is None or sb.clock.line(SHAPE) in text
 
 
 def test_when_one_call_cannot_fit_it_is_refused_before_any_worker_starts(task, monkeypatch):

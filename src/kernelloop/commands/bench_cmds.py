@@ -162,14 +162,14 @@ def print_bench(rec, verdict, console: Console) -> None:
         return
     console.print(f"method: {rec.method or '-'}", markup=False)
     if rec.memory is not None:
-        console.print(rec.memory.line(), markup=False)
+        console.print(rec.memory.line(), markup=False, soft_wrap=True)
     for g in rec.gpu_state:
         console.print(
             f"clocks {g.when}: SM {g.sm_clock_mhz} MHz, mem {g.mem_clock_mhz} MHz, "
             f"throttle {g.throttle_reasons}, {g.temperature_c} C, {g.power_w} W"
         )
     for w in rec.warnings + verdict.warnings:
-        console.print(f"[bold yellow]warning:[/] {escape(w)}")
+        console.print(f"[bold yellow]warning:[/] {escape(w)}", soft_wrap=True)
     names = ["candidate"] + ([rec.best] if rec.best != "baseline" else []) + ["baseline"]
     names += [COMPILED] if rec.compiled else []
     others = sorted({n for s in rec.shapes for n in s.impls} - set(names) - {f"{rec.aa_impl}#aa"})
@@ -215,7 +215,7 @@ def print_bench(rec, verdict, console: Console) -> None:
     console.print(table)
     for s in rec.shapes:  # what the trusted clock saw, and why a candidate was raised
         if s.clock is not None:
-            console.print(s.clock.line(s.shape), markup=False)
+            console.print(s.clock.line(s.shape), markup=False, soft_wrap=True)  # one greppable line
     for line in speedup_lines(rec):
         console.print(line)
     if verdict.objective is not None:
