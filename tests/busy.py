@@ -77,3 +77,20 @@ def run_measured(attempt: Callable[[int], T], infra: Callable[[T], list[str]], w
             return result
         why = reasons[0]
     pytest.skip(f"{what}: the machine stayed too busy to time on after {TRIES} tries: {why[:200]}")
+
+
+def history_infra(folder) -> list[str]:
+    """The reasons of a task folder's proposals recorded as infrastructure faults (its
+    `.kernelloop/history.sqlite`): what `run_measured` retries on when they name BUSY."""
+    from pathlib import Path
+
+    from kernelloop.history import HistoryStore
+
+    db = Path(folder) / ".kernelloop" / "history.sqlite"
+    if not db.exists():
+        return []
+    with HistoryStore.open(db) as store:
+        rows = store._conn.execute(
+            "SELECT infra_reason FROM proposals WHERE status = 'infrastructure'"
+        ).fetchall()
+    return [r[0] or "" for r in rows]

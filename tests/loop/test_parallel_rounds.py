@@ -36,7 +36,7 @@ from tests.loop.test_kill_resume import (
     _rows,
     _start,
 )
-from tests.loop.test_rounds import FAST_, ONE, SLOW, _check_round_one_once, _cpu_task
+from tests.loop.test_rounds import FAST_, ONE, SLOW, _check_round_one_once, measured_round
 from tests.loop.test_run import FAST, _task_copy
 
 # The flagship's scripted ideas, all four proposed in one round (tests/loop/test_run.py
@@ -140,19 +140,20 @@ def test_jobs_2_checks_together_times_alone_and_promotes_as_in_turn(tmp_path, mo
     """The CPU-native task (its CPU timings count): the round of a slow and a fast
     candidate ends as in turn (tests/loop/test_rounds.py), the two correctness checks ran
     at the same time, and no timing overlapped any other evaluation's work."""
-    folder, script = _cpu_task(tmp_path, [SLOW, FAST_])
-    task = load_task(folder)
     spans = Spans(monkeypatch)
-    executor = LocalJobs(2)
-    try:
-        summary = run_loop(
-            task,
-            ScriptedAgent(script, per_round=2),
-            Options(device="cpu", shapes=ONE, rounds=1, executor=executor),
-            RunView(live_enabled=False),
-        )
-    finally:
-        executor.close()
+
+    def run(task, script):
+        spans.log.clear()  # this try's spans only
+        executor = LocalJobs(2)
+        try:
+            opts = Options(device="cpu", shapes=ONE, rounds=1, executor=executor)
+            return run_loop(
+                task, ScriptedAgent(script, per_round=2), opts, RunView(live_enabled=False)
+            )
+        finally:
+            executor.close()
+
+    task, summary = measured_round(tmp_path, [SLOW, FAST_], run)
     _check_round_one_once(task, summary)
     assert _overlap(spans.of("evaluate", "r1_1"), spans.of("evaluate", "r1_2")), spans.log
     benches = [(s, e) for k, n, s, e in spans.log if k == "benchmark" and n.startswith("r1_")]

@@ -43,15 +43,22 @@ def best(tmp_path_factory) -> Path:
 
 
 def _bench(task, candidate: Path, best: Path, **kw):
-    return benchmark(
-        task,
-        candidate,
-        best=best,
-        device="cpu",
-        shapes=SHAPE,
-        max_s_per_shape=0.5,
-        screen=False,
-        **kw,
+    """The benchmark, measured again while its only problems are a busy machine (BUSY,
+    tests/busy.py) and skipped if the machine stays so: a refusal to time proves nothing
+    about a cheat, and the cheat must be caught by what it did, where the clock can see."""
+    return measured(
+        lambda: benchmark(
+            task,
+            candidate,
+            best=best,
+            device="cpu",
+            shapes=SHAPE,
+            max_s_per_shape=0.5,
+            screen=False,
+            **kw,
+        ),
+        lambda r: r.problems,
+        f"red team ({candidate.name})",
     )
 
 
@@ -147,9 +154,9 @@ def test_c_a_worker_lying_about_its_samples_is_caught_by_the_trusted_clock(
     task, best, tmp_path, canary
 ):
     cheat = write_candidate(tmp_path, "timing_lying_timer.py")
-    # Measured again while the machine is too busy for the trusted clock; skipped if it
-    # stays so (tests/busy.py): the lie is only caught where the clock can see it.
-    rec = measured(lambda: _bench(task, cheat, best), lambda r: r.problems, "red team (c)")
+    # _bench measures again while the machine is too busy for the trusted clock: the lie
+    # is only caught where the clock can see it.
+    rec = _bench(task, cheat, best)
     if any("too busy to time on" in p for p in rec.problems):
         pytest.skip(f"the machine was too busy for the trusted clock: {rec.problems[0]}")
     # The code-object swap slips past the worker's own tripwire: the trusted clock alone

@@ -17,7 +17,7 @@ from kernelloop.history import HistoryStore
 from kernelloop.loop import Options, run_loop
 from kernelloop.loop.view import RunView
 from kernelloop.task import load_task
-from tests.busy import run_measured
+from tests.busy import history_infra, run_measured
 from tests.loop.test_measured_cpu import SCRIPT, _task_and_script
 
 ENTRIES = [SCRIPT[0], SCRIPT[1], SCRIPT[3]]
@@ -38,14 +38,7 @@ def measured_run(tmp_path_factory) -> tuple[Path, dict]:
         )
         return folder, summary
 
-    def infra(result: tuple[Path, dict]) -> list[str]:
-        with HistoryStore.open(result[0] / ".kernelloop" / "history.sqlite") as store:
-            rows = store._conn.execute(
-                "SELECT infra_reason FROM proposals WHERE status = 'infrastructure'"
-            ).fetchall()
-        return [r[0] for r in rows]
-
-    return run_measured(attempt, infra, "the report's measured run")
+    return run_measured(attempt, lambda r: history_infra(r[0]), "the report's measured run")
 
 
 @pytest.fixture

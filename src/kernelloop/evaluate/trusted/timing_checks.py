@@ -76,6 +76,12 @@ CROWDED_RATIO = 10.0
 # honest worker on a busy 2-core runner was left short alone, identical code to the best,
 # with 1.6 ms waits in ~20 ms batches (CI, 2026-12-01): bad luck, refused as BUSY.
 CROWDED_SHARE = 0.25
+# Short alone counts as crowding only where the others were mostly uncontended (at most
+# this share of their batches): under a machine's load every worker waits in most batches,
+# and the candidate, with the fewest batches, is the likeliest to be left short by chance
+# (two busy processes on the 2-core box, 2026-12-03: a candidate without threads of its
+# own short in 6 of 6 batches, waiting 13.9 ms per batch against the others' 14.4 ms).
+CROWDED_OTHERS_CONTENDED = 0.5
 
 
 # Run-through batches (GPU; worker/gpu_timer.GpuSlot.through): the worker makes every
@@ -255,7 +261,8 @@ def busy_problem(label: str, accs: dict[str, Acc], candidate: str) -> str | None
     or the candidate's typical wait per batch is CROWDED_RATIO times theirs (a machine's
     load delays every worker alike), the candidate crowded its own worker (threads or
     processes of its own): that is its doing, said as such — provided its waits fill a
-    good share of its batches (CROWDED_SHARE); otherwise the machine was busy (an
+    good share of its batches (CROWDED_SHARE), and, when it is short alone, the others
+    were mostly uncontended (CROWDED_OTHERS_CONTENDED); otherwise the machine was busy (an
     infrastructure fault: BUSY)."""
     short = {s: a for s, a in accs.items() if a.calls and len(a.batches) < QUIET_MIN}
     if not short or candidate not in accs:
@@ -273,7 +280,10 @@ def busy_problem(label: str, accs: dict[str, Acc], candidate: str) -> str | None
     dominant = (
         candidate in short and bool(others) and own_w > max(CROWDED_RATIO * other_w, CONTENDED[1])
     )
-    alone = set(short) == {candidate} and len(accs) > 1
+    rest = [a for s, a in accs.items() if s != candidate and a.calls]
+    rest_batches = sum(a.contended + len(a.batches) for a in rest)
+    rest_share = sum(a.contended for a in rest) / rest_batches if rest_batches else 1.0
+    alone = set(short) == {candidate} and bool(rest) and rest_share <= CROWDED_OTHERS_CONTENDED
     if (alone or dominant) and own_w >= CROWDED_SHARE * own_wall:
         return (
             f"{label}: the candidate's worker waited for a CPU in {cand.contended} of "
