@@ -190,3 +190,25 @@ def test_a_best_on_a_new_architecture_exports_only_after_approval(task_dir, arch
             ("alice", ids["fast"])
         ]
     assert kl("approve", task_dir).returncode == 2  # nothing left to approve
+
+
+def test_a_gain_short_of_the_bar_shows_the_gain_the_gate_required():
+    """`rejected [slower]` beside "+3.0%" read as a contradiction: the row now says what the
+    gate required (its reason's `required ...x`), and only where the candidate was faster."""
+    from tests.loop.test_feedback import attempt
+
+    from kernelloop.commands.history_cmds import _objective_cell
+
+    why = (
+        "weighted geomean speedup 1.0300x over the best does not beat the required 1.0520x "
+        "(max(min_gain 2.0%, 3 x noise 1.73%))",
+    )
+    short = attempt(accepted=False, category="slower", objective=1.03, parent_objective=1.0,
+                    reasons=why)  # fmt: skip
+    assert _objective_cell(short) == "1.030x (+3.0%, needed +5.2%)"
+    slower = attempt(accepted=False, category="slower", objective=0.9, parent_objective=1.0,
+                     reasons=why)  # fmt: skip
+    assert _objective_cell(slower) == "0.900x (-10.0%)"  # plainly slower: nothing to explain
+    won = attempt(accepted=True, category="accepted", objective=1.2, parent_objective=1.0)
+    assert _objective_cell(won) == "1.200x (+20.0%)"
+    assert _objective_cell(attempt(objective=None)) == "–"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import getpass
 import json
+import re
 from pathlib import Path
 from typing import Annotated
 
@@ -32,6 +33,25 @@ def _verdict_cell(a: Attempt) -> str:
     colour = colour or ("red" if word.startswith("rejected") else "green")
     note = " (not the candidate's fault)" if word == "not evaluated" else ""
     return f"[{colour}]{escape(word)}[/]{note}" + (" ★" if a.was_best else "")
+
+
+_REQUIRED = re.compile(r"does not beat the required ([0-9.]+)x")
+
+
+def _objective_cell(a: Attempt) -> str:
+    """The objective over the baseline and the change from the parent; where the gate found
+    a gain too small to trust (category slower, yet faster than its parent), the gain it
+    required beside it, so "+3.0%" next to "rejected [slower]" reads as short of the bar."""
+    if a.objective is None:
+        return "–"
+    cell = f"{a.objective:.3f}x"
+    if a.gain is None:
+        return cell
+    change = f"{(a.gain - 1) * 100:+.1f}%"
+    bar = next((m for r in a.reasons if (m := _REQUIRED.search(r))), None)
+    if a.category == "slower" and a.gain > 1 and bar:
+        change += f", needed {(float(bar[1]) - 1) * 100:+.1f}%"
+    return f"{cell} ({change})"
 
 
 def _cost(a: Attempt) -> str:
@@ -77,9 +97,7 @@ def history(
             if previous is not None and (a.run_id, a.round) != previous:
                 table.add_section()  # a round's candidates stay together, one block per round
             previous = (a.run_id, a.round)
-            obj = "–" if a.objective is None else f"{a.objective:.3f}x"
-            if a.gain is not None:
-                obj += f" ({(a.gain - 1) * 100:+.1f}%)"
+            obj = _objective_cell(a)
             # The Direction line (else the hypothesis), cut at a word with a mark; every
             # text escaped, so "E[x^2]-E[x]^2" is not eaten as markup.
             hyp = escape(clip(a.title, 160)) + (
