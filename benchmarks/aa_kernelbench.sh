@@ -7,7 +7,7 @@
 # flagship's baseline against a copy of itself: the first shape's noise within 2x the
 # others' (warm clocks). Also printed: each record's memory plan (the batch caps, slots
 # left out) — these problems are the ones large enough for it to matter.
-# Run: bash benchmarks/aa_kernelbench.sh (carry .whl and .carry, as gpu_call_numbers.sh).
+# Run: PARTS=aa bash benchmarks/device_run.sh (carry .whl and .carry, benchmarks/README.md).
 # Estimated (not yet measured) 3-5 minutes on one H200: a bench ~30-60 s per problem at
 # these sizes, the flagship ~25 s; BENCH_LIMIT (90 s) bounds each problem's bench.
 # PROBS: which problems (default four); KB: the folder with levelN/*.py (default: the
@@ -56,7 +56,7 @@ for prob in ${PROBS:-level1/19_ReLU level1/23_Softmax level1/89_cumsum level2/12
   name=${prob%%/*}_$(basename "$prob"); f=$(pick "$prob")
   echo "==== $name ${f:-(not found)}" >> "$S"
   [ -n "$f" ] || continue
-  tol=""; [ "$prob" = level1/23_Softmax ] && tol="--atol 1e-7"  # as gpu_call_kernelbench.sh
+  tol=""; [ "$prob" = level1/23_Softmax ] && tol="--atol 1e-7"  # as kernelbench_suite.sh
   $CLI import kernelbench "$f" --out "$T/tasks" $tol > "$L/$name.import.txt" 2>&1 \
     || { echo "import failed:"; tail -5 "$L/$name.import.txt"; continue; } >> "$S"
   cp "$T/tasks/$name/baseline.py" "$T/$name.copy.py"
