@@ -36,12 +36,35 @@ def _claimed(folder, first, log) -> None:
         time.sleep(0.2)
 
 
+LAUNCH = """    _fused_kernel[(rows,)](
+        x, residual, weight, bias, out, cols, eps, p, seed, BLOCK=block, num_warps=warps
+    )
+"""
+
+
+def _slow_script(folder) -> str:
+    """A scripted folder whose one idea is the fused kernel launched 1000 times per call
+    (the same output each time): correct, and minutes to judge under Triton's interpreter,
+    so the run stays live while it is asked. The flagship's own script ended (39 s in all,
+    two busy processes beside it, 2026-12-03) before the three checks did."""
+    src = (folder / "scripted" / "01_fused_naive.py").read_text()
+    assert src.count(LAUNCH) == 1, "the flagship's fused launch changed: update LAUNCH"
+    looped = "    for _ in range(1000):  # slow on purpose\n" + "".join(
+        "    " + line for line in LAUNCH.splitlines(keepends=True)
+    )
+    slow = folder.parent / "slow"
+    slow.mkdir()
+    (slow / "01_slow.py").write_text(src.replace(LAUNCH, looped))
+    (slow / "01_slow.toml").write_text('hypothesis = "The fused kernel, launched 1000 times."\n')
+    return f"scripted:{slow}"
+
+
 def test_a_live_run_is_not_resumed_or_joined_and_its_crash_is_seen(tmp_path):
     for i in range(busy.TRIES):
         folder = _task_copy(tmp_path / f"try{i}")
         log = tmp_path / f"live{i}"
         cmd = [sys.executable, "-m", "kernelloop.cli", "run", str(folder),
-               "--agent", f"scripted:{folder / 'scripted'}", *FAST]  # fmt: skip
+               "--agent", _slow_script(folder), *FAST]  # fmt: skip
         first = _start(cmd, log)
         try:
             _claimed(folder, first, log)
