@@ -13,6 +13,7 @@ import pytest
 from kernelloop.evaluate.trusted.bench import benchmark
 from kernelloop.evaluate.trusted.run import evaluate
 from kernelloop.task import load_task
+from tests import busy
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "cpu_task"
 ONE = {"device": "cpu", "timing": False, "shapes": "256x1024"}
@@ -95,11 +96,22 @@ def test_the_interface_of_several_outputs(task):
 
 
 def test_several_outputs_are_timed_committed_and_audited(task):
-    rec = benchmark(task, _cand(task, "timed", "y, h"), device="cpu", shapes="256x1024")
+    # Measured again while a busy machine refuses to time (tests/busy.py): a refusal
+    # would show neither the timing nor the audit this test is about.
+    honest = _cand(task, "timed", "y, h")
+    rec = busy.measured(
+        lambda: benchmark(task, honest, device="cpu", shapes="256x1024"),
+        lambda r: r.problems,
+        "the tuple-output benchmark",
+    )
     assert rec.problems == [], rec.problems
     assert rec.shapes[0].impls["candidate"].median_ms > 0
     lazy = _cand(task, "timed_lazy", "y, residual.clone()")
-    rec = benchmark(task, lazy, device="cpu", shapes="256x1024", screen=False)
+    rec = busy.measured(
+        lambda: benchmark(task, lazy, device="cpu", shapes="256x1024", screen=False),
+        lambda r: r.problems,
+        "the lazy tuple-output benchmark",
+    )
     assert any("differs from the reference" in p and "output 1" in p for p in rec.problems), (
         rec.problems
     )
