@@ -13,11 +13,13 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import TypeVar
 
 import pytest
 
 from kernelloop.evaluate.trusted.timing_checks import BUSY
+from kernelloop.history import HistoryStore
 
 T = TypeVar("T")
 TRIES = 3
@@ -82,10 +84,6 @@ def run_measured(attempt: Callable[[int], T], infra: Callable[[T], list[str]], w
 def history_infra(folder) -> list[str]:
     """The reasons of a task folder's proposals recorded as infrastructure faults (its
     `.kernelloop/history.sqlite`): what `run_measured` retries on when they name BUSY."""
-    from pathlib import Path
-
-    from kernelloop.history import HistoryStore
-
     db = Path(folder) / ".kernelloop" / "history.sqlite"
     if not db.exists():
         return []

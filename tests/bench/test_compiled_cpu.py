@@ -105,6 +105,19 @@ def _rules():
     return _task().spec.rules
 
 
+def _bench_compiled_2048x16() -> BenchmarkRecord:
+    """fast.py on 2048x16 with the compiled slot, measured again while a busy machine
+    refuses to time (tests/busy.py)."""
+    return busy.measured(
+        lambda: benchmark(
+            _task(), CANDS / "fast.py", device="cpu", shapes="2048x16", max_s_per_shape=0.3,
+            aa=False, compiled=True,
+        ),
+        lambda r: r.problems,
+        "the compiled-slot benchmark",
+    )  # fmt: skip
+
+
 @pytest.fixture
 def cold_cache(tmp_path, monkeypatch):
     """A compile cache root of this test's own: no earlier compile can be reused."""
@@ -121,14 +134,7 @@ def test_without_a_cxx_compiler_the_slot_is_dropped_and_the_gate_unchanged(cold_
         return type(cfg)(**{**cfg.__dict__, "extra_env": {**cfg.extra_env, "CXX": "/no/c++"}})
 
     monkeypatch.setattr(compile_cache, "bind_compiled", no_cxx)
-    rec = busy.measured(
-        lambda: benchmark(
-            _task(), CANDS / "fast.py", device="cpu", shapes="2048x16", max_s_per_shape=0.3,
-            aa=False, compiled=True,
-        ),
-        lambda r: r.problems,
-        "the compiled-slot benchmark",
-    )  # fmt: skip
+    rec = _bench_compiled_2048x16()
     assert rec.problems == [], rec.problems
     assert rec.compiled is not None and rec.compiled.shapes == []
     why = rec.compiled.dropped
@@ -142,14 +148,7 @@ def test_without_a_cxx_compiler_the_slot_is_dropped_and_the_gate_unchanged(cold_
 
 def test_a_compile_past_its_budget_is_cut_and_the_rest_times_on(cold_cache, monkeypatch):
     monkeypatch.setattr(bench_mod, "COMPILE_BUDGET_S", (2.0, 1.0))  # a cold compile: 20 s+
-    rec = busy.measured(
-        lambda: benchmark(
-            _task(), CANDS / "fast.py", device="cpu", shapes="2048x16", max_s_per_shape=0.3,
-            aa=False, compiled=True,
-        ),
-        lambda r: r.problems,
-        "the compiled-slot benchmark",
-    )  # fmt: skip
+    rec = _bench_compiled_2048x16()
     assert rec.problems == [], rec.problems
     assert rec.compiled is not None and rec.compiled.budget_s == 2.0
     assert "within a 2 s budget" in rec.compiled.dropped, rec.compiled.dropped
