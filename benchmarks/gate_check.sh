@@ -24,7 +24,7 @@ run() {  # name task kernel...
   timeout "${GC_LIMIT:-110}" $CLI gate-check "$@" --device cuda --max-mutants "$N" \
     --max-equivalents "${GC_EQUIVALENTS:-2}" --json > "$OUT/$name.json" 2> "$OUT/$name.err"
   echo "==== $name rc=$? $(( $(date +%s) - s ))s" >> "$S"
-  python3 - "$OUT/$name.json" >> "$S" 2>&1 <<'PY' || tail -5 "$OUT/$name.err" >> "$S"
+  python3 - "$OUT/$name.json" >> "$S" 2>&1 <<'PY' || grep -v "checked [0-9]*/" "$OUT/$name.err" | tail -40 | cut -c1-200 >> "$S"
 import json, sys
 r = json.load(open(sys.argv[1]))
 print(f"kill rate {r['kill_rate']} ({r['killed']} killed, {r['survived']} survived, "

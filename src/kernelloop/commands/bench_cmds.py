@@ -14,6 +14,7 @@ from rich.table import Table
 
 from kernelloop.commands.candidate_file import check_candidate_file
 from kernelloop.commands.labels import print_rejection
+from kernelloop.commands.progress import progress_lines
 from kernelloop.errors import KernelloopError
 from kernelloop.evaluate.protocol import COMPILED
 from kernelloop.task import load_task
@@ -83,7 +84,7 @@ def bench_cmd(
         check_candidate_file(path, "implementation")
     named = _against_names(against or [])
     err = Console(stderr=True)
-    with err.status("benchmarking…") as status:
+    with progress_lines(err, "benchmarking…") as say:
         rec = benchmark(
             t,
             candidate,
@@ -95,7 +96,7 @@ def bench_cmd(
             sandbox=sandbox,
             aa=not no_aa,
             compiled=compiled,
-            progress=lambda m: status.update(m),
+            progress=say,
         )
     if record is not None:
         record.parent.mkdir(parents=True, exist_ok=True)

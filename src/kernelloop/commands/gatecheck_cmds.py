@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from kernelloop.commands.progress import progress_lines
 from kernelloop.task import load_task
 
 
@@ -64,7 +65,7 @@ def gate_check_cmd(
 
     t = load_task(task)
     err = Console(stderr=True)
-    with err.status("gate-check…") as status:
+    with progress_lines(err, "gate-check…") as say:
         report = gate_check(
             t,
             kernel,
@@ -78,7 +79,7 @@ def gate_check_cmd(
             operators=[o.strip() for o in operators.split(",")] if operators else None,
             exclude=exclude,
             seed=seed,
-            progress=lambda m: status.update(escape(m)),
+            progress=say,
         )
     ok = report.meets(min_kill, max_false_reject)
     if json_out:

@@ -12,6 +12,7 @@ from rich.console import Console
 
 from kernelloop.commands.candidate_file import check_candidate_file
 from kernelloop.commands.labels import print_rejection
+from kernelloop.commands.progress import progress_lines
 
 
 def register(app: typer.Typer) -> None:
@@ -62,7 +63,7 @@ def profile_cmd(
         check_candidate_file(path)
     err = Console(stderr=True)
     try:
-        with err.status("profiling…") as status:
+        with progress_lines(err, "profiling…") as say:
             out = profile_candidate(
                 t,
                 candidate,
@@ -72,7 +73,7 @@ def profile_cmd(
                 device=device,
                 sandbox=sandbox,
                 timeout_s=timeout,
-                progress=lambda m: status.update(m),
+                progress=say,
             )
     except ScreenRefused as e:
         findings = [f"{e.path.name}: {f.render()}" for f in e.findings]

@@ -16,6 +16,7 @@ from rich.table import Table
 
 from kernelloop.commands.candidate_file import check_candidate_file
 from kernelloop.commands.labels import print_rejection
+from kernelloop.commands.progress import progress_lines
 from kernelloop.errors import KernelloopError
 from kernelloop.evaluate.trusted.record import EvaluationRecord
 from kernelloop.evaluate.trusted.stages import summary as stage_summary
@@ -195,7 +196,7 @@ def evaluate_cmd(
 
     check_inputs_apart(t)
     err = Console(stderr=True)
-    with err.status("evaluating…") as status:
+    with progress_lines(err, "evaluating…") as say:
         record = evaluate(
             t,
             candidate,
@@ -205,7 +206,7 @@ def evaluate_cmd(
             timing=timing,
             sandbox=sandbox,
             timeout_s=timeout,
-            progress=lambda m: status.update(m),
+            progress=say,
             workers=workers,
         )
     if json_out:
