@@ -29,7 +29,8 @@ import json, sys
 r = json.load(open(sys.argv[1]))
 print(f"kill rate {r['kill_rate']} ({r['killed']} killed, {r['survived']} survived, "
       f"{r['not_shown_to_differ']} not shown to differ) false rejections {r['false_rejections']}"
-      f"/{len(r['equivalents'])} wall {r['wall_s']} s")
+      f"/{len(r['equivalents'])} stillborn {r.get('stillborn', 0)} not judged "
+      f"{r.get('not_judged', 0)} wall {r['wall_s']} s")
 for m in r["mutants"]:
     if m["outcome"] != "killed":
         print(" ", m["outcome"], m["operator"], m["line"], m["description"], m["oracle"])

@@ -179,6 +179,48 @@ def test_thresholds_fail_when_nothing_was_measured(kill, fr, ok):
     assert _report(kill_rate=kill, false_reject_rate=fr).meets(0.98, 0.0) is ok
 
 
+def test_a_check_with_an_unjudged_mutant_or_equivalent_does_not_stand():
+    assert not _report(kill_rate=1.0, false_reject_rate=0.0, not_judged=1).meets(0.98, 0.0)
+
+
+def _verdict(accepted: bool, category: str):
+    from types import SimpleNamespace
+
+    return SimpleNamespace(
+        verdict=SimpleNamespace(accepted=accepted, category=category, reasons=[f"{category}: x"])
+    )
+
+
+@pytest.mark.parametrize(
+    ("first", "second", "outcome", "calls"),
+    [
+        # three of level1/23's five "kills" on the H200 (2026-12-03) were the trusted side's
+        # out-of-memory: judged again, and a second infrastructure verdict is not a kill
+        ("internal", "internal", "not_judged", 2),
+        ("setup", "wrong", "killed", 2),
+        ("internal", "accepted", "survived", 2),
+        ("compile", None, "stillborn", 1),  # the compiler's finding, not the gate's
+        ("wrong", None, "killed", 1),
+        ("accepted", None, "survived", 1),
+    ],
+)
+def test_infrastructure_verdicts_are_judged_again_and_never_counted_as_kills(
+    first, second, outcome, calls
+):
+    from kernelloop.evaluate.gatecheck.run import judged_twice, mutant_outcome
+
+    answers = [_verdict(c == "accepted", c) for c in (first, second) if c]
+    asked, said = [], []
+
+    def judge(path, on, what):
+        asked.append(what)
+        return answers[len(asked) - 1]
+
+    rec = judged_twice(judge, ROOT / "k.py", None, "mutant 1/5", said.append)
+    assert mutant_outcome(rec) == outcome and len(asked) == calls
+    assert bool(said) == (calls == 2)  # the retry is said, with the first verdict's reason
+
+
 def test_the_command_exits_2_on_a_setup_error_before_judging_anything(tmp_path):
     import subprocess
     import sys

@@ -57,3 +57,33 @@ def test_the_judge_charges_the_candidate_only_beyond_its_share(call_and_task, sh
     assert [f.category for f in judge.failures] == [category], judge.failures
     if category == "crash":
         assert "OutOfMemoryError" in judge.failures[0].reason
+
+
+TRUSTED = (
+    "OutOfMemoryError: CUDA out of memory. Tried to allocate 12.00 GiB. GPU 0 has a total "
+    "capacity of 139.80 GiB of which 9.96 GiB is free. Including non-PyTorch memory, this "
+    "process has 56.60 GiB memory in use. Process 140"
+)  # the trusted side's float64 reference at level1/23's size, H200, 2026-12-03
+
+
+@pytest.mark.parametrize(
+    "fault, category",
+    [(TRUSTED, "internal"), ("ValueError: the reference expects 2-D input", "setup")],
+)
+def test_a_trusted_side_out_of_memory_is_infrastructure_not_the_tasks_fault(
+    call_and_task, monkeypatch, fault, category
+):
+    from kernelloop.evaluate.trusted.judge import TaskFault
+
+    task, call = call_and_task
+    judge = Judge(task, "cpu")
+
+    def fail(*_a):
+        raise TaskFault(fault)
+
+    monkeypatch.setattr(judge, "_judge_output", fail)
+    judge._judge(call, {"id": call.id, "ok": True}, None)
+    assert [f.category for f in judge.failures] == [category], judge.failures
+    if category == "internal":
+        assert "asked for 12.0 GiB" in judge.failures[0].reason
+        assert "evaluated again" in judge.failures[0].reason

@@ -124,6 +124,16 @@ def print_report(report, console: Console, min_kill: float, max_fr: float, ok: b
         f"kill rate {_rate(report.kill_rate)} ({report.killed} killed, {report.survived} "
         f"survived, {report.not_shown_to_differ} not shown to differ: excluded)"
     )
+    if report.stillborn:
+        console.print(
+            f"stillborn (do not compile: the compiler's finding, not the gate's; excluded): "
+            f"{report.stillborn}"
+        )
+    if report.not_judged:
+        console.print(
+            f"[bold red]NOT JUDGED[/] (the trusted side failed twice: infrastructure): "
+            f"{report.not_judged} — the rates do not stand until every one is judged"
+        )
     console.print(
         f"equivalents: {len(report.equivalents)} judged of {report.equivalents_generated} · "
         f"false rejections {report.false_rejections} ({_rate(report.false_reject_rate)})"
@@ -133,7 +143,12 @@ def print_report(report, console: Console, min_kill: float, max_fr: float, ok: b
     if report.oracle_note:
         console.print(f"oracle: {escape(report.oracle_note)}")
     for m in report.mutants:
-        if m.outcome != "killed":
+        if m.outcome == "not_judged":
+            console.print(
+                f"[bold red]NOT JUDGED[/]: {m.operator} line {m.line}: "
+                f"{escape('; '.join(m.reasons[:1]))}"
+            )
+        elif m.outcome not in ("killed", "stillborn"):
             head = (
                 "[bold red]SURVIVOR — a gate gap[/]"
                 if m.outcome == "survived"
@@ -144,7 +159,12 @@ def print_report(report, console: Console, min_kill: float, max_fr: float, ok: b
                 console.print(f"  oracle: {escape(m.oracle)}")
             console.print(escape(m.diff), markup=True, highlight=False)
     for e in report.equivalents:
-        if not e.accepted:
+        if not e.judged:
+            console.print(
+                f"[bold red]NOT JUDGED[/]: {e.operator} ({escape(e.description)}): "
+                f"{escape('; '.join(e.reasons[:1]))}"
+            )
+        elif not e.accepted:
             console.print(
                 f"[bold red]FALSE REJECTION[/]: {e.operator} ({escape(e.description)}) → "
                 f"{e.category}: {escape('; '.join(e.reasons[:2]))}"
@@ -154,4 +174,5 @@ def print_report(report, console: Console, min_kill: float, max_fr: float, ok: b
     console.print(
         f"{verdict}: kill rate {_rate(report.kill_rate)} (min {_rate(min_kill)}), "
         f"false rejections {_rate(report.false_reject_rate)} (max {_rate(max_fr)})"
+        + (f", {report.not_judged} not judged" if report.not_judged else "")
     )

@@ -40,7 +40,11 @@ class MutantResult(BaseModel):
     line: int
     description: str
     diff: str
-    outcome: Literal["killed", "survived", "not_shown_to_differ"]
+    # stillborn: it does not compile (the compiler's finding, not the gate's); not_judged:
+    # its evaluation failed twice through no act of the kernel (the trusted side's setup or
+    # an internal error: INFRASTRUCTURE). Neither counts in the kill rate; not_judged fails
+    # the check (`meets`).
+    outcome: Literal["killed", "survived", "not_shown_to_differ", "stillborn", "not_judged"]
     category: str = Field(description="the gate's verdict category")
     killed_by: str | None = Field(
         default=None,
@@ -61,6 +65,11 @@ class EquivalentResult(BaseModel):
     category: str
     reasons: list[str] = Field(default_factory=list)
     wall_s: float
+    judged: bool = Field(
+        default=True,
+        description="False: its evaluation failed twice on the trusted side (infrastructure); "
+        "not counted as a rejection, and the check does not stand",
+    )
 
 
 class GateCheckReport(BaseModel):
@@ -80,6 +89,10 @@ class GateCheckReport(BaseModel):
     killed: int
     survived: int
     not_shown_to_differ: int
+    stillborn: int = 0
+    not_judged: int = Field(
+        default=0, description="mutants and equivalents the trusted side failed to judge twice"
+    )
     kill_rate: float | None = Field(
         description="killed / (killed + survived): mutants not shown to differ are excluded; "
         "None when no mutant counts"
@@ -91,13 +104,39 @@ class GateCheckReport(BaseModel):
 
     def meets(self, min_kill: float, max_false_reject: float) -> bool:
         """Thresholds hold; a check with no counted mutant or no equivalent proves nothing
-        and fails."""
+        and fails, and so does one with a mutant or equivalent left unjudged."""
         return (
-            self.kill_rate is not None
+            self.not_judged == 0
+            and self.kill_rate is not None
             and self.kill_rate >= min_kill
             and self.false_reject_rate is not None
             and self.false_reject_rate <= max_false_reject
         )
+
+
+# Verdicts that are no finding about the kernel: the trusted side's own failure (an
+# out-of-memory of the references beside the workers, on the H200 at level1/23's size)
+# or the task's inputs or reference failing. Counted as kills they inflated the kill rate
+# (3 of 5 "kills" at level1/23 on 2026-12-03 were the trusted side's out-of-memory).
+INFRASTRUCTURE = frozenset({"setup", "internal"})
+
+
+def judged_twice(judge, path: Path, on: Task, what: str, say) -> EvaluationRecord:
+    """`judge(path, on, what)`, once more when the first verdict is infrastructure."""
+    rec = judge(path, on, what)
+    if rec.verdict.category in INFRASTRUCTURE:
+        first = rec.verdict.reasons[0] if rec.verdict.reasons else rec.verdict.category
+        say(f"{what}: not judged ({first[:120]}); judging it once more")
+        rec = judge(path, on, f"{what} (again)")
+    return rec
+
+
+def mutant_outcome(rec: EvaluationRecord) -> str:
+    if rec.verdict.accepted:
+        return "survived"
+    if rec.verdict.category in INFRASTRUCTURE:
+        return "not_judged"
+    return "stillborn" if rec.verdict.category == "compile" else "killed"
 
 
 def killed_by(record: EvaluationRecord) -> str:
@@ -194,7 +233,7 @@ def gate_check(
 
     with tempfile.TemporaryDirectory(prefix="kernelloop-gatecheck-") as tmp:
         say("judging the original kernel (it must be accepted)")
-        original = judge(kernel, task, "original")
+        original = judged_twice(judge, kernel, task, "original", say)
         if not original.verdict.accepted:
             raise KernelloopError(
                 f"the gate rejects {kernel.name} itself ({original.verdict.category}: "
@@ -216,16 +255,16 @@ def gate_check(
             say(f"mutant {k + 1}/{len(chosen)} ({v.operator}, line {v.line})")
             t = time.monotonic()
             paths[k] = write(k, v)
-            rec = judge(paths[k], task, f"mutant {k + 1}/{len(chosen)}")
+            rec = judged_twice(judge, paths[k], task, f"mutant {k + 1}/{len(chosen)}", say)
             results.append(
                 MutantResult(
                     operator=v.operator,
                     line=v.line,
                     description=v.description,
                     diff=v.diff,
-                    outcome="survived" if rec.verdict.accepted else "killed",
+                    outcome=mutant_outcome(rec),
                     category=rec.verdict.category,
-                    killed_by=None if rec.verdict.accepted else killed_by(rec),
+                    killed_by=killed_by(rec) if mutant_outcome(rec) == "killed" else None,
                     reasons=rec.verdict.reasons[:3],
                     wall_s=round(time.monotonic() - t, 1),
                 )
@@ -240,7 +279,13 @@ def gate_check(
                     r.oracle = f"not judged: {note}"
                     continue
                 say(f"oracle: survivor {r.operator} line {r.line}")
-                rec = judge(paths[k], oracle, f"oracle on mutant {k + 1}", selection)
+                rec = judged_twice(
+                    lambda p, t, w: judge(p, t, w, selection),
+                    paths[k],
+                    oracle,
+                    f"oracle on mutant {k + 1}",
+                    say,
+                )
                 if rec.verdict.accepted:
                     r.outcome = "not_shown_to_differ"
                     r.oracle = "accepted: not shown to differ"
@@ -252,7 +297,9 @@ def gate_check(
         for k, v in enumerate(chosen_eq):
             say(f"equivalent {k + 1}/{len(chosen_eq)} ({v.description})")
             t = time.monotonic()
-            rec = judge(write(len(chosen) + k, v), task, f"equivalent {k + 1}/{len(chosen_eq)}")
+            rec = judged_twice(
+                judge, write(len(chosen) + k, v), task, f"equivalent {k + 1}/{len(chosen_eq)}", say
+            )
             eqs.append(
                 EquivalentResult(
                     operator=v.operator,
@@ -263,12 +310,15 @@ def gate_check(
                     category=rec.verdict.category,
                     reasons=rec.verdict.reasons[:3],
                     wall_s=round(time.monotonic() - t, 1),
+                    judged=rec.verdict.category not in INFRASTRUCTURE,
                 )
             )
     killed = sum(r.outcome == "killed" for r in results)
     survived = sum(r.outcome == "survived" for r in results)
     excluded = sum(r.outcome == "not_shown_to_differ" for r in results)
-    false_rej = sum(not e.accepted for e in eqs)
+    judged_eqs = [e for e in eqs if e.judged]
+    false_rej = sum(not e.accepted for e in judged_eqs)
+    not_judged = sum(r.outcome == "not_judged" for r in results) + len(eqs) - len(judged_eqs)
     return GateCheckReport(
         task=task.name,
         kernel=str(kernel),
@@ -284,9 +334,11 @@ def gate_check(
         killed=killed,
         survived=survived,
         not_shown_to_differ=excluded,
+        stillborn=sum(r.outcome == "stillborn" for r in results),
+        not_judged=not_judged,
         kill_rate=killed / (killed + survived) if killed + survived else None,
         false_rejections=false_rej,
-        false_reject_rate=false_rej / len(eqs) if eqs else None,
+        false_reject_rate=false_rej / len(judged_eqs) if judged_eqs else None,
         oracle_note=note,
         wall_s=round(time.monotonic() - t0, 1),
     )

@@ -22,7 +22,7 @@ from kernelloop.evaluate.trusted.judge_e2e import E2EMixin
 from kernelloop.evaluate.trusted.judge_interface import InterfaceMixin
 from kernelloop.evaluate.trusted.judge_state import StateMixin
 from kernelloop.evaluate.trusted.judge_stochastic import StochasticMixin
-from kernelloop.evaluate.trusted.oom import harness_oom
+from kernelloop.evaluate.trusted.oom import harness_oom, trusted_oom
 from kernelloop.evaluate.trusted.outputs import OutputDir, OutputError
 from kernelloop.evaluate.trusted.own_error import OwnErrorMixin
 from kernelloop.evaluate.trusted.plan import Call
@@ -193,6 +193,9 @@ class Judge(InterfaceMixin, StateMixin, StochasticMixin, E2EMixin, OwnErrorMixin
         try:
             self._judge_output(call, msg, outputs)
         except TaskFault as e:
+            if why := trusted_oom(str(e)):
+                self._fail(call, call.suite, "internal", why)
+                return
             self._fail(
                 call,
                 call.suite,

@@ -18,7 +18,10 @@ message buys is `internal` — NOT JUDGED, never accepted — so nothing is gain
 
 from __future__ import annotations
 
+import gc
 import re
+
+import torch
 
 _OOM = re.compile(r"CUDA out of memory|OutOfMemoryError")
 _SIZE = r"([\d.]+)\s*(B|KiB|MiB|GiB|TiB)"
@@ -50,3 +53,32 @@ def harness_oom(error: str, share_bytes: int | None) -> str | None:
         "judge's references and the other workers held the rest — the machine's doing, not "
         "a finding about the candidate; it is evaluated again"
     )
+
+
+def trusted_oom(error: str) -> str | None:
+    """The sentence for an `internal` verdict when the trusted side's own work on a call
+    (the task's inputs or its float64 reference) ran out of GPU memory, else None. The card
+    is shared with the correctness workers and with what the last evaluation's timing left
+    behind, so one out-of-memory there says nothing about the task or the candidate: it is
+    evaluated again, and only a repeat says the task's size does not fit."""
+    if not _OOM.search(error):
+        return None
+    asked = _bytes(_ASKED.search(error))
+    return (
+        "the trusted side ran out of GPU memory computing the task's inputs or reference"
+        + (f" (asked for {_gib(asked)})" if asked else "")
+        + " while the workers shared the card — infrastructure, not a finding about the "
+        "candidate; it is evaluated again (if it recurs with nothing else on the GPU, the "
+        "task's shapes do not fit: shrink them)"
+    )
+
+
+def release_cached_gpu_memory() -> None:
+    """Hand the blocks PyTorch's caching allocator keeps for this process back to the
+    driver, after an evaluation: its float64 references at a problem's size are tens of
+    GiB (level1/23: 56.6 GiB held after one evaluation on the H200, 2026-12-03), and the
+    next evaluation's workers and references need them. Live tensors (a round's reference
+    cache) stay."""
+    if torch.cuda.is_initialized():
+        gc.collect()
+        torch.cuda.empty_cache()

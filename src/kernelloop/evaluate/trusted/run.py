@@ -41,6 +41,7 @@ from kernelloop.evaluate.trusted.inbox import Inbox
 from kernelloop.evaluate.trusted.interleave import Settings, run_timing
 from kernelloop.evaluate.trusted.judge import Judge
 from kernelloop.evaluate.trusted.judge_e2e import e2e_job
+from kernelloop.evaluate.trusted.oom import release_cached_gpu_memory
 from kernelloop.evaluate.trusted.outputs import OutputDir
 from kernelloop.evaluate.trusted.plan import Plan, Seeds, count_kernels, plan_calls
 from kernelloop.evaluate.trusted.record import (
@@ -160,6 +161,7 @@ def evaluate(
         )
     finally:
         torch.set_num_threads(threads)
+        release_cached_gpu_memory()
 
 
 def _evaluate(
