@@ -132,7 +132,8 @@ def test_fast_p_counts_correct_tasks_faster_than_p_where_timings_count():
 
 
 def test_the_leaderboard_says_the_speedup_over_torch_compile_where_it_was_timed():
-    attempts = [{"category": "accepted", "status": "evaluated", "round": 1}]
+    attempts = [{"category": "accepted", "status": "evaluated", "round": 1,
+                 "objective_vs_baseline": 2.5}]  # fmt: skip
     summary = {"status": "finished", "best_objective_vs_baseline": 2.5,
                "best_speedup_vs_compiled": 1.25, "timings_count": True,
                "attempts": attempts}  # fmt: skip
@@ -148,6 +149,21 @@ def test_the_leaderboard_says_the_speedup_over_torch_compile_where_it_was_timed(
     assert "| untimed | finished | yes | 2.500x | - |" in md
     # fast_p stays over eager, as KernelBench defines it: torch.compile does not enter it.
     assert board["fast_p"]["fast_2"] == 0.75
+
+
+def test_a_run_that_timed_nothing_shows_no_speedup_and_says_not_timed():
+    """A CPU suite: the solution passes under the interpreter, is never timed, and the best
+    stays the baseline at its definitional 1.0 — shown as "not timed", never as 1.000x."""
+    attempts = [{"category": "accepted", "status": "evaluated", "round": 1,
+                 "objective_vs_baseline": None}]  # fmt: skip
+    summary = {"status": "finished", "best_objective_vs_baseline": 1.0,
+               "best_pct_of_floor": 12.0, "timings_count": True, "attempts": attempts}  # fmt: skip
+    row = task_row("cpu", summary)
+    assert row["correct"] and row["speedup"] is None and row["pct_of_floor"] is None, row
+    assert not row["timings_count"]
+    md = markdown(leaderboard([row]))
+    assert "| cpu | finished | yes | not timed | - | - |" in md, md
+    assert "1.000x" not in md
 
 
 def test_kernelbench_problem_files_are_imported_then_run(tmp_path):

@@ -81,3 +81,16 @@ def test_no_word_is_cut_at_80_columns():
     assert "`torch.nn.functional.layer_norm`;" in plain and "16384x8192 " in plain, plain
     assert "BLOCK_COLS=2048" in plain and "[x]" not in plain  # clipped, escaped
     assert "rejected [static]" in plain  # task/agent text shown, not eaten as markup
+
+
+def test_a_run_that_timed_nothing_names_the_baseline_without_a_speedup():
+    console = Console(width=120, record=True)
+    view = RunView(console=console, live_enabled=False)
+    with console.capture() as cap:
+        view.finish(dict(task="level1_19_ReLU", status="finished", reason="nothing timed",
+                         best_proposal_id=1, best_objective_vs_baseline=1.0,
+                         best_pct_of_floor=None, wall_s=4,
+                         attempts=[{"objective_vs_baseline": None}]))  # fmt: skip
+    text = _plain(cap.get())
+    assert "best: the baseline (proposal 1); no proposal was timed" in text, text
+    assert "1.000x" not in text

@@ -143,6 +143,14 @@ class RunView:
         )
         pct = summary.get("best_pct_of_floor")
         floor = f", {pct:.1f}% of floor" if pct else ""
+        tried = summary.get("attempts")
+        if tried is not None and all(a.get("objective_vs_baseline") is None for a in tried):
+            # nothing timed (the interpreter): the baseline's definitional 1.0x is no number
+            self.console.print(
+                f"best: the baseline (proposal {summary['best_proposal_id']}); no proposal "
+                f"was timed · {summary['wall_s']:.0f} s"
+            )
+            return
         self.console.print(
             f"best: proposal {summary['best_proposal_id']}, "
             f"{summary['best_objective_vs_baseline']:.3f}x over the baseline{floor} · "

@@ -4,7 +4,8 @@ summary, and KernelBench's fast_p over the tasks.
 Per task: `correct` — some candidate of the run other than the baseline passed every
 correctness check (its evaluation ended `accepted`, or `slower`: correct but not faster
 than the best it was timed against); `speedup` — the best's weighted speedup over the
-task's baseline (eager PyTorch for a KernelBench problem; 1.0 when nothing was promoted);
+task's baseline (eager PyTorch for a KernelBench problem; 1.0 when nothing was promoted,
+None — "not timed" — when no proposal of the run was timed);
 `speedup_vs_compiled` — the same best against the task's reference under torch.compile,
 timed in the benchmark that made it the best (`kernelloop suite` times it on a GPU; None
 where it was not timed); `pct_of_floor`, `rounds`, `cost_usd`, `status`. fast_p: the
@@ -43,17 +44,23 @@ def task_row(name: str, summary: dict | None, error: str = "", folder: str = "")
     correct = any(a.get("category") in CORRECT and a.get("status") == "evaluated" for a in attempts)
     costs = summary.get("model_costs") or {}  # model -> {calls, tokens, cost_usd, …}
     cost = sum(float(c.get("cost_usd") or 0.0) for c in costs.values())
+    # A speedup stands only where some proposal of the run was timed: on the CPU an
+    # interpreted Triton kernel is correct but never timed, and the best stays the baseline
+    # at its definitional 1.0x — a number nobody measured (a CPU suite printed "correct:
+    # yes, 1.000x" for all twelve shared problems, 2026-12-03).
+    timed = any(a.get("objective_vs_baseline") is not None for a in attempts)
+    measured = bool(summary.get("timings_count", False)) and timed
     return {
         "task": name,
         "status": summary.get("status", "?"),
         "error": error,
         "correct": correct,
-        "speedup": summary.get("best_objective_vs_baseline"),
-        "speedup_vs_compiled": summary.get("best_speedup_vs_compiled"),
-        "pct_of_floor": summary.get("best_pct_of_floor"),
+        "speedup": summary.get("best_objective_vs_baseline") if measured else None,
+        "speedup_vs_compiled": summary.get("best_speedup_vs_compiled") if measured else None,
+        "pct_of_floor": summary.get("best_pct_of_floor") if measured else None,
         "rounds": max((int(a.get("round") or 0) for a in attempts), default=0),
         "cost_usd": round(cost, 4),
-        "timings_count": bool(summary.get("timings_count", False)),
+        "timings_count": measured,
         "run_id": summary.get("run_id"),
         "reason": summary.get("reason", ""),  # why the run stopped
         "wall_s": summary.get("wall_s"),
@@ -89,6 +96,8 @@ def markdown(board: dict) -> str:
     ]
     for r in board["tasks"]:
         speed = f"{r['speedup']:.3f}x" if r["speedup"] is not None else "-"
+        if r["speedup"] is None and r["correct"] and not r["timings_count"]:
+            speed = "not timed"
         vs_compiled = r.get("speedup_vs_compiled")
         compiled = f"{vs_compiled:.3f}x" if vs_compiled is not None else "-"
         if not r["timings_count"]:
