@@ -2,7 +2,7 @@
 # The gate's strength on the device (issue 33, docs/gate-check.md): `kernelloop gate-check`
 # on cuda, every dtype, for the flagship, add_rmsnorm and the three imported KernelBench
 # problems (their hand-written Triton solutions mutated), each within ~${GC_LIMIT:-110} s
-# (GC_MUTANTS=8 mutants and GC_EQUIVALENTS=2 rewrites each by default: ~11 evaluations of
+# (GC_MUTANTS=8 mutants and GC_EQUIVALENTS=2 rewrites each by default, GC_SEED=0 the sample: ~11 evaluations of
 # ~10 s; ONLY="ln_softmax_dropout add_rmsnorm" or the KernelBench names picks tasks, to
 # split the five over two calls when they run longer).
 # Run: bash benchmarks/gate_check.sh (carry .whl and .carry, benchmarks/README.md).
@@ -22,7 +22,7 @@ run() {  # name task kernel...
   case " ${ONLY:-$name} " in *" $name "*) ;; *) return ;; esac
   local s; s=$(date +%s)
   timeout "${GC_LIMIT:-110}" $CLI gate-check "$@" --device cuda --max-mutants "$N" \
-    --max-equivalents "${GC_EQUIVALENTS:-2}" --json > "$OUT/$name.json" 2> "$OUT/$name.err"
+    --max-equivalents "${GC_EQUIVALENTS:-2}" --seed "${GC_SEED:-0}" --json > "$OUT/$name.json" 2> "$OUT/$name.err"
   echo "==== $name rc=$? $(( $(date +%s) - s ))s" >> "$S"
   python3 - "$OUT/$name.json" >> "$S" 2>&1 <<'PY' || grep -v "checked [0-9]*/" "$OUT/$name.err" | tail -40 | cut -c1-200 >> "$S"
 import json, sys
