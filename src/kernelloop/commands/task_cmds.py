@@ -18,11 +18,10 @@ from kernelloop.commands.candidate_file import check_candidate_file
 from kernelloop.commands.labels import print_rejection
 from kernelloop.commands.progress import progress_lines
 from kernelloop.errors import KernelloopError
-from kernelloop.evaluate.trusted.record import EvaluationRecord
+from kernelloop.evaluate.trusted.record import NOT_THE_CANDIDATES, EvaluationRecord
 from kernelloop.evaluate.trusted.stages import summary as stage_summary
 from kernelloop.task import load_task
 
-SETUP_CATEGORIES = {"setup", "internal"}
 TEMPLATE = Path(__file__).resolve().parent.parent / "task" / "template"
 
 
@@ -217,7 +216,7 @@ def evaluate_cmd(
         raise typer.Exit(0)
     # The task's own code failed (its reference or inputs: setup), or kernelloop's did
     # (internal): no verdict on the candidate, so not "rejected".
-    raise typer.Exit(2 if record.verdict.category in SETUP_CATEGORIES else 1)
+    raise typer.Exit(2 if record.verdict.category in NOT_THE_CANDIDATES else 1)
 
 
 def print_record(record: EvaluationRecord, console: Console) -> None:

@@ -28,7 +28,7 @@ from kernelloop.evaluate.gatecheck.oracle import (
     oracle_shapes,
     oracle_task,
 )
-from kernelloop.evaluate.trusted.record import EvaluationRecord
+from kernelloop.evaluate.trusted.record import NOT_THE_CANDIDATES, EvaluationRecord
 from kernelloop.evaluate.trusted.run import evaluate, resolve_device, select_shapes
 from kernelloop.task import Task
 
@@ -114,11 +114,10 @@ class GateCheckReport(BaseModel):
         )
 
 
-# Verdicts that are no finding about the kernel: the trusted side's own failure (an
-# out-of-memory of the references beside the workers, on the H200 at level1/23's size)
-# or the task's inputs or reference failing. Counted as kills they inflated the kill rate
-# (3 of 5 "kills" at level1/23 on 2026-12-03 were the trusted side's out-of-memory).
-INFRASTRUCTURE = frozenset({"setup", "internal"})
+# Verdicts that are no finding about the kernel (record.NOT_THE_CANDIDATES): counted as
+# kills they inflated the kill rate (3 of 5 "kills" at level1/23 on the H200, 2026-12-03,
+# were the trusted side's out-of-memory beside the workers).
+INFRASTRUCTURE = NOT_THE_CANDIDATES
 
 
 def judged_twice(judge, path: Path, on: Task, what: str, say) -> EvaluationRecord:
@@ -256,15 +255,16 @@ def gate_check(
             t = time.monotonic()
             paths[k] = write(k, v)
             rec = judged_twice(judge, paths[k], task, f"mutant {k + 1}/{len(chosen)}", say)
+            outcome = mutant_outcome(rec)
             results.append(
                 MutantResult(
                     operator=v.operator,
                     line=v.line,
                     description=v.description,
                     diff=v.diff,
-                    outcome=mutant_outcome(rec),
+                    outcome=outcome,
                     category=rec.verdict.category,
-                    killed_by=killed_by(rec) if mutant_outcome(rec) == "killed" else None,
+                    killed_by=killed_by(rec) if outcome == "killed" else None,
                     reasons=rec.verdict.reasons[:3],
                     wall_s=round(time.monotonic() - t, 1),
                 )

@@ -39,6 +39,11 @@ Category = Literal[
     "internal",
 ]
 
+# Verdicts that are no finding about the candidate: the task's inputs or reference failed
+# (`setup`) or the trusted side did (`internal`). `kernelloop evaluate` exits 2 on them and
+# gate-check neither counts them as kills nor as false rejections.
+NOT_THE_CANDIDATES: frozenset[str] = frozenset({"setup", "internal"})
+
 
 class KernelInfo(BaseModel):
     """Compiler facts for one kernel of the candidate (where obtainable)."""
