@@ -119,3 +119,23 @@ def test_correctness_failure_and_policy_refusal_win_over_speed():
     refusal = PolicyDecision(allowed=False, rule="edit_points", reason="5 edit points > 3")
     pol = decide(_correctness(), bench, RULES, [refusal])
     assert (pol.category, pol.reasons) == ("policy", ["edit_points: 5 edit points > 3"])
+
+
+def test_an_aa_spread_beyond_the_bound_is_a_busy_machine_not_a_verdict():
+    """The best and its A/A copy timed 60% apart in the same rounds: the record is refused
+    as BUSY (the loop measures again; tests/busy.py retries), where the gate would
+    otherwise have called a 4x-faster candidate "slower" for its 3 x noise bar (CI,
+    2026-12-04). 30% apart stays a measurement, with its noise."""
+    from kernelloop.evaluate.trusted.bench_fill import AA_BUSY, aa_busy
+    from kernelloop.evaluate.trusted.timing_checks import BUSY
+    from kernelloop.loop.evaluation import Evaluated, infrastructure_fault
+
+    noisy = record(uniform(0.25), best=uniform(1.0), aa_diff=0.6)
+    said = aa_busy(noisy.shapes[0])
+    assert said and BUSY in said and "60% apart" in said and noisy.shapes[0].aa_rel_diff > AA_BUSY
+    refused = noisy.model_copy(update={"problems": [said]})
+    gate = performance_gate(refused, RULES)
+    assert not gate.accepted and gate.category == "timing"
+    ev = Evaluated(None, refused, gate)
+    assert "busy machine" in infrastructure_fault(ev)
+    assert aa_busy(record(uniform(0.25), best=uniform(1.0), aa_diff=0.3).shapes[0]) is None

@@ -14,6 +14,7 @@ from kernelloop.evaluate.trusted.bench_record import (
     speedup,
 )
 from kernelloop.evaluate.trusted.interleave import Outcome, SlotResult
+from kernelloop.evaluate.trusted.timing_checks import BUSY
 from kernelloop.task import Shape, Task
 from kernelloop.task.roofline import floor_on, precision_hint
 
@@ -68,6 +69,8 @@ def fill_shapes(
         if missing and not rec.problems:
             rec.problems.append(f"{shape.label}: no timing for {', '.join(missing)}")
         sb.noise_rel, sb.aa_rel_diff = noise(sb, rec.best, rec.aa_impl)
+        if (said := aa_busy(sb)) and not rec.problems:
+            rec.problems.append(said)
         cand = sb.impls.get("candidate")
         # Every flagged call is timed device-wide either way; the warning is for a pattern.
         # Honest kernels on the H200 had 1-3% of calls flagged by host wake-up jitter.
@@ -80,6 +83,25 @@ def fill_shapes(
     if not rec.shapes and not rec.problems:
         rec.problems.append("the benchmark produced no timings")
     rec.method = "; ".join(sorted(methods))
+
+
+# The same code timed in two slots of the same rounds (the A/A pair) this far apart means
+# the machine's load, not the code, set the ratios: the record is refused as BUSY (an
+# infrastructure fault, measured again), never read as a verdict. A/A on the H200: <= 1%;
+# on a noisy 2-core runner with five paired rounds: 3-25% (2026-12-04).
+AA_BUSY = 0.5
+
+
+def aa_busy(sb: ShapeBench) -> str | None:
+    """Why this shape's timings say nothing about the code (its A/A spread is beyond
+    AA_BUSY), or None."""
+    if sb.aa_rel_diff is None or sb.aa_rel_diff <= AA_BUSY:
+        return None
+    return (
+        f"{sb.shape}: {BUSY}: the same implementation, timed in two slots of the same "
+        f"rounds, measured {sb.aa_rel_diff:.0%} apart (A/A; more than {AA_BUSY:.0%} means the "
+        "machine's load set the ratios); run again on a quieter machine"
+    )
 
 
 def _impl_timing(

@@ -20,6 +20,7 @@ from kernelloop.evaluate.protocol import (
     method_text,
 )
 from kernelloop.evaluate.trusted import timing_checks as checks
+from kernelloop.evaluate.trusted.bench_record import PAIRED_MIN_ROUNDS
 from kernelloop.evaluate.trusted.clock_view import clock_view
 from kernelloop.evaluate.trusted.interleave_types import (
     _RNG,
@@ -242,6 +243,9 @@ class RoundsMixin:
         m = max(1, min(by_time, max(1, reps // 5), 1000, cap))
         cal_every = 2 * len(core)  # one calibration every 2 rounds, per slot
         per_round_ms = len(core) * m * per_call
+        # At least PAIRED_MIN_ROUNDS rounds where the calls allow: the gate's noise and
+        # speedups are read paired by round, and fewer rounds leave only unpaired spreads.
+        min_reps = max(min_reps, min(reps, PAIRED_MIN_ROUNDS * m))
         batches = min(reps / m, max(min_reps / m, budget * 1e3 / per_round_ms))
         want, chance = checks.audit_chance(out_bytes, batches)
         audited = {self.candidate, aa_slot(self.candidate)} & set(self.workers)
