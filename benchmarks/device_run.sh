@@ -26,18 +26,27 @@
 #   script     any measurement script: SCRIPT="benchmarks/X.py ARGS" (python3) or
 #              SCRIPT="benchmarks/X.sh ARGS" (bash, with OUT set to the part's folder);
 #              the word @OUT in ARGS becomes that folder (parts/script); SCRIPT_LIMIT
-# Each part has its own time limit (NAME_LIMIT, seconds); keep their sum under the call's.
+# Each part has its own time limit (NAME_LIMIT, seconds), and the whole call has one:
+# CALL_LIMIT (default 560 s, under the device tool's 600 s per command). No part runs past
+# it — a part's limit is cut to what is left, a part with under 30 s left is skipped — so
+# the tarball is always written: a call cut by the tool's own timeout brought nothing back
+# (session 25).
 # $OUT: env.txt, summary.txt (every part's headline lines) and parts.tgz (every log,
 # record and file a part wrote). Results go under results/DATE-DEVICE/ with a README row
 # naming this script, its PARTS and variables, and the commit.
 set -u
+DEADLINE=$(( $(date +%s) + ${CALL_LIMIT:-560} - 15 ))  # 15 s kept for the tarball
 source benchmarks/device_env.sh
 S=$OUT/summary.txt; cat "$OUT/env.txt" > "$S"
 T=$(mktemp -d); L=$T/parts; mkdir -p "$L"
 python3 -c "import mcp" 2>/dev/null || IGNORE=--ignore=tests/mcp
+lim() {  # $1: a part's own limit; prints it, cut to what is left of the call
+  local left=$(( DEADLINE - $(date +%s) ))
+  echo $(( $1 < left ? $1 : left ))
+}
 gpu_pytest() {  # $1 limit, $2 log name, rest: pytest arguments
   local limit=$1 log=$2; shift 2
-  timeout "$limit" python3 -m pytest -m gpu -v -p no:cacheprovider -rA --durations=0 "$@" \
+  timeout -k 10 "$(lim "$limit")" python3 -m pytest -m gpu -v -p no:cacheprovider -rA --durations=0 "$@" \
     > "$L/$log" 2>&1
 }
 sub_summary() {  # a measurement script's own summary.txt, without the env lines
@@ -45,9 +54,13 @@ sub_summary() {  # a measurement script's own summary.txt, without the env lines
 }
 for part in ${PARTS:-speed task}; do
   s=$(date +%s)
+  if [ "$(lim 30)" -lt 30 ]; then
+    echo "== $part skipped: under 30 s left of the call's ${CALL_LIMIT:-560} s (CALL_LIMIT)" >> "$S"
+    continue
+  fi
   case $part in
     speed)
-      timeout "${SPEED_LIMIT:-300}" python3 benchmarks/eval_speed.py "$L" --device cuda \
+      timeout -k 10 "$(lim ${SPEED_LIMIT:-300})" python3 benchmarks/eval_speed.py "$L" --device cuda \
         --only fused,wrong ${SPEED_ARGS:---repeats 3 --workers 2 --prestart 8} > "$L/eval_speed.txt" 2>&1
       echo "== speed rc=$? $(( $(date +%s) - s ))s" >> "$S"
       grep -E "^\| |trusted side|by part" "$L"/eval-speed-*.md 2>/dev/null | cut -c1-900 >> "$S"
@@ -62,7 +75,7 @@ for part in ${PARTS:-speed task}; do
       echo "== red-team timing + bench gpu tests rc=$? $(( $(date +%s) - s ))s" >> "$S"
       grep -E "PASSED|FAILED|ERROR|passed|failed|^E " "$L/pytest_rt.txt" | cut -c1-300 | tail -25 >> "$S" ;;
     cheats)
-      OUT=$L/cheats timeout "${CHEATS_LIMIT:-300}" bash benchmarks/gpu_cheats.sh > "$L/cheats.txt" 2>&1
+      OUT=$L/cheats timeout -k 10 "$(lim ${CHEATS_LIMIT:-300})" bash benchmarks/gpu_cheats.sh > "$L/cheats.txt" 2>&1
       echo "== gpu cheats rc=$? $(( $(date +%s) - s ))s" >> "$S"
       sub_summary "$L/cheats" ;;
     cuda)
@@ -73,7 +86,7 @@ for part in ${PARTS:-speed task}; do
       echo "== CUDA C++ gpu tests rc=$? $(( $(date +%s) - s ))s" >> "$S"
       grep -E "PASSED|FAILED|ERROR|passed|failed|^E  " "$L/pytest_cuda.txt" | tail -20 >> "$S"
       s=$(date +%s)
-      COLUMNS=160 timeout "${CUDA_BENCH_LIMIT:-150}" python3 -m kernelloop.cli bench \
+      COLUMNS=160 timeout -k 10 "$(lim ${CUDA_BENCH_LIMIT:-150})" python3 -m kernelloop.cli bench \
         examples/ln_softmax_dropout_cuda examples/ln_softmax_dropout_cuda/baseline.py \
         --device cuda --no-aa --shapes 4096x8000,16384x8192 > "$L/cuda_bench.txt" 2>&1
       echo "== bench of the CUDA baseline rc=$? $(( $(date +%s) - s ))s" >> "$S"
@@ -87,19 +100,19 @@ for part in ${PARTS:-speed task}; do
       echo "== all gpu tests rc=$? $(( $(date +%s) - s ))s" >> "$S"
       grep -E "PASSED|FAILED|ERROR|SKIPPED|passed|failed|^E " "$L/pytest_gpu.txt" | cut -c1-300 | tail -70 >> "$S" ;;
     loop)
-      OUT=$L/loop bash benchmarks/gpu_loop.sh ${LOOP_ARGS:-tuner 3 300} > "$L/loop.txt" 2>&1
+      OUT=$L/loop timeout -k 10 "$(lim 100000)" bash benchmarks/gpu_loop.sh ${LOOP_ARGS:-tuner 3 300} > "$L/loop.txt" 2>&1
       echo "== loop ${START:+from $START }rc=$? $(( $(date +%s) - s ))s" >> "$S"
       grep -E "^== |best:|finished|over the baseline|% of floor" "$L/loop/summary.txt" | tail -12 >> "$S" ;;
     gatecheck)
-      OUT=$L/gatecheck bash benchmarks/gate_check.sh > "$L/gatecheck.txt" 2>&1
+      OUT=$L/gatecheck timeout -k 10 "$(lim 100000)" bash benchmarks/gate_check.sh > "$L/gatecheck.txt" 2>&1
       echo "== gatecheck ${ONLY:-all} rc=$? $(( $(date +%s) - s ))s" >> "$S"
       sub_summary "$L/gatecheck" ;;
     kbsuite)
-      OUT=$L/kbsuite bash benchmarks/kernelbench_suite.sh > "$L/kbsuite.txt" 2>&1
+      OUT=$L/kbsuite timeout -k 10 "$(lim 100000)" bash benchmarks/kernelbench_suite.sh > "$L/kbsuite.txt" 2>&1
       echo "== kernelbench suite ${ONLY:-all} rc=$? $(( $(date +%s) - s ))s" >> "$S"
       sub_summary "$L/kbsuite" ;;
     aa)
-      OUT=$L/aa timeout "${AA_LIMIT:-400}" bash benchmarks/aa_kernelbench.sh > "$L/aa.txt" 2>&1
+      OUT=$L/aa timeout -k 10 "$(lim ${AA_LIMIT:-400})" bash benchmarks/aa_kernelbench.sh > "$L/aa.txt" 2>&1
       echo "== A/A ${PROBS:-default problems} rc=$? $(( $(date +%s) - s ))s" >> "$S"
       sub_summary "$L/aa" ;;
     scaleout)
@@ -108,7 +121,7 @@ for part in ${PARTS:-speed task}; do
         export PYTHONPATH="$PYTHONPATH:/tmp/raysite"
       fi
       { nvidia-smi -L; python3 -c "import ray; print('ray', ray.__version__)" 2>&1; } >> "$S"
-      timeout "${SCALEOUT_LIMIT:-480}" python3 benchmarks/scaleout.py "$L/scaleout" \
+      timeout -k 10 "$(lim ${SCALEOUT_LIMIT:-480})" python3 benchmarks/scaleout.py "$L/scaleout" \
         --parts "${SCALEOUT_PARTS:-local,aa,ray}" ${SCALEOUT_ARGS:-} > "$L/scaleout.txt" 2>&1
       echo "== scaleout rc=$? $(( $(date +%s) - s ))s" >> "$S"
       cut -c1-400 "$L/scaleout.txt" | tail -8 >> "$S"
@@ -120,7 +133,7 @@ for part in ${PARTS:-speed task}; do
       mkdir -p "$L/script"
       cmd=${SCRIPT:?name the script and its arguments}
       run=python3; [[ "${cmd%% *}" == *.sh ]] && run=bash
-      OUT=$L/script timeout "${SCRIPT_LIMIT:-300}" $run ${cmd//@OUT/$L/script} > "$L/script.txt" 2>&1
+      OUT=$L/script timeout -k 10 "$(lim ${SCRIPT_LIMIT:-300})" $run ${cmd//@OUT/$L/script} > "$L/script.txt" 2>&1
       echo "== script $SCRIPT rc=$? $(( $(date +%s) - s ))s" >> "$S"
       cut -c1-400 "$L/script.txt" | tail -15 >> "$S" ;;
     *)
