@@ -24,9 +24,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from kernelloop.evaluate.trusted import workers  # noqa: E402
-from kernelloop.evaluate.trusted.refcache import References  # noqa: E402
+from kernelloop.evaluate.trusted.launch import workers  # noqa: E402
 from kernelloop.evaluate.trusted.run import evaluate  # noqa: E402
+from kernelloop.evaluate.trusted.values.refcache import References  # noqa: E402
 from kernelloop.task import load_task  # noqa: E402
 
 TASK = ROOT / "examples" / "ln_softmax_dropout"

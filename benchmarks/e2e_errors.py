@@ -9,7 +9,7 @@ For each e2e shape (the task's `cpu_shapes`/`shapes` of `[e2e]`), dtype and seed
 examples/ln_softmax_dropout/e2e.py's model with, as its op:
 - `model`: the task's own reference in the judged dtype (inputs as drawn, no upcast) —
   PyTorch's own model in that dtype, what the judge measures on every e2e call when the
-  tolerance has a `model_margin` (evaluate/trusted/own_error.py);
+  tolerance has a `model_margin` (evaluate/trusted/values/own_error.py);
 - the honest kernels `baseline`, `fused_naive`, `fused_philox4` (on the CPU in the Triton
   interpreter: set TRITON_INTERPRET=1; `--kernel-seeds` of them, the interpreter is slow);
 - wrong ops (torch, float32, rounded to the dtype once): `no_bias` drops the LayerNorm's

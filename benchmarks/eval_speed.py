@@ -44,16 +44,16 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from kernelloop.evaluate.trusted import prestart  # noqa: E402
 from kernelloop.evaluate.trusted.bench import start_benchmark  # noqa: E402
-from kernelloop.evaluate.trusted.inbox import Inbox  # noqa: E402
-from kernelloop.evaluate.trusted.outputs import OutputDir  # noqa: E402
-from kernelloop.evaluate.trusted.refcache import References  # noqa: E402
+from kernelloop.evaluate.trusted.channel.inbox import Inbox  # noqa: E402
+from kernelloop.evaluate.trusted.channel.outputs import OutputDir  # noqa: E402
+from kernelloop.evaluate.trusted.launch import prestart  # noqa: E402
 from kernelloop.evaluate.trusted.run import (  # noqa: E402
     default_workers,
     evaluate,
     resolve_device,
 )
+from kernelloop.evaluate.trusted.values.refcache import References  # noqa: E402
 from kernelloop.gate import decide  # noqa: E402
 from kernelloop.task import load_task  # noqa: E402
 
@@ -68,7 +68,7 @@ STAGES = ("static", "start", "compile", "smoke", "full", "e2e", "timing")
 
 
 # How each evaluation's outputs reached the judge: through shared slots or files
-# (trusted/inbox.py; files where slots could not be made or an output is too large).
+# (trusted/channel/inbox.py; files where slots could not be made or an output is too large).
 TRANSPORT = {"slots": 0, "files": 0}
 
 
@@ -332,7 +332,7 @@ def main() -> int:
         default=None,
         metavar="S",
         help="start each evaluation's correctness workers S seconds before it (the loop "
-        "starts them during the previous one: trusted/prestart.py); not counted",
+        "starts them during the previous one: trusted/launch/prestart.py); not counted",
     )
     args = ap.parse_args()
     args.device = resolve_device(args.device)

@@ -17,7 +17,12 @@ from collections.abc import Iterator
 import torch
 
 from kernelloop.evaluate.protocol import aa_slot, quantiles
-from kernelloop.evaluate.trusted.bench_record import BenchmarkRecord, ImplTiming, ShapeBench, noise
+from kernelloop.evaluate.trusted.clock.bench_record import (
+    BenchmarkRecord,
+    ImplTiming,
+    ShapeBench,
+    noise,
+)
 
 _monotonic = time.monotonic
 _cuda_ok = torch.cuda.is_available()

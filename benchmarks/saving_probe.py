@@ -37,8 +37,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "src"), str(ROOT)]
 
-from kernelloop.evaluate.trusted import timing_checks  # noqa: E402
 from kernelloop.evaluate.trusted.bench import benchmark  # noqa: E402
+from kernelloop.evaluate.trusted.clock import timing_checks  # noqa: E402
 from kernelloop.task import load_task  # noqa: E402
 
 TASK = ROOT / "examples" / "ln_softmax_dropout"

@@ -28,9 +28,9 @@ sys.path[:0] = [str(ROOT / "src"), str(ROOT)]
 
 from tests.redteam.harness import candidate_source  # noqa: E402
 
-from kernelloop.evaluate.trusted import interleave_rounds  # noqa: E402
-from kernelloop.evaluate.trusted import timing_checks as checks  # noqa: E402
 from kernelloop.evaluate.trusted.bench import benchmark  # noqa: E402
+from kernelloop.evaluate.trusted.clock import interleave_rounds  # noqa: E402
+from kernelloop.evaluate.trusted.clock import timing_checks as checks  # noqa: E402
 from kernelloop.task import load_task  # noqa: E402
 
 TASK = ROOT / "examples" / "ln_softmax_dropout"

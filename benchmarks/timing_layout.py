@@ -28,7 +28,7 @@ import torch
 from inprocess_timer import time_impls, timing_spec
 
 from kernelloop.evaluate.trusted.bench import benchmark
-from kernelloop.evaluate.trusted.interleave import Session
+from kernelloop.evaluate.trusted.clock.interleave import Session
 from kernelloop.gate import performance_gate
 from kernelloop.task import load_task
 

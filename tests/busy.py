@@ -18,7 +18,7 @@ from typing import TypeVar
 
 import pytest
 
-from kernelloop.evaluate.trusted.timing_checks import BUSY
+from kernelloop.evaluate.trusted.clock.timing_checks import BUSY
 from kernelloop.history import HistoryStore
 
 T = TypeVar("T")

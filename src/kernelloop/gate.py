@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from pydantic import BaseModel, Field
 
 from kernelloop.evaluate.trusted.bench import BenchmarkRecord, speedup
-from kernelloop.evaluate.trusted.record import EvaluationRecord
+from kernelloop.evaluate.trusted.values.record import EvaluationRecord
 from kernelloop.objective import geomean
 from kernelloop.policy.decisions import PolicyDecision
 from kernelloop.task.spec import Rules

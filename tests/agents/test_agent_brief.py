@@ -18,8 +18,8 @@ from llm_loopback import ModelServer, Reply, good_answer
 from test_prompt_contract import best_of, gpu_run
 
 from kernelloop.agents.llm import make_llm_agent
-from kernelloop.evaluate.trusted.compare_mask import binomial_ok
-from kernelloop.evaluate.trusted.undeclared import undeclared_ranges as unseen_ranges
+from kernelloop.evaluate.trusted.values.compare_mask import binomial_ok
+from kernelloop.evaluate.trusted.values.undeclared import undeclared_ranges as unseen_ranges
 from kernelloop.loop.context import agent_context, task_contract
 from kernelloop.loop.state import Best
 from kernelloop.task import load_task

@@ -13,7 +13,7 @@ from llm_loopback import ModelServer, Reply, good_answer
 
 from kernelloop.agents.llm import make_llm_agent
 from kernelloop.agents.llm.prompts import SECTION_BUDGETS, load_prompts
-from kernelloop.evaluate.trusted.record import Environment, EvaluationRecord, Verdict
+from kernelloop.evaluate.trusted.values.record import Environment, EvaluationRecord, Verdict
 from kernelloop.loop.context import agent_context
 from kernelloop.loop.state import Best
 from kernelloop.objective import floor_pct, shape_rows

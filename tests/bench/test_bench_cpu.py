@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 from kernelloop.evaluate.trusted.bench import BenchmarkRecord, benchmark, noise
-from kernelloop.evaluate.trusted.interleave_types import OUTER_PHASES
+from kernelloop.evaluate.trusted.clock.interleave_types import OUTER_PHASES
+from kernelloop.evaluate.trusted.clock.timing_checks import BUSY
 from kernelloop.evaluate.trusted.run import evaluate
-from kernelloop.evaluate.trusted.timing_checks import BUSY
 from kernelloop.gate import decide, performance_gate
 from kernelloop.task import load_task
 from tests.busy import measured
@@ -296,8 +296,8 @@ def test_the_second_timer_runs_after_every_shapes_events(task, monkeypatch):
     # Kineto leaves CUPTI attached once a process has profiled, so the profile turns come
     # after the last timed batch of the last shape, one per shape and profiled slot, each
     # on its own shape's inputs (on a CPU the worker answers "no profiler time").
-    from kernelloop.evaluate.trusted import workers
-    from kernelloop.evaluate.trusted.interleave import Settings, run_timing
+    from kernelloop.evaluate.trusted.clock.interleave import Settings, run_timing
+    from kernelloop.evaluate.trusted.launch import workers
 
     sent: list[tuple[str, str, dict]] = []
     send = workers.TimingWorker.send

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from kernelloop.errors import KernelloopError
-from kernelloop.evaluate.trusted import prestart
 from kernelloop.evaluate.trusted.bench import start_benchmark
-from kernelloop.evaluate.trusted.interleave import Session
+from kernelloop.evaluate.trusted.clock.interleave import Session
+from kernelloop.evaluate.trusted.launch import prestart
 from kernelloop.executor import Slot
 from kernelloop.loop.evaluation import EvaluationJob
 from kernelloop.task import load_task

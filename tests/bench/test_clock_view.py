@@ -5,9 +5,9 @@ Accs the saving and run-through checks read (tests/bench/test_timing_parts.py's 
 
 import pytest
 
-from kernelloop.evaluate.trusted import timing_checks as checks
-from kernelloop.evaluate.trusted.bench_record import ShapeBench
-from kernelloop.evaluate.trusted.clock_view import clock_view
+from kernelloop.evaluate.trusted.clock import timing_checks as checks
+from kernelloop.evaluate.trusted.clock.bench_record import ShapeBench
+from kernelloop.evaluate.trusted.clock.clock_view import clock_view
 from tests.bench.test_timing_parts import CLAIMED, _acc, _accs, _rows
 
 

@@ -18,8 +18,8 @@ from typer.testing import CliRunner
 from kernelloop.cli import app
 from kernelloop.commands.bench_cmds import print_bench
 from kernelloop.evaluate.trusted import bench as bench_mod
-from kernelloop.evaluate.trusted import compile_cache
 from kernelloop.evaluate.trusted.bench import BenchmarkRecord, benchmark
+from kernelloop.evaluate.trusted.launch import compile_cache
 from kernelloop.gate import performance_gate
 from kernelloop.task import load_task
 from tests import busy

@@ -4,8 +4,8 @@ implementation a floor mistake — said with the numbers (issue 34)."""
 
 from __future__ import annotations
 
-from kernelloop.evaluate.trusted.bench_fill import FLOOR_MARGIN, _impl_timing, below_floor
-from kernelloop.evaluate.trusted.interleave_types import SlotResult
+from kernelloop.evaluate.trusted.clock.bench_fill import FLOOR_MARGIN, _impl_timing, below_floor
+from kernelloop.evaluate.trusted.clock.interleave_types import SlotResult
 
 
 def _slot(ms: float) -> SlotResult:

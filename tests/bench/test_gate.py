@@ -2,7 +2,7 @@
 
 import pytest
 
-from kernelloop.evaluate.trusted.record import Environment, EvaluationRecord, Verdict
+from kernelloop.evaluate.trusted.values.record import Environment, EvaluationRecord, Verdict
 from kernelloop.gate import decide, performance_gate
 from kernelloop.policy.decisions import PolicyDecision
 from kernelloop.task.spec import Rules
@@ -126,8 +126,8 @@ def test_an_aa_spread_beyond_the_bound_is_a_busy_machine_not_a_verdict():
     as BUSY (the loop measures again; tests/busy.py retries), where the gate would
     otherwise have called a 4x-faster candidate "slower" for its 3 x noise bar (CI,
     2026-12-04). 30% apart stays a measurement, with its noise."""
-    from kernelloop.evaluate.trusted.bench_fill import AA_BUSY, aa_busy
-    from kernelloop.evaluate.trusted.timing_checks import BUSY
+    from kernelloop.evaluate.trusted.clock.bench_fill import AA_BUSY, aa_busy
+    from kernelloop.evaluate.trusted.clock.timing_checks import BUSY
     from kernelloop.loop.evaluation import Evaluated, infrastructure_fault
 
     noisy = record(uniform(0.25), best=uniform(1.0), aa_diff=0.6)

@@ -10,9 +10,9 @@ from rich.console import Console
 
 from kernelloop.commands.bench_cmds import print_bench
 from kernelloop.errors import KernelloopError
-from kernelloop.evaluate.trusted import memory_plan as mp
 from kernelloop.evaluate.trusted.bench import benchmark
-from kernelloop.evaluate.trusted.timing_checks import BUSY
+from kernelloop.evaluate.trusted.clock import memory_plan as mp
+from kernelloop.evaluate.trusted.clock.timing_checks import BUSY
 from kernelloop.gate import performance_gate
 from kernelloop.task import load_task
 from tests.bench.test_bench_cpu import CANDS, CPU_TASK

@@ -1,4 +1,4 @@
-"""The run-through rounds' protocol on the trusted side (trusted/through.py), with stub
+"""The run-through rounds' protocol on the trusted side (trusted/clock/through.py), with stub
 workers that answer as real ones do: the GPU-only path's bookkeeping checked on any
 machine — the `made` line splits each batch, the warm-up round is not counted, every
 worker's turn is idle probe / batch / idle probe, a batch answered with probes it was not
@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from kernelloop.evaluate.trusted import through, wire
-from kernelloop.evaluate.trusted import timing_checks as checks
-from kernelloop.evaluate.trusted.interleave import Session
-from kernelloop.evaluate.trusted.workers import Answer
+from kernelloop.evaluate.trusted.channel import wire
+from kernelloop.evaluate.trusted.clock import through
+from kernelloop.evaluate.trusted.clock import timing_checks as checks
+from kernelloop.evaluate.trusted.clock.interleave import Session
+from kernelloop.evaluate.trusted.launch.workers import Answer
 
 
 class _Freezer:

@@ -16,10 +16,11 @@ import torch
 
 from kernelloop.evaluate import commitment, protocol
 from kernelloop.evaluate.protocol import call_seed
-from kernelloop.evaluate.trusted import freeze, wire
-from kernelloop.evaluate.trusted import timing_checks as checks
-from kernelloop.evaluate.trusted.bench_record import ImplTiming, paired_log_ratio
-from kernelloop.evaluate.trusted.freeze import Freezer, tree
+from kernelloop.evaluate.trusted.channel import wire
+from kernelloop.evaluate.trusted.clock import timing_checks as checks
+from kernelloop.evaluate.trusted.clock.bench_record import ImplTiming, paired_log_ratio
+from kernelloop.evaluate.trusted.launch import freeze
+from kernelloop.evaluate.trusted.launch.freeze import Freezer, tree
 
 KEY = "k" * 32
 

@@ -6,9 +6,9 @@ import shutil
 import pytest
 import torch
 
-from kernelloop.evaluate.trusted.judge import Judge
-from kernelloop.evaluate.trusted.plan import plan_calls
-from kernelloop.evaluate.trusted.sensitivity import trivial_outputs
+from kernelloop.evaluate.trusted.values.judge import Judge
+from kernelloop.evaluate.trusted.values.plan import plan_calls
+from kernelloop.evaluate.trusted.values.sensitivity import trivial_outputs
 from kernelloop.task import load_task
 from tests.conftest import FLAGSHIP
 
@@ -85,7 +85,7 @@ def test_trivial_outputs_are_named_at_once_and_made_only_when_looked_at():
 def test_the_constant_trivial_output_is_the_finite_mean_taken_in_chunks(monkeypatch):
     """The best constant is the mean of the reference's finite values, computed a chunk at
     a time (a whole-tensor boolean index ran the H200's trusted side out of memory)."""
-    from kernelloop.evaluate.trusted import sensitivity
+    from kernelloop.evaluate.trusted.values import sensitivity
 
     monkeypatch.setattr(sensitivity, "CHUNK", 7)  # several chunks, the last one short
     ref = torch.linspace(-3.0, 5.0, 50, dtype=torch.float64).reshape(5, 10)

@@ -3,10 +3,10 @@ screen bypass, each rejected on the CPU for what it is:
 
 - a kernel correct only for row counts that are a multiple of 64 (every declared CPU shape
   has fewer than 64 rows) and one wrong only for odd column counts (judged on an even
-  declared width) fail on the undeclared tile shape (evaluate/trusted/undeclared.py);
+  declared width) fail on the undeclared tile shape (evaluate/trusted/values/undeclared.py);
 - a kernel that caches its output by input address, by seed or by shape is `stateful`:
   the determinism suite's refill call brings the same tensors holding new values with the
-  same seed (trusted/judge_state.py).
+  same seed (trusted/values/judge_state.py).
 """
 
 import pytest

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from kernelloop.evaluate.trusted.run import evaluate
-from kernelloop.evaluate.trusted.static import screen_source
+from kernelloop.evaluate.trusted.screen.static import screen_source
 from tests.conftest import FLAGSHIP, ROOT
 
 CANDIDATES = Path(__file__).parent / "candidates"

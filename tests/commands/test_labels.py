@@ -37,7 +37,7 @@ def test_headline_names_the_stage(category, accepted, text):
 def test_every_category_has_a_stage():
     from typing import get_args
 
-    from kernelloop.evaluate.trusted.record import Category
+    from kernelloop.evaluate.trusted.values.record import Category
 
     assert {stage(c) for c in get_args(Category)} == {
         "accepted",

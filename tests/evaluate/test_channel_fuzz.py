@@ -21,12 +21,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kernelloop.evaluate.trusted import channel
-from kernelloop.evaluate.trusted.judge import Judge
-from kernelloop.evaluate.trusted.outputs import OutputDir
-from kernelloop.evaluate.trusted.plan import plan_calls
+from kernelloop.evaluate.trusted.channel import channel
+from kernelloop.evaluate.trusted.channel.outputs import OutputDir
+from kernelloop.evaluate.trusted.channel.text import visible
 from kernelloop.evaluate.trusted.run import _consume
-from kernelloop.evaluate.trusted.text import visible
+from kernelloop.evaluate.trusted.values.judge import Judge
+from kernelloop.evaluate.trusted.values.plan import plan_calls
 from kernelloop.task import load_task
 from tests.conftest import FLAGSHIP
 from tests.evaluate import channel_cases as cc

@@ -13,8 +13,8 @@ import triton.language as tl
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
-from kernelloop.evaluate.trusted.messages import validate
-from kernelloop.evaluate.trusted.record import KernelInfo
+from kernelloop.evaluate.trusted.channel.messages import validate
+from kernelloop.evaluate.trusted.values.record import KernelInfo
 from kernelloop.evaluate.worker.calls import code_facts
 
 

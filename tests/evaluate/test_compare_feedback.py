@@ -10,9 +10,9 @@ import traceback
 import torch
 from triton.compiler.errors import CompilationError
 
-from kernelloop.evaluate.trusted.compare import within_tolerance
-from kernelloop.evaluate.trusted.compare_mask import infer_mask
-from kernelloop.evaluate.trusted.text import COMPILER_CHARS, compiler_lines, last_line
+from kernelloop.evaluate.trusted.channel.text import COMPILER_CHARS, compiler_lines, last_line
+from kernelloop.evaluate.trusted.values.compare import within_tolerance
+from kernelloop.evaluate.trusted.values.compare_mask import infer_mask
 from kernelloop.task.spec import Tolerance
 
 TOL = Tolerance(atol=1e-5, rtol=1e-3)
@@ -99,7 +99,7 @@ def test_the_comparison_in_chunks_says_what_it_says_whole(monkeypatch):
     # A 6.4 GB output compared whole needed ~64 GB of float64 temporaries on the trusted
     # side (H200, 2026-12-01): it is compared in chunks. Verdicts, counts, maxima and the
     # first worst index must not depend on the chunk size.
-    import kernelloop.evaluate.trusted.compare as compare
+    import kernelloop.evaluate.trusted.values.compare as compare
 
     g = torch.Generator().manual_seed(3)
     ref = torch.randn(37, 29, generator=g, dtype=torch.float64)
@@ -130,7 +130,7 @@ def test_the_comparison_in_chunks_says_what_it_says_whole(monkeypatch):
 
 
 def test_a_cpp_build_error_is_its_first_compiler_lines():
-    from kernelloop.evaluate.trusted.text import import_reason
+    from kernelloop.evaluate.trusted.channel.text import import_reason
 
     log = (
         "Traceback (most recent call last):\n"

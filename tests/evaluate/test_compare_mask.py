@@ -6,7 +6,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kernelloop.evaluate.trusted.compare_mask import (
+from kernelloop.evaluate.trusted.values.compare_mask import (
     infer_mask,
     neighbours_problem,
     rate_problem,

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from kernelloop.evaluate.trusted import compile_cache
+from kernelloop.evaluate.trusted.launch import compile_cache
 from kernelloop.evaluate.trusted.run import evaluate
 from kernelloop.sandbox import SandboxConfig
 from tests.conftest import FLAGSHIP, FUSED

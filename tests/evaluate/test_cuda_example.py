@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from kernelloop.evaluate.trusted.static import screen_source
+from kernelloop.evaluate.trusted.screen.static import screen_source
 from kernelloop.task import load_task
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "ln_softmax_dropout_cuda"
@@ -40,7 +40,7 @@ class _Event:
 
 
 def test_a_calls_gpu_kernels_are_counted_from_its_trace_and_copies_are_not():
-    from kernelloop.evaluate.trusted.messages import validate
+    from kernelloop.evaluate.trusted.channel.messages import validate
     from kernelloop.evaluate.worker.calls import count_device_kernels
 
     trace = [
@@ -106,7 +106,7 @@ def _cu_file(folder: Path) -> Path:
 
 
 def test_the_cuda_source_as_a_cu_file_passes_the_screen(tmp_path):
-    from kernelloop.evaluate.trusted import native_source
+    from kernelloop.evaluate.trusted.launch import native_source
 
     task = load_task(EXAMPLE)
     mod = native_source.as_module(task, _cu_file(tmp_path))

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from kernelloop.evaluate.trusted import diagnose
 from kernelloop.evaluate.trusted.run import evaluate
+from kernelloop.evaluate.trusted.values import diagnose
 from kernelloop.task import load_task
 
 TASK = Path(__file__).resolve().parents[2] / "examples" / "cpu_task"

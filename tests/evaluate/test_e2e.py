@@ -7,11 +7,11 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
-from kernelloop.evaluate.trusted import channel
-from kernelloop.evaluate.trusted.judge import Judge
-from kernelloop.evaluate.trusted.outputs import OutputDir
-from kernelloop.evaluate.trusted.plan import plan_calls
+from kernelloop.evaluate.trusted.channel import channel
+from kernelloop.evaluate.trusted.channel.outputs import OutputDir
 from kernelloop.evaluate.trusted.run import _consume, evaluate
+from kernelloop.evaluate.trusted.values.judge import Judge
+from kernelloop.evaluate.trusted.values.plan import plan_calls
 from kernelloop.task import load_task
 from tests.evaluate import channel_cases as cc
 from tests.evaluate.test_channel_fuzz import Lines

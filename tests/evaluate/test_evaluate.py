@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from kernelloop.evaluate.trusted.plan import plan_calls
 from kernelloop.evaluate.trusted.run import evaluate
+from kernelloop.evaluate.trusted.values.plan import plan_calls
 from tests.conftest import FLAGSHIP, FUSED
 
 CHEATS = Path(__file__).parent / "cheats"

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from kernelloop.evaluate.trusted.compare import within_tolerance
 from kernelloop.evaluate.trusted.run import evaluate
+from kernelloop.evaluate.trusted.values.compare import within_tolerance
 from kernelloop.task import load_task
 from kernelloop.task.generic_cases import CASES, with_generic_cases
 from kernelloop.task.spec import Tolerance
@@ -120,8 +120,8 @@ def test_cases_with_large_values_widen_only_the_absolute_tolerance(tmp_path):
     # An fp32 RMSNorm + residual on ×1e3 inputs: the output can cancel to ~0.01 while the
     # rounding of its ~1e3 terms is ~6e-5 (18 of 262144 elements failed atol 1e-5 on the
     # CI machine). The judge scales atol by S on those cases, never rtol, never elsewhere.
-    from kernelloop.evaluate.trusted.judge import Judge
-    from kernelloop.evaluate.trusted.plan import plan_calls
+    from kernelloop.evaluate.trusted.values.judge import Judge
+    from kernelloop.evaluate.trusted.values.plan import plan_calls
 
     task = _task(tmp_path, extreme=None)
     judge = Judge(task, "cpu")

@@ -1,4 +1,4 @@
-"""Shared output slots (issue 13, trusted/inbox.py and worker/outbox.py) with real
+"""Shared output slots (issue 13, trusted/channel/inbox.py and worker/outbox.py) with real
 sandboxed worker processes: outputs reach the trusted side through the slots in turn and
 only as fast as it hands slots back, a hostile worker can neither shrink nor grow the
 buffer under the trusted side nor change the copy it judges, an evaluation sends its
@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from kernelloop.evaluate.trusted import inbox as inbox_mod
-from kernelloop.evaluate.trusted import outputs as outputs_mod
-from kernelloop.evaluate.trusted.inbox import Inbox
-from kernelloop.evaluate.trusted.outputs import OutputDir, OutputError
+from kernelloop.evaluate.trusted.channel import inbox as inbox_mod
+from kernelloop.evaluate.trusted.channel import outputs as outputs_mod
+from kernelloop.evaluate.trusted.channel.inbox import Inbox
+from kernelloop.evaluate.trusted.channel.outputs import OutputDir, OutputError
 from kernelloop.evaluate.trusted.run import evaluate
 from kernelloop.sandbox import SandboxConfig, SandboxProcess, detect_mode
 from kernelloop.task import load_task
@@ -227,8 +227,8 @@ def test_an_audit_takes_only_the_slot_it_gave_at_the_size_it_expects(tmp_path):
     private copy, and a refused one still hands its slot back."""
     import types
 
-    from kernelloop.evaluate.trusted.interleave_audit import AuditMixin
-    from kernelloop.evaluate.trusted.wire import Output
+    from kernelloop.evaluate.trusted.channel.wire import Output
+    from kernelloop.evaluate.trusted.clock.interleave_audit import AuditMixin
 
     box = Inbox.create("cpu", count=1)
     assert box is not None

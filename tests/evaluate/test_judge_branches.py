@@ -15,11 +15,11 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kernelloop.evaluate.trusted import judge as judge_module
-from kernelloop.evaluate.trusted import judge_stochastic
-from kernelloop.evaluate.trusted.judge import Judge
-from kernelloop.evaluate.trusted.outputs import OutputDir, OutputError
-from kernelloop.evaluate.trusted.plan import plan_calls
+from kernelloop.evaluate.trusted.channel.outputs import OutputDir, OutputError
+from kernelloop.evaluate.trusted.values import judge as judge_module
+from kernelloop.evaluate.trusted.values import judge_stochastic
+from kernelloop.evaluate.trusted.values.judge import Judge
+from kernelloop.evaluate.trusted.values.plan import plan_calls
 from kernelloop.task import load_task
 from tests.conftest import FLAGSHIP
 from tests.evaluate import channel_cases as cc

@@ -1,11 +1,11 @@
-"""The determinism suite's fingerprints (trusted/judge_state.py): the judge holds each
+"""The determinism suite's fingerprints (trusted/values/judge_state.py): the judge holds each
 group's first output as 8 keyed bytes until its repeat runs last, so equal bytes must give
 equal fingerprints and any difference a different one, including differences that cancel
 in a plain sum (two swapped elements, two sign flips)."""
 
 import torch
 
-from kernelloop.evaluate.trusted.judge_state import fingerprint
+from kernelloop.evaluate.trusted.values.judge_state import fingerprint
 
 
 def test_equal_bytes_equal_fingerprints_and_every_kind_of_difference_shows():
@@ -30,7 +30,7 @@ def test_equal_bytes_equal_fingerprints_and_every_kind_of_difference_shows():
 
 
 def test_an_output_longer_than_one_chunk_is_covered_to_its_last_word(monkeypatch):
-    from kernelloop.evaluate.trusted import judge_state
+    from kernelloop.evaluate.trusted.values import judge_state
 
     monkeypatch.setattr(judge_state, "CHUNK_WORDS", 1000)  # 10 chunks, as on a GPU output
     a = torch.randn(10_001)

@@ -1,4 +1,4 @@
-"""A C++/CUDA source file as a candidate (evaluate/trusted/native_source.py): the module
+"""A C++/CUDA source file as a candidate (evaluate/trusted/launch/native_source.py): the module
 generated for it embeds the source byte for byte, binds the baseline's parameters in
 order, passes the static screen's C++ rules like an inline candidate, and a file that
 cannot stand for a candidate is refused in one sentence. (The build itself:
@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from kernelloop.errors import KernelloopError
-from kernelloop.evaluate.trusted import native_source as ns
-from kernelloop.evaluate.trusted.static import screen_candidate
+from kernelloop.evaluate.trusted.launch import native_source as ns
+from kernelloop.evaluate.trusted.screen.static import screen_candidate
 from kernelloop.task import load_task
 from kernelloop.task import native_source as tns
 

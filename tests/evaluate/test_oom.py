@@ -1,4 +1,4 @@
-"""A worker's CUDA out-of-memory during correctness (evaluate/trusted/oom.py): the harness's
+"""A worker's CUDA out-of-memory during correctness (evaluate/trusted/values/oom.py): the harness's
 when the candidate stayed within its share of the GPU (`internal`: evaluated again, never
 charged), the candidate's crash when it asked for more. The message is the one an honest
 rewrite got on the H200 (2026-12-03, KernelBench level1/23 at 4096x393216, gate-check)."""
@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from kernelloop.evaluate.trusted.judge import Judge
-from kernelloop.evaluate.trusted.oom import harness_oom
-from kernelloop.evaluate.trusted.plan import plan_calls
+from kernelloop.evaluate.trusted.values.judge import Judge
+from kernelloop.evaluate.trusted.values.oom import harness_oom
+from kernelloop.evaluate.trusted.values.plan import plan_calls
 from kernelloop.task import load_task
 from tests.conftest import FLAGSHIP
 
@@ -73,7 +73,7 @@ TRUSTED = (
 def test_a_trusted_side_out_of_memory_is_infrastructure_not_the_tasks_fault(
     call_and_task, monkeypatch, fault, category
 ):
-    from kernelloop.evaluate.trusted.judge import TaskFault
+    from kernelloop.evaluate.trusted.values.judge import TaskFault
 
     task, call = call_and_task
     judge = Judge(task, "cpu")

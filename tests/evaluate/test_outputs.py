@@ -19,9 +19,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kernelloop.evaluate.trusted.judge import Judge
-from kernelloop.evaluate.trusted.outputs import OutputDir, OutputError
+from kernelloop.evaluate.trusted.channel.outputs import OutputDir, OutputError
 from kernelloop.evaluate.trusted.run import _consume
+from kernelloop.evaluate.trusted.values.judge import Judge
 from tests.evaluate import channel_cases as cc
 from tests.evaluate.test_channel_fuzz import IDS, KEY, PLAN, TASK, Lines
 from tests.redteam.harness import Canary

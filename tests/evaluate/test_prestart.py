@@ -1,5 +1,5 @@
 """Correctness workers started before their candidate exists (issue 13,
-trusted/prestart.py), on the CPU task with real sandboxed workers: a warm worker takes its
+trusted/launch/prestart.py), on the CPU task with real sandboxed workers: a warm worker takes its
 job and judges the candidate as a fresh one does, warm workers of other settings or past
 their head start are replaced, a warm worker's time limit counts from its job, the loop
 starts the next evaluation's workers and the next evaluation takes them, and a warm
@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from kernelloop.evaluate.trusted import compile_cache, prestart
 from kernelloop.evaluate.trusted import run as run_mod
+from kernelloop.evaluate.trusted.launch import compile_cache, prestart
 from kernelloop.evaluate.trusted.run import default_workers, evaluate
 from kernelloop.executor import Slot
 from kernelloop.loop.evaluation import EvaluationJob

@@ -4,10 +4,10 @@ and nothing a candidate does changes what it holds or what a verdict is."""
 
 from pathlib import Path
 
-from kernelloop.evaluate.trusted.judge import Judge
-from kernelloop.evaluate.trusted.plan import Seeds, plan_calls
-from kernelloop.evaluate.trusted.refcache import References
 from kernelloop.evaluate.trusted.run import evaluate
+from kernelloop.evaluate.trusted.values.judge import Judge
+from kernelloop.evaluate.trusted.values.plan import Seeds, plan_calls
+from kernelloop.evaluate.trusted.values.refcache import References
 from tests.conftest import FLAGSHIP, FUSED
 
 ONE = {"device": "cpu", "shapes": "7x129", "dtypes": ["float32"], "timing": False}

@@ -7,10 +7,10 @@ from collections import Counter
 
 import pytest
 
-from kernelloop.evaluate.trusted import shards
-from kernelloop.evaluate.trusted.judge import Judge
-from kernelloop.evaluate.trusted.plan import STAGES, plan_calls
-from kernelloop.evaluate.trusted.stages import StageClock
+from kernelloop.evaluate.trusted.values import shards
+from kernelloop.evaluate.trusted.values.judge import Judge
+from kernelloop.evaluate.trusted.values.plan import STAGES, plan_calls
+from kernelloop.evaluate.trusted.values.stages import StageClock
 
 
 @pytest.mark.parametrize("n", [2, 3])
@@ -128,7 +128,7 @@ def _line(key: str, **msg) -> bytes:
 def _lanes(flagship, tmp_path, parts, script):
     """Fake workers over real channel readers and out dirs: `script[k]` is (pause before
     each line, call ids to send as raised errors) for part k."""
-    from kernelloop.evaluate.trusted.outputs import OutputDir
+    from kernelloop.evaluate.trusted.channel.outputs import OutputDir
 
     hello = {
         "type": "hello",

@@ -6,15 +6,15 @@ import traceback
 
 import pytest
 
-from kernelloop.evaluate.trusted.plan import (
+from kernelloop.evaluate.trusted.channel.text import compiler_lines
+from kernelloop.evaluate.trusted.values.plan import (
     STAGES,
     Seeds,
     count_kernels,
     extreme_shapes,
     plan_calls,
 )
-from kernelloop.evaluate.trusted.stages import StageClock, summary
-from kernelloop.evaluate.trusted.text import compiler_lines
+from kernelloop.evaluate.trusted.values.stages import StageClock, summary
 
 
 def _numel(shape):

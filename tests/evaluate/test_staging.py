@@ -1,4 +1,4 @@
-"""Reading a call's output through a bounded staging area (trusted/staging.py,
+"""Reading a call's output through a bounded staging area (trusted/channel/staging.py,
 OutputDir.read_into): the bytes arrive whole and in order however the chunks fall, the
 file is checked and removed as `read` does, and nothing is reused before it is copied."""
 
@@ -9,8 +9,8 @@ import os
 import pytest
 import torch
 
-from kernelloop.evaluate.trusted.outputs import OutputDir, OutputError
-from kernelloop.evaluate.trusted.staging import Staging
+from kernelloop.evaluate.trusted.channel.outputs import OutputDir, OutputError
+from kernelloop.evaluate.trusted.channel.staging import Staging
 from tests.evaluate.test_channel_fuzz import IDS
 
 CID = IDS[0]
@@ -42,7 +42,7 @@ def test_read_into_delivers_every_byte_in_order_through_two_small_views(tmp_path
 def test_large_views_are_read_in_parallel_slices_each_at_its_own_offset(tmp_path, monkeypatch):
     # Slices of 4 KiB (READ_SLICE lowered), so a 64 KiB view is read by 4 threads at
     # once: every byte must still land at its own place, across chunks of uneven length.
-    from kernelloop.evaluate.trusted import outputs as out_mod
+    from kernelloop.evaluate.trusted.channel import outputs as out_mod
 
     monkeypatch.setattr(out_mod, "READ_SLICE", 4096)
     monkeypatch.setattr(out_mod, "READ_THREADS", 4)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from kernelloop.evaluate.trusted.static import screen_source
+from kernelloop.evaluate.trusted.screen.static import screen_source
 
 CAND = Path(__file__).parent / "cxx" / "rmsnorm_residual_cpu.py"
 CUDA_KERNEL = '''

@@ -1,4 +1,4 @@
-"""The undeclared shapes drawn per evaluation (evaluate/trusted/undeclared.py).
+"""The undeclared shapes drawn per evaluation (evaluate/trusted/values/undeclared.py).
 
 The wide one (class 6 of tests/cheats): no dimension may take a value that a listed shape
 has, or a candidate that special-cases the listed widths passes on it. Before this rule,
@@ -9,10 +9,10 @@ flagship has fewer than 64 rows). A task whose shapes are closed gets none."""
 
 import pytest
 
-from kernelloop.evaluate.trusted import undeclared
-from kernelloop.evaluate.trusted.plan import Seeds, plan_calls, unseen_shape
 from kernelloop.evaluate.trusted.run import select_shapes
-from kernelloop.evaluate.trusted.undeclared import tile_shape, undeclared_shapes
+from kernelloop.evaluate.trusted.values import undeclared
+from kernelloop.evaluate.trusted.values.plan import Seeds, plan_calls, unseen_shape
+from kernelloop.evaluate.trusted.values.undeclared import tile_shape, undeclared_shapes
 from kernelloop.task import load_task
 from kernelloop.task.load import Task
 from kernelloop.task.spec import Shape

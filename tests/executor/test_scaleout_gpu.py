@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from kernelloop.evaluate.trusted.gpu_bind import torch_ordinal
+from kernelloop.evaluate.trusted.launch.gpu_bind import torch_ordinal
 from kernelloop.evaluate.trusted.run import evaluate
 from kernelloop.executor.local import LocalGPUs
 from kernelloop.task import load_task

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kernelloop.evaluate.trusted.record import (
+from kernelloop.evaluate.trusted.values.record import (
     CheckResult,
     Environment,
     EvaluationRecord,

@@ -18,8 +18,8 @@ from records import make_record
 from tests.bench.records import record as bench_record
 from tests.bench.records import uniform
 
-from kernelloop.evaluate.trusted.bench_record import BenchmarkRecord, GpuState, ImplTiming
-from kernelloop.evaluate.trusted.record import Environment
+from kernelloop.evaluate.trusted.clock.bench_record import BenchmarkRecord, GpuState, ImplTiming
+from kernelloop.evaluate.trusted.values.record import Environment
 from kernelloop.gate import GateResult, performance_gate
 from kernelloop.history import HistoryStore, history_path
 from kernelloop.history.export_text import benchmark_markdown, export_message

@@ -4,7 +4,7 @@ digest whose labels do not contradict each other."""
 
 from __future__ import annotations
 
-from kernelloop.evaluate.trusted.record import (
+from kernelloop.evaluate.trusted.values.record import (
     CheckResult,
     Environment,
     EvaluationRecord,

@@ -12,7 +12,7 @@ from pathlib import Path
 from rich.console import Console
 
 from kernelloop.agents.scripted import ScriptedAgent
-from kernelloop.evaluate.trusted.timing_checks import BUSY
+from kernelloop.evaluate.trusted.clock.timing_checks import BUSY
 from kernelloop.history import HistoryStore, open_task_memory
 from kernelloop.loop import Options, run_loop
 from kernelloop.loop.view import RunView

@@ -11,7 +11,7 @@ from rich.console import Console
 from kernelloop.agents.base import Proposal
 from kernelloop.agents.llm.parse import parse_answer
 from kernelloop.commands.history_cmds import _cost, _verdict_cell
-from kernelloop.evaluate.trusted.text import candidate_frame
+from kernelloop.evaluate.trusted.channel.text import candidate_frame
 from kernelloop.history.models import clip, outcome_word
 from kernelloop.loop.view import RunView
 from tests.loop.test_feedback import attempt

@@ -14,7 +14,7 @@ import pytest
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
-from kernelloop.evaluate.trusted.timing_checks import BUSY
+from kernelloop.evaluate.trusted.clock.timing_checks import BUSY
 from kernelloop.history import open_task_memory
 from kernelloop.task import load_task
 from tests import busy

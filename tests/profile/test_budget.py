@@ -9,7 +9,7 @@ import pytest
 from tests.conftest import FLAGSHIP, FUSED
 
 from kernelloop.errors import KernelloopError
-from kernelloop.evaluate.trusted.static import Finding
+from kernelloop.evaluate.trusted.screen.static import Finding
 from kernelloop.profile.budget import ProfileBudget
 from kernelloop.profile.run import ScreenRefused
 from kernelloop.task.spec import Rules

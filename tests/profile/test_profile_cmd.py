@@ -18,6 +18,7 @@ from kernelloop.errors import KernelloopError
 from kernelloop.profile import estimate_tokens
 from kernelloop.profile.fallback import occupancy
 from kernelloop.profile.ncu_driver import find_ncu
+from kernelloop.profile.render import prompt_text
 from kernelloop.profile.run import Collected, _job, _run_ncu, default_shape, profile_candidate
 from kernelloop.sandbox import SandboxConfig
 
@@ -179,5 +180,5 @@ def test_profile_command_on_the_gpu_uses_nsight_compute_within_a_minute(flagship
     assert [k.name for k in report.kernels] == ["_fused_kernel"]
     assert report.classifications[0].bound != "memory-bound", report.classifications[0].evidence
     assert report.roofline is not None and report.roofline.pct_of_floor < 60
-    assert estimate_tokens(report.format_for_prompt()) <= 1500
+    assert estimate_tokens(prompt_text(report)) <= 1500
     assert torch.cuda.is_available()

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from kernelloop.profile import estimate_tokens, parse_ncu_csv, summarize
+from kernelloop.profile.render import prompt_text
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -38,7 +39,7 @@ def test_fused_candidate_is_not_called_memory_bound(fused):
     assert c.bound == "latency-bound", c.evidence
     assert k.dram_throughput_pct == pytest.approx(18.19)
     assert "12% occupancy, limited by registers" in c.evidence
-    text = report.format_for_prompt()
+    text = prompt_text(report)
     print(text)
     assert estimate_tokens(text) <= 1500, estimate_tokens(text)
     assert "MEMORY-BOUND" not in text and "LATENCY-BOUND" in text
@@ -149,7 +150,7 @@ def test_baseline_reports_each_kernel_and_the_extra_traffic(baseline):
     # kernels: 4.34 GB against the op's minimal 805 MB.
     assert report.total_dram_bytes == pytest.approx(4.34e9, rel=0.01)
     assert report.traffic_ratio == pytest.approx(5.4, abs=0.05)
-    text = report.format_for_prompt()
+    text = prompt_text(report)
     print(text)
     assert estimate_tokens(text) <= 1500 * len(baseline)
     for name in BASELINE_KERNELS:
@@ -179,7 +180,7 @@ def test_fused_vs_baseline_deltas_use_totals_and_flag_the_occupancy_cost(baselin
         "registers_per_thread",
         "achieved_occupancy_pct",
     }
-    text = report.format_for_prompt()
+    text = prompt_text(report)
     assert "total kernel time 1.207 ms → 906.6 us (-25%)" in text
     assert "REGRESSIONS in secondary metrics" in text and "34 → 196" in text
     assert text.count("34 → 196") == 1

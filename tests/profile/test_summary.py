@@ -5,6 +5,7 @@ import json
 import pytest
 
 from kernelloop.profile import CompileFact, KernelTiming, ProfileReport, estimate_tokens, summarize
+from kernelloop.profile.render import prompt_text
 
 MIN_BYTES = 3 * 16384 * 8192 * 2
 
@@ -13,7 +14,7 @@ def test_one_kernel_summary_fits_the_budget_and_names_the_bottleneck(synthetic):
     report = summarize(
         synthetic[:1], min_bytes=MIN_BYTES, measured_time_s=0.83e-3, candidate="fused.py"
     )
-    text = report.format_for_prompt()
+    text = prompt_text(report)
     assert estimate_tokens(text) <= 1500
     assert "COMPUTE-BOUND" in text and "MEMORY-BOUND" not in text
     assert "23% of floor" in text
@@ -34,8 +35,8 @@ def test_one_kernel_summary_fits_the_budget_and_names_the_bottleneck(synthetic):
 
 def test_budget_drops_detail_before_failing(synthetic):
     report = summarize(synthetic[:1], min_bytes=MIN_BYTES)
-    full = report.format_for_prompt()
-    tight = report.format_for_prompt(max_tokens=estimate_tokens(full) - 60)
+    full = prompt_text(report)
+    tight = prompt_text(report, max_tokens=estimate_tokens(full) - 60)
     assert estimate_tokens(tight) <= estimate_tokens(full) - 60
     assert "COMPUTE-BOUND" in tight and "SOLBottleneck" in tight
     assert "Instruction mix" not in tight or tight.count("- [") < full.count("- [")
@@ -43,7 +44,7 @@ def test_budget_drops_detail_before_failing(synthetic):
 
 def test_multi_kernel_summary_reports_each_kernel_and_the_extra_traffic(synthetic):
     report = summarize(synthetic, min_bytes=MIN_BYTES)
-    text = report.format_for_prompt()
+    text = prompt_text(report)
     assert "Kernel 1/2 `_fused_rand_kernel`" in text and "Kernel 2/2 `_layernorm_kernel`" in text
     assert report.traffic_ratio == pytest.approx(report.total_dram_bytes / MIN_BYTES)
     assert f"{report.traffic_ratio:.1f}× the minimal" in text
@@ -60,7 +61,7 @@ def test_parent_deltas_flag_a_secondary_regression(synthetic):
     assert not by_metric["duration_us"].regression
     assert not by_metric["smem_bank_conflicts_load"].regression
     assert [d.metric for d in report.regressions] == ["l2_hit_pct"]
-    text = report.format_for_prompt()
+    text = prompt_text(report)
     assert "REGRESSIONS" in text and "L2 hit 91.0% → 86.0% (-5.0 pts)" in text
     assert "duration 1.133 ms → 830.2 us (-27%)" in text
 
@@ -103,7 +104,7 @@ def test_fallback_summary_says_what_is_missing():
         timings=[KernelTiming(name="_fused", launches=1, total_us=830.0)],
         missing=["Nsight Compute: not found on this machine (no GPU)"],
     )
-    text = report.format_for_prompt()
+    text = prompt_text(report)
     assert report.source == "fallback"
     assert "no hardware counters" in text and "Nsight Compute: not found" in text
     assert "40 registers/thread" in text and "`_fused` ×1 830.0 us" in text

@@ -13,8 +13,8 @@ import time
 
 import pytest
 
+from kernelloop.evaluate.trusted.channel.text import visible
 from kernelloop.evaluate.trusted.run import evaluate
-from kernelloop.evaluate.trusted.text import visible
 from tests.redteam.harness import SMALL, is_root, processes_with, write_candidate
 
 pytestmark = pytest.mark.skipif(
@@ -74,7 +74,7 @@ MALFORMED = {
     "deep_nesting": '"[" * 300_000',
     "two_mib_line": '\'{"type": "done", "key": "KEY", "pad": "\' + "a" * (2 << 20) + \'"}\'',
     "forged_file": 'dict(OK, file="/etc/passwd")',
-    # Shared output slots (trusted/inbox.py): one that does not exist, one besides a
+    # Shared output slots (trusted/channel/inbox.py): one that does not exist, one besides a
     # file, one of the wrong type.
     "slot_out_of_range": "dict(OK, slot=2)",
     "slot_beyond_any_count": "dict(OK, slot=64)",

@@ -14,8 +14,9 @@ import sys
 import pytest
 
 from kernelloop.evaluate.trusted.run import evaluate
-from kernelloop.evaluate.trusted.static import screen_source
+from kernelloop.evaluate.trusted.screen.static import screen_source
 from kernelloop.profile import run as profile_run
+from kernelloop.profile.render import prompt_text
 from kernelloop.profile.run import (
     Collected,
     ScreenRefused,
@@ -208,7 +209,7 @@ def test_a_planted_profile_report_is_not_followed_and_nothing_leaks(
     assert got.missing and (
         "not a regular file" in got.missing[-1] or "bytes" in got.missing[-1]
     ), got.missing
-    text = summarize(got.kernels, missing=got.missing, min_bytes=1.0).format_for_prompt()
+    text = prompt_text(summarize(got.kernels, missing=got.missing, min_bytes=1.0))
     blob = text + json.dumps(got.missing)
     assert secret not in blob and not _environ_in(blob), blob
     assert canary.intact() and processes_with(secret) == []

@@ -11,7 +11,12 @@ import shlex
 import shutil
 import subprocess
 
-from kernelloop.evaluate.trusted.record import CheckResult, Environment, EvaluationRecord, Verdict
+from kernelloop.evaluate.trusted.values.record import (
+    CheckResult,
+    Environment,
+    EvaluationRecord,
+    Verdict,
+)
 from kernelloop.history import HistoryStore
 from kernelloop.report import write_report
 from kernelloop.report.review import Repro

@@ -3,7 +3,12 @@ it: correctness records, no benchmark record) and that has not finished: the rep
 so instead of showing numbers, its checklist fails what cannot be shown and marks n/a what
 the device cannot measure."""
 
-from kernelloop.evaluate.trusted.record import CheckResult, Environment, EvaluationRecord, Verdict
+from kernelloop.evaluate.trusted.values.record import (
+    CheckResult,
+    Environment,
+    EvaluationRecord,
+    Verdict,
+)
 from kernelloop.history import HistoryStore
 from kernelloop.report import write_report
 from kernelloop.task import load_task

@@ -155,7 +155,7 @@ def forward(*, x, cell_weight, cell_bias, draw_seed):
 
 
 def test_a_triton_candidate_of_a_task_that_draws_may_draw_its_random_numbers(tmp_path):
-    from kernelloop.evaluate.trusted.static import screen_source
+    from kernelloop.evaluate.trusted.screen.static import screen_source
 
     folder = import_problem(EXTRA / "draws_in_forward.py", tmp_path, ["float32"])
     task = load_task(folder)
@@ -184,7 +184,7 @@ def test_a_triton_candidate_of_a_task_that_draws_may_draw_its_random_numbers(tmp
     reason="needs a C++ compiler and ninja",
 )
 def test_a_cpp_candidate_of_a_task_that_draws_may_draw_in_its_host_code(tmp_path):
-    from kernelloop.evaluate.trusted.static import screen_source
+    from kernelloop.evaluate.trusted.screen.static import screen_source
 
     folder = import_problem(EXTRA / "draws_in_forward.py", tmp_path, ["float32"], language="cuda")
     task = load_task(folder)

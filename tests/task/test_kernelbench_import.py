@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from kernelloop.evaluate.trusted.run import evaluate
-from kernelloop.evaluate.trusted.undeclared import undeclared_shapes
+from kernelloop.evaluate.trusted.values.undeclared import undeclared_shapes
 from kernelloop.task import kernelbench, load_task
 from kernelloop.task.kernelbench import import_problem, problem_files
 from kernelloop.task.kernelbench_inputs import int_constants, load_problem, make

@@ -141,7 +141,7 @@ def relu_cuda(tmp_path_factory) -> Path:
 
 
 def test_a_problem_imported_for_cuda_takes_a_cuda_cpp_solution(relu_cuda):
-    from kernelloop.evaluate.trusted.static import screen_source
+    from kernelloop.evaluate.trusted.screen.static import screen_source
 
     task = load_task(relu_cuda)
     assert task.spec.task.language == "cuda"

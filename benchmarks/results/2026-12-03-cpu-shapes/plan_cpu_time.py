@@ -14,8 +14,9 @@ import torch
 torch.set_num_threads(1)
 import importlib.util
 
-import kernelloop
 from kernelloop.evaluate.trusted.plan import plan_calls
+
+import kernelloop
 from kernelloop.task import load_task
 from kernelloop.task.generic_cases import with_generic_cases
 

@@ -13,6 +13,7 @@ from rich.console import Console
 from kernelloop.commands.candidate_file import check_candidate_file
 from kernelloop.commands.labels import print_rejection
 from kernelloop.commands.progress import progress_lines
+from kernelloop.profile.render import prompt_text
 
 
 def register(app: typer.Typer) -> None:
@@ -95,7 +96,7 @@ def profile_cmd(
         else:
             print_rejection(Console(), "static", findings, note=" (not profiled)")
         raise typer.Exit(1) from None
-    text = out.report.format_for_prompt()
+    text = prompt_text(out.report)
     if json_out:
         data = {
             "task": t.name,

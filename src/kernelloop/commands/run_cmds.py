@@ -106,7 +106,7 @@ def run_cmd(
     Exit 0 when the run ends (its summary says what it found), 2 usage or setup error,
     130 interrupted (Ctrl-C; the command that resumes it is printed)."""
     from kernelloop.agents.registry import default_candidates, make_agent
-    from kernelloop.evaluate.trusted import prestart
+    from kernelloop.evaluate.trusted.launch import prestart
     from kernelloop.evaluate.trusted.run import resolve_device
     from kernelloop.loop import Options, run_loop
     from kernelloop.loop.driver import RunInterrupted

@@ -111,7 +111,7 @@ def suite_cmd(
         raise KernelloopError("two tasks share a name; give each task folder a distinct name.")
     # Imported once the arguments are checked (torch comes with them): a usage error in
     # ~1 s rather than 4 s (issue 36).
-    from kernelloop.evaluate.trusted import prestart
+    from kernelloop.evaluate.trusted.launch import prestart
     from kernelloop.evaluate.trusted.run import resolve_device
     from kernelloop.report.leaderboard import BOARD, STATE, leaderboard, markdown, task_row
 

@@ -18,8 +18,8 @@ from kernelloop.commands.candidate_file import check_candidate_file
 from kernelloop.commands.labels import print_rejection
 from kernelloop.commands.progress import progress_lines
 from kernelloop.errors import KernelloopError
-from kernelloop.evaluate.trusted.record import NOT_THE_CANDIDATES, EvaluationRecord
-from kernelloop.evaluate.trusted.stages import summary as stage_summary
+from kernelloop.evaluate.trusted.values.record import NOT_THE_CANDIDATES, EvaluationRecord
+from kernelloop.evaluate.trusted.values.stages import summary as stage_summary
 from kernelloop.task import load_task
 
 TEMPLATE = Path(__file__).resolve().parent.parent / "task" / "template"

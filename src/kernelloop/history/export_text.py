@@ -14,7 +14,7 @@ from collections import defaultdict
 
 from pydantic import ValidationError
 
-from kernelloop.evaluate.trusted.record import EvaluationRecord
+from kernelloop.evaluate.trusted.values.record import EvaluationRecord
 from kernelloop.history.export_bench import (
     bench_sha256,
     benchmark_section,

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from kernelloop.errors import KernelloopError
-from kernelloop.evaluate.trusted.record import EvaluationRecord, Verdict
+from kernelloop.evaluate.trusted.values.record import EvaluationRecord, Verdict
 from kernelloop.history import queries
 from kernelloop.history.diffs import summarize_diff
 from kernelloop.history.duplicates import DuplicateFinding, find_duplicate
@@ -24,7 +24,7 @@ from kernelloop.history.store_runs import RunsMixin
 if (
     TYPE_CHECKING
 ):  # both modules import torch; the history (and `kernelloop export`) does not need it
-    from kernelloop.evaluate.trusted.bench_record import BenchmarkRecord
+    from kernelloop.evaluate.trusted.clock.bench_record import BenchmarkRecord
     from kernelloop.gate import GateResult
 
 

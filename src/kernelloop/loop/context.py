@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from kernelloop.agents.base import AgentContext
 from kernelloop.errors import KernelloopError
-from kernelloop.evaluate.trusted.record import EvaluationRecord
 from kernelloop.evaluate.trusted.run import select_shapes, timings_count
-from kernelloop.evaluate.trusted.undeclared import undeclared_ranges as unseen_ranges
+from kernelloop.evaluate.trusted.values.record import EvaluationRecord
+from kernelloop.evaluate.trusted.values.undeclared import undeclared_ranges as unseen_ranges
 from kernelloop.loop.state import Best, Run
 from kernelloop.objective import floor_by_shape, floors
 from kernelloop.policy import rules_text

@@ -42,11 +42,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from kernelloop.errors import SandboxError
-from kernelloop.evaluate.trusted import prestart
 from kernelloop.evaluate.trusted.bench import PendingBenchmark, start_benchmark
-from kernelloop.evaluate.trusted.refcache import References
+from kernelloop.evaluate.trusted.clock.timing_checks import BUSY
+from kernelloop.evaluate.trusted.launch import prestart
 from kernelloop.evaluate.trusted.run import default_workers, evaluate
-from kernelloop.evaluate.trusted.timing_checks import BUSY
+from kernelloop.evaluate.trusted.values.refcache import References
 from kernelloop.executor import JobLost, Slot
 from kernelloop.executor.turns import of_device
 from kernelloop.gate import decide

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from kernelloop.errors import KernelloopError
 from kernelloop.loop.state import Best, Evaluated, Run
+from kernelloop.profile.render import prompt_text
 
 # Reasons after the first that are worth a line: a second failing case often tells a
 # rounding problem (one dtype) from a logic one (all of them).
@@ -114,7 +115,7 @@ def candidate_profile(run: Run, source: str, name: str, parent: Best) -> str:
         return f"profile: not available ({str(e)[:200]})"
     finally:
         path.unlink(missing_ok=True)
-    text = outcome.report.format_for_prompt()
+    text = prompt_text(outcome.report)
     keep = [line for line in text.splitlines() if line.startswith(PROFILE_LINES)]
     if not keep:
         return "profile: the profiler reported no kernel of this candidate"

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 from pydantic import ValidationError
 
-from kernelloop.evaluate.trusted.bench_record import BenchmarkRecord
-from kernelloop.evaluate.trusted.record import EvaluationRecord
+from kernelloop.evaluate.trusted.clock.bench_record import BenchmarkRecord
+from kernelloop.evaluate.trusted.values.record import EvaluationRecord
 from kernelloop.gate import GateResult
 from kernelloop.history import HistoryStore
 from kernelloop.history.models import Attempt

@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 
 from kernelloop.agents.base import Proposal
 from kernelloop.errors import KernelloopError
-from kernelloop.evaluate.trusted.record import Verdict
-from kernelloop.evaluate.trusted.refcache import References
-from kernelloop.evaluate.trusted.stages import summary as stage_summary
+from kernelloop.evaluate.trusted.values.record import Verdict
+from kernelloop.evaluate.trusted.values.refcache import References
+from kernelloop.evaluate.trusted.values.stages import summary as stage_summary
 from kernelloop.history.models import (
     ACCEPTED,
     NOT_EVALUATED,
@@ -38,6 +38,7 @@ from kernelloop.policy import (
     refusals,
     stall_check,
 )
+from kernelloop.profile.render import prompt_text
 
 # Appended to the stop reason of a run whose timings never count.
 UNMEASURED = "; speed was not measured (interpreter timings never count), so nothing was promoted"
@@ -128,7 +129,7 @@ def profile_best(run: Run, best: Best, parent: Best | None) -> None:
     except KernelloopError as e:
         best.profile_text = context_profile(best.record) + f"\nProfiler unavailable: {e}"
         return
-    best.profile_text = outcome.report.format_for_prompt()
+    best.profile_text = prompt_text(outcome.report)
     best.profile_metrics = outcome.report.agent_metrics()
     # The full metrics (every kernel, hints, roofline) are kept with the proposal's record.
     run.store.add_profile(

@@ -1,7 +1,7 @@
 """What `kernelloop mcp` checks in a submitted source before anything is evaluated: that it
 can be a candidate at all (it parses and defines the entry), and what the static screen
 says of it — the same screen, on the same bytes, as the first stage of its evaluation
-(evaluate/trusted/static.py), so a source the evaluation would refuse in milliseconds is
+(evaluate/trusted/screen/static.py), so a source the evaluation would refuse in milliseconds is
 refused before the baseline's round 0 (a minute or more) or any sandbox is started."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 import ast
 
 from kernelloop.errors import KernelloopError
-from kernelloop.evaluate.trusted.static import screen_candidate
+from kernelloop.evaluate.trusted.screen.static import screen_candidate
 from kernelloop.policy.static import find_function
 from kernelloop.task import Task
 from kernelloop.task.native_source import python_source

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from kernelloop.agents.base import Proposal
 from kernelloop.errors import KernelloopError
-from kernelloop.evaluate.trusted import prestart
+from kernelloop.evaluate.trusted.launch import prestart
 from kernelloop.evaluate.trusted.run import resolve_device, select_shapes, timings_count
 from kernelloop.history import open_task_memory
 from kernelloop.history.heartbeat import Heartbeat
@@ -37,6 +37,7 @@ from kernelloop.loop.state import Best, Options, Run
 from kernelloop.loop.summary import run_summary
 from kernelloop.policy import budget_check, rules_text
 from kernelloop.profile.budget import ProfileBudget
+from kernelloop.profile.render import prompt_text
 from kernelloop.task import Task
 from kernelloop.task.native_source import python_source
 
@@ -350,7 +351,7 @@ class ExternalSession:
                 "parent": f"best #{best.pid}",
                 "shape": out.shape,
                 "dtype": out.dtype,
-                "summary": out.report.format_for_prompt(),
+                "summary": prompt_text(out.report),
                 "metrics": out.report.agent_metrics(),
             }
 

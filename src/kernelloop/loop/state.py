@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Protocol
 
 from kernelloop.agents.base import Agent, Proposal
-from kernelloop.evaluate.trusted.bench_record import BenchmarkRecord
-from kernelloop.evaluate.trusted.record import EvaluationRecord
+from kernelloop.evaluate.trusted.clock.bench_record import BenchmarkRecord
+from kernelloop.evaluate.trusted.values.record import EvaluationRecord
 from kernelloop.executor import Executor, InTurn
 from kernelloop.gate import GateResult
 from kernelloop.history import HistoryStore

@@ -6,7 +6,7 @@ Typical use (the sandbox runs the command; nothing here imports candidate code e
     argv = ncu_command(worker_argv, out_dir / "ncu.csv")        # run it in the sandbox
     kernels = parse_ncu_csv((out_dir / "ncu.csv").read_text())
     report = summarize(kernels, parent=parent_report, min_bytes=..., measured_time_s=...)
-    prompt_text = report.format_for_prompt()
+    text = prompt_text(report)                                  # profile.render
     record_json = report.to_record()
 """
 

@@ -1,15 +1,18 @@
-"""Render a ProfileReport as plain text; `level` 0..3 trades detail for length."""
+"""Render a ProfileReport as plain text; `level` 0..3 trades detail for length, and
+`prompt_text` picks the most detailed level that fits the agent's budget. The view
+depends on the model (summary.py), never the other way round."""
 
 from __future__ import annotations
-
-from typing import TYPE_CHECKING
 
 from kernelloop.profile.deltas import fmt_bytes
 from kernelloop.profile.metrics import FMA_HALVES, KernelProfile, pipe_label
 from kernelloop.profile.roofline import Classification
-
-if TYPE_CHECKING:
-    from kernelloop.profile.summary import ProfileReport
+from kernelloop.profile.summary import (
+    CHARS_PER_TOKEN,
+    TOKENS_PER_KERNEL,
+    ProfileReport,
+    estimate_tokens,
+)
 
 # (hints shown per kernel, characters per hint, show instruction mix, stalls shown)
 _LEVELS = ((4, 320, True, 4), (3, 220, True, 3), (2, 160, False, 3), (1, 120, False, 2))
@@ -361,3 +364,15 @@ def render(report: ProfileReport, level: int = 0) -> str:
     if report.missing:
         lines.append("Missing: " + "; ".join(report.missing) + ".")
     return "\n".join(lines)
+
+
+def prompt_text(report: ProfileReport, max_tokens: int | None = None) -> str:
+    """The report as plain text within a token budget (default TOKENS_PER_KERNEL per
+    kernel); detail is dropped (hints, mix) before anything else, and only then is the
+    text cut."""
+    budget = max_tokens or TOKENS_PER_KERNEL * max(1, len(report.kernels))
+    for level in range(4):
+        text = render(report, level)
+        if estimate_tokens(text) <= budget:
+            return text
+    return text[: budget * CHARS_PER_TOKEN - 20].rstrip() + "\n[summary truncated]"

@@ -35,7 +35,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from kernelloop.errors import KernelloopError
-from kernelloop.evaluate.trusted.static import Finding, screen_source
+from kernelloop.evaluate.trusted.screen.static import Finding, screen_source
 from kernelloop.profile.fallback import CompileFact, KernelTiming
 from kernelloop.profile.metrics import KernelProfile, parse_ncu_csv
 from kernelloop.profile.ncu_driver import diagnose_ncu_failure, find_ncu, ncu_command

@@ -11,7 +11,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from kernelloop.evaluate.trusted.record import KernelInfo
+from kernelloop.evaluate.trusted.values.record import KernelInfo
 from kernelloop.profile.deltas import MetricDelta, fact_deltas, fmt_bytes, profile_deltas
 from kernelloop.profile.fallback import CompileFact, KernelTiming
 from kernelloop.profile.metrics import KernelProfile
@@ -149,17 +149,6 @@ class ProfileReport(BaseModel):
             for kd, k in zip(data["kernels"], self.kernels, strict=True):
                 kd["raw"] = [m.model_dump(mode="json") for m in k.raw]
         return data
-
-    def format_for_prompt(self, max_tokens: int | None = None) -> str:
-        """Plain text within budget; detail is dropped (hints, mix) before anything else."""
-        from kernelloop.profile.render import render
-
-        budget = max_tokens or TOKENS_PER_KERNEL * max(1, len(self.kernels))
-        for level in range(4):
-            text = render(self, level)
-            if estimate_tokens(text) <= budget:
-                return text
-        return text[: budget * CHARS_PER_TOKEN - 20].rstrip() + "\n[summary truncated]"
 
 
 def summarize(

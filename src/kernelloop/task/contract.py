@@ -4,7 +4,7 @@ MCP `task` tool and `kernelloop task show`.
 What a candidate must do to be accepted — the reference, the inputs and their extreme
 cases, the shapes with their weights, the dtypes and tolerances, the randomness checks,
 the roofline — is said here from the task's own files and from what the trusted judge
-checks (`evaluate/trusted/plan.py`, `judge.py`, `compare.py`), not from a hand-written
+checks (`evaluate/trusted/values/plan.py`, `judge.py`, `compare.py`), not from a hand-written
 summary that could drift. The numbers that need a device or a run (each shape's floor
 time on the judged device, the best's per-shape time and % of floor) are computed by the
 callers (`objective.py`, through `loop/context.py`) and handed in as `Judging`.
@@ -78,7 +78,7 @@ class Judging:
     torch: str = ""
     triton: str = ""
     # The ranges the extra (undeclared) shape of each evaluation is drawn from, per
-    # dimension, as evaluate/trusted/undeclared.py's `undeclared_ranges` gives them
+    # dimension, as evaluate/trusted/values/undeclared.py's `undeclared_ranges` gives them
     # (loop/context.py).
     unseen: dict[str, tuple[int, int]] = field(default_factory=dict)
 

@@ -1,5 +1,5 @@
 """The task's own model's error: a bound no honest kernel is asked to beat (issue 33, "No
-false rejections"). Pure tensor arithmetic, used by the judge (evaluate/trusted/own_error.py,
+false rejections"). Pure tensor arithmetic, used by the judge (evaluate/trusted/values/own_error.py,
 judge_e2e.py) and by the KernelBench importer (kernelbench_cases.py).
 
 A tolerance with `model_margin` (task.toml: `{ atol = …, rtol = …, model_margin = M }`)

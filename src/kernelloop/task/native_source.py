@@ -12,7 +12,7 @@ signature that passes every argument, in the signature's order, to the extension
 function of the entry's name. Everything downstream (screen, sandbox, build folder, compile
 budget, judge, timing, the loop's policy checks against the best) sees an ordinary
 candidate; nothing of the source runs on the trusted side. Here only text is made (agents
-and the evaluation both use it); evaluate/trusted/native_source.py writes the module.
+and the evaluation both use it); evaluate/trusted/launch/native_source.py writes the module.
 """
 
 from __future__ import annotations

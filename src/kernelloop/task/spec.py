@@ -96,7 +96,7 @@ class Tolerance(_Strict):
         description="where the task's own model (its reference run in the judged dtype, on "
         "the call's inputs, where the judging happens) uses q of atol/rtol, a candidate is "
         "held to max(1, model_margin * q) of them: never asked to beat PyTorch's own "
-        "rounding by more than this margin (evaluate/trusted/own_error.py)",
+        "rounding by more than this margin (evaluate/trusted/values/own_error.py)",
     )
 
 

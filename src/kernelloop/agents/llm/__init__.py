@@ -13,10 +13,11 @@ from typing import TYPE_CHECKING
 
 from kernelloop.agents.llm.agent import LLMAgent
 from kernelloop.agents.llm.cascade import CascadeAgent
+from kernelloop.agents.llm.keyholder import make_provider
 from kernelloop.agents.llm.ledger import CostLedger, LedgerEntry
 from kernelloop.agents.llm.prices import PriceTable, load_price_table
 from kernelloop.agents.llm.prompts import load_prompts
-from kernelloop.agents.llm.providers import make_provider, parse_model_spec
+from kernelloop.agents.llm.providers import parse_model_spec
 from kernelloop.agents.llm.retry import RetryPolicy
 
 if TYPE_CHECKING:

@@ -36,7 +36,8 @@ from kernelloop.agents.llm.providers import (
     PROVIDERS,
     Completion,
     Usage,
-    make_provider,
+    parse_model_spec,
+    sdk_provider,
 )
 from kernelloop.agents.llm.retry import RetryPolicy
 from kernelloop.errors import KernelloopError
@@ -95,6 +96,18 @@ class RemoteProvider:
 
 _lock = threading.Lock()
 _conn: socket.socket | None = None
+
+
+def make_provider(spec: str, *, default_provider: str | None = None, **options: Any) -> Any:
+    """A provider from 'openai:MODEL' / 'anthropic:MODEL' (options: see
+    providers._SdkProvider). In a process that runs task code (the launcher passed
+    FD_ENV) and was given no key environment, it holds no key: the key holder (a child
+    started by the launcher with the keys) builds the client and makes the calls."""
+    if os.environ.get(FD_ENV) and options.get("env") is None:
+        provider, model = parse_model_spec(spec, default_provider)
+        options.pop("sleep", None)  # the key holder waits between retries itself
+        return RemoteProvider(provider, model, **options)
+    return sdk_provider(spec, default_provider=default_provider, **options)
 
 
 def _ask(request: dict) -> dict:
@@ -191,7 +204,7 @@ class _Holder:
                 f"the model URL {url[:200]!r} was not named on the command line or in "
                 f"{BASE_URL_ENV[provider]}; the key is sent only to those (pass --base-url)."
             )
-        p = make_provider(
+        p = sdk_provider(
             f"{provider}:{model}",
             base_url=url,
             timeout_s=float(r["timeout_s"]),

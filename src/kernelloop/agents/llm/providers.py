@@ -280,17 +280,9 @@ class AnthropicProvider(_SdkProvider):
         return text, usage, r.stop_reason == "max_tokens"
 
 
-def make_provider(
-    spec: str, *, default_provider: str | None = None, **options: Any
-) -> _SdkProvider:
-    """Build a provider from 'openai:MODEL' / 'anthropic:MODEL' (options: see _SdkProvider)."""
+def sdk_provider(spec: str, *, default_provider: str | None = None, **options: Any) -> _SdkProvider:
+    """A provider on the official SDK from 'openai:MODEL' / 'anthropic:MODEL' (options: see
+    _SdkProvider). This process must hold the key: `keyholder.make_provider` decides."""
     provider, model = parse_model_spec(spec, default_provider)
-    if os.environ.get("KERNELLOOP_KEYHOLDER_FD") and options.get("env") is None:
-        # This process runs task code, so it holds no key: the key holder (a child started
-        # by the launcher with the keys) builds the client and makes the calls.
-        from kernelloop.agents.llm.keyholder import RemoteProvider
-
-        options.pop("sleep", None)  # the key holder waits between retries itself
-        return RemoteProvider(provider, model, **options)  # type: ignore[return-value]
     cls = OpenAIProvider if provider == "openai" else AnthropicProvider
     return cls(model, **options)

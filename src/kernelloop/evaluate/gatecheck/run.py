@@ -28,8 +28,8 @@ from kernelloop.evaluate.gatecheck.oracle import (
     oracle_shapes,
     oracle_task,
 )
-from kernelloop.evaluate.trusted.record import NOT_THE_CANDIDATES, EvaluationRecord
 from kernelloop.evaluate.trusted.run import evaluate, resolve_device, select_shapes
+from kernelloop.evaluate.trusted.values.record import NOT_THE_CANDIDATES, EvaluationRecord
 from kernelloop.task import Task
 
 OPERATORS = {**mu.OPERATORS, "shortcut": wrappers.shortcuts, "output_cache": wrappers.caching}

@@ -2,7 +2,7 @@
 
 Every implementation — the candidate, the current best, the baseline, any `against` files
 and an A/A copy of the best that measures the noise — runs in its own sandboxed worker;
-the trusted side interleaves them (kernelloop.evaluate.trusted.interleave): one worker
+the trusted side interleaves them (kernelloop.evaluate.trusted.clock.interleave): one worker
 times a batch while the others are stopped, in a secret shuffled order each round, on
 inputs drawn from a fresh secret seed. Nothing a worker says is taken on trust:
 - statistics are recomputed here from the raw intervals;
@@ -28,16 +28,15 @@ from pathlib import Path
 
 from kernelloop.errors import KernelloopError
 from kernelloop.evaluate.protocol import COMPILED, aa_slot
-from kernelloop.evaluate.trusted import native_source
-from kernelloop.evaluate.trusted.bench_fill import (  # noqa: F401  (re-exported)
-    HIDDEN_WARN_FRACTION,
-    fill_shapes,
-)
 from kernelloop.evaluate.trusted.bench_pending import (  # noqa: F401  (re-exported)
     PendingBenchmark,
     out_of_memory,
 )
-from kernelloop.evaluate.trusted.bench_record import (  # noqa: F401  (re-exported: bench.X is the public path)
+from kernelloop.evaluate.trusted.clock.bench_fill import (  # noqa: F401  (re-exported)
+    HIDDEN_WARN_FRACTION,
+    fill_shapes,
+)
+from kernelloop.evaluate.trusted.clock.bench_record import (  # noqa: F401  (re-exported: bench.X is the public path)
     BenchmarkRecord,
     CompiledSlot,
     GpuState,
@@ -48,19 +47,20 @@ from kernelloop.evaluate.trusted.bench_record import (  # noqa: F401  (re-export
     paired_log_ratio,
     speedup,
 )
-from kernelloop.evaluate.trusted.gpu_bind import bound_to_gpu, on_gpu
-from kernelloop.evaluate.trusted.interleave import (
+from kernelloop.evaluate.trusted.clock.interleave import (
     Evidence,
     Session,
     Settings,
 )
-from kernelloop.evaluate.trusted.memory_plan import free_memory, plan_memory
+from kernelloop.evaluate.trusted.clock.memory_plan import free_memory, plan_memory
+from kernelloop.evaluate.trusted.launch import native_source
+from kernelloop.evaluate.trusted.launch.gpu_bind import bound_to_gpu, on_gpu
 from kernelloop.evaluate.trusted.run import (
     as_judged,
     resolve_device,
     select_shapes,
 )
-from kernelloop.evaluate.trusted.static import screen_candidate
+from kernelloop.evaluate.trusted.screen.static import screen_candidate
 from kernelloop.task import Task
 
 # The compiled slot's first call (which compiles) and warm-up: at most this long on one

@@ -16,12 +16,16 @@ import torch
 
 from kernelloop.errors import KernelloopError
 from kernelloop.evaluate.protocol import COMPILED
-from kernelloop.evaluate.trusted.bench_fill import fill_shapes
-from kernelloop.evaluate.trusted.bench_record import BenchmarkRecord, CompiledSlot, overall_speedup
-from kernelloop.evaluate.trusted.gpu_bind import on_gpu
-from kernelloop.evaluate.trusted.gpu_state import read_gpu_state, throttle_warnings
-from kernelloop.evaluate.trusted.interleave import Evidence, Outcome, Session
-from kernelloop.evaluate.trusted.memory_plan import MemoryPlan, free_memory, plan_memory
+from kernelloop.evaluate.trusted.clock.bench_fill import fill_shapes
+from kernelloop.evaluate.trusted.clock.bench_record import (
+    BenchmarkRecord,
+    CompiledSlot,
+    overall_speedup,
+)
+from kernelloop.evaluate.trusted.clock.gpu_state import read_gpu_state, throttle_warnings
+from kernelloop.evaluate.trusted.clock.interleave import Evidence, Outcome, Session
+from kernelloop.evaluate.trusted.clock.memory_plan import MemoryPlan, free_memory, plan_memory
+from kernelloop.evaluate.trusted.launch.gpu_bind import on_gpu
 from kernelloop.evaluate.trusted.run import timings_count
 from kernelloop.task import Shape, Task
 

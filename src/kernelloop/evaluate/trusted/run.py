@@ -6,7 +6,7 @@ Missing results, crashes, timeouts and protocol violations are rejections. The c
 in stages, cheapest first (`stages.py`), and the worker is stopped at the first failed
 check. Only a candidate that passed is timed, and never in the correctness worker: the
 candidate and the baseline each get their own timing worker
-(kernelloop.evaluate.trusted.interleave).
+(kernelloop.evaluate.trusted.clock.interleave).
 """
 
 from __future__ import annotations
@@ -26,31 +26,15 @@ from pathlib import Path
 import torch
 
 from kernelloop.errors import KernelloopError
-from kernelloop.evaluate.trusted import (
-    channel,
-    compile_cache,
-    native_source,
-    prestart,
-    shards,
-    undeclared,
-)
-from kernelloop.evaluate.trusted import workers as timing_workers
-from kernelloop.evaluate.trusted.bench_fill import below_floor
-from kernelloop.evaluate.trusted.gpu_bind import bound_to_gpu
-from kernelloop.evaluate.trusted.inbox import Inbox
-from kernelloop.evaluate.trusted.interleave import Settings, run_timing
-from kernelloop.evaluate.trusted.judge import Judge
-from kernelloop.evaluate.trusted.judge_e2e import e2e_job
-from kernelloop.evaluate.trusted.oom import release_cached_gpu_memory
-from kernelloop.evaluate.trusted.outputs import OutputDir
-from kernelloop.evaluate.trusted.plan import Plan, Seeds, count_kernels, plan_calls
-from kernelloop.evaluate.trusted.record import (
-    EvaluationRecord,
-    KernelInfo,
-    TimingStats,
-    Verdict,
-)
-from kernelloop.evaluate.trusted.refcache import References
+from kernelloop.evaluate.trusted.channel import channel
+from kernelloop.evaluate.trusted.channel.inbox import Inbox
+from kernelloop.evaluate.trusted.channel.outputs import OutputDir
+from kernelloop.evaluate.trusted.channel.text import compiler_lines
+from kernelloop.evaluate.trusted.clock.bench_fill import below_floor
+from kernelloop.evaluate.trusted.clock.interleave import Settings, run_timing
+from kernelloop.evaluate.trusted.launch import compile_cache, native_source, prestart
+from kernelloop.evaluate.trusted.launch import workers as timing_workers
+from kernelloop.evaluate.trusted.launch.gpu_bind import bound_to_gpu
 from kernelloop.evaluate.trusted.run_record import (
     _environment,
     _log_tail,
@@ -59,9 +43,20 @@ from kernelloop.evaluate.trusted.run_record import (
     _timing,
     _Verdict,
 )
-from kernelloop.evaluate.trusted.stages import StageClock
-from kernelloop.evaluate.trusted.static import screen_candidate
-from kernelloop.evaluate.trusted.text import compiler_lines
+from kernelloop.evaluate.trusted.screen.static import screen_candidate
+from kernelloop.evaluate.trusted.values import shards, undeclared
+from kernelloop.evaluate.trusted.values.judge import Judge
+from kernelloop.evaluate.trusted.values.judge_e2e import e2e_job
+from kernelloop.evaluate.trusted.values.oom import release_cached_gpu_memory
+from kernelloop.evaluate.trusted.values.plan import Plan, Seeds, count_kernels, plan_calls
+from kernelloop.evaluate.trusted.values.record import (
+    EvaluationRecord,
+    KernelInfo,
+    TimingStats,
+    Verdict,
+)
+from kernelloop.evaluate.trusted.values.refcache import References
+from kernelloop.evaluate.trusted.values.stages import StageClock
 from kernelloop.sandbox import SandboxProcess, detect_mode
 from kernelloop.task import Shape, Task, files
 from kernelloop.task.adhoc import shapes_from

@@ -15,16 +15,21 @@ from pathlib import Path
 import torch
 
 from kernelloop.evaluate.protocol import quantiles
-from kernelloop.evaluate.trusted import channel
-from kernelloop.evaluate.trusted.plan import Plan
-from kernelloop.evaluate.trusted.record import (
+from kernelloop.evaluate.trusted.channel import channel
+from kernelloop.evaluate.trusted.channel.text import (
+    LOG_CHARS,
+    candidate_text,
+    import_reason,
+    last_line,
+)
+from kernelloop.evaluate.trusted.values.plan import Plan
+from kernelloop.evaluate.trusted.values.record import (
     Environment,
     EvaluationRecord,
     TimingStats,
     Verdict,
 )
-from kernelloop.evaluate.trusted.stages import StageClock
-from kernelloop.evaluate.trusted.text import LOG_CHARS, candidate_text, import_reason, last_line
+from kernelloop.evaluate.trusted.values.stages import StageClock
 from kernelloop.task import Shape, Task
 from kernelloop.task.roofline import floor_on
 

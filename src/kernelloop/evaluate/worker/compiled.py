@@ -5,7 +5,7 @@ The trusted side names the reference file and function; this worker imports them
 any implementation and compiles the op (default mode, `dynamic=False`: one graph per
 shape, as KernelBench times it). Nothing compiles here: the first call — the trusted
 side's untimed `prepare` — traces and compiles, under the budget the trusted side gives
-that answer. The environment (trusted/workers.py) points inductor's and Triton's caches at
+that answer. The environment (trusted/launch/workers.py) points inductor's and Triton's caches at
 a folder of this slot's own and sets `TORCHINDUCTOR_COMPILE_THREADS=1`, so compiling
 starts no worker pool inside the sandbox's process limit.
 

@@ -4,7 +4,7 @@ task's trusted model file, run with the candidate's entry as its op.
 The model file is the task's own (read from its source text, like the input generator);
 the worker only runs it. What it returns is an output like any other call's: its bytes
 cross the same output-file protocol and the trusted side compares them with the model run
-on the float64 reference op (trusted/judge_e2e.py).
+on the float64 reference op (trusted/values/judge_e2e.py).
 """
 
 from __future__ import annotations

@@ -177,7 +177,7 @@ def _refilled(call: dict, inputs: dict, watch: dict) -> dict:
     """A determinism group's `refill` call runs in the very tensors its first call had
     (same storage, same data_ptr), their values overwritten with this call's inputs: a
     kernel that caches its output by input address returns the first call's output and
-    fails (trusted/judge_state.py). The first call's inputs are kept (`keep_inputs`) only
+    fails (trusted/values/judge_state.py). The first call's inputs are kept (`keep_inputs`) only
     until then: the plan puts the refill right after it."""
     kept = watch.pop("kept", None)
     if call.get("keep_inputs"):

@@ -1,4 +1,4 @@
-"""The worker's end of the shared output slots (the trusted side's is trusted/inbox.py).
+"""The worker's end of the shared output slots (the trusted side's is trusted/channel/inbox.py).
 
 The job's `slots` names a buffer of `count` slots of `bytes` each — device memory on a
 GPU (an exported CUDA allocation), a sealed memfd on a CPU — inherited as descriptor

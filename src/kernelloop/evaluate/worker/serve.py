@@ -8,7 +8,8 @@ candidate code exists anywhere. Between its turns the trusted side keeps this pr
 stopped (SIGSTOP), so nothing here runs while another implementation is timed.
 
 Commands: calibrate, load, prepare, rough, probe, method, batch, through, idle, end,
-output, profile, stop (trusted/workers.py drives them; trusted/interleave.py says when and why).
+output, profile, stop (trusted/launch/workers.py drives them; trusted/clock/interleave.py
+says when and why).
 Untrusted side: what it reports is checked there against the trusted clock and the
 reference.
 """
