@@ -57,6 +57,19 @@ def test_the_import_graph_keeps_every_contract():
             "import kernelloop.evaluate.trusted.values.compare",
             "The trust boundary",
         ),
+        # The channel knows nothing of judging; the screen nothing of the clock.
+        (
+            "evaluate/trusted/channel/wire.py",
+            "import kernelloop.evaluate.trusted.values.judge",
+            "The trusted side by role",
+        ),
+        (
+            "evaluate/trusted/screen/static_rules.py",
+            "import kernelloop.evaluate.trusted.clock.timing_checks",
+            "The trusted side by role",
+        ),
+        # The circle issue 37 found, drawn again: the model importing its view.
+        ("profile/summary.py", "import kernelloop.profile.render", "No circles"),
     ],
 )
 def test_an_arrow_drawn_the_wrong_way_breaks_its_contract(tmp_path, module, line, contract):
