@@ -38,7 +38,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "src"), str(ROOT)]
 
 from kernelloop.evaluate.trusted.bench import benchmark  # noqa: E402
-from kernelloop.evaluate.trusted.clock import timing_checks  # noqa: E402
+from kernelloop.evaluate.trusted.clock import through_checks, timing_checks  # noqa: E402
 from kernelloop.task import load_task  # noqa: E402
 
 TASK = ROOT / "examples" / "ln_softmax_dropout"
@@ -119,7 +119,7 @@ def main() -> None:
     ap.add_argument("--no-best", action="store_true", help="no best: the baseline alone")
     a = ap.parse_args()
     timing_checks.saving_check = _logged(timing_checks.saving_check)
-    timing_checks.through_check = _logged_through(timing_checks.through_check)
+    through_checks.through_check = _logged_through(through_checks.through_check)
     task = load_task(a.task)
     tmp = Path(tempfile.mkdtemp(prefix="saving_probe_"))
     best = None if a.no_best else tmp / "best.py"

@@ -5,7 +5,7 @@ A benchmark, not a test.
 The flagship's fused kernel as the best, and as the candidate the same kernel reporting
 `scale` of its real event times (tests/redteam/candidates/timing_gpu_lying_timer.py);
 `--scales 1.0` is the honest control. Each benchmark (bf16, no A/A slot, the red-team
-test's shapes) records what `timing_checks.through_check` saw per shape: every slot's
+test's shapes) records what `through_checks.through_check` saw per shape: every slot's
 claim and its run-through batches (round, the trusted clock's inputs' and units' windows,
 units, quiet, and the worker's own phase times), the ms added and the verdict; then the
 per-shape medians and the record's warnings and problems.
@@ -29,8 +29,7 @@ sys.path[:0] = [str(ROOT / "src"), str(ROOT)]
 from tests.redteam.harness import candidate_source  # noqa: E402
 
 from kernelloop.evaluate.trusted.bench import benchmark  # noqa: E402
-from kernelloop.evaluate.trusted.clock import interleave_rounds  # noqa: E402
-from kernelloop.evaluate.trusted.clock import timing_checks as checks  # noqa: E402
+from kernelloop.evaluate.trusted.clock import interleave_rounds, through_checks  # noqa: E402
 from kernelloop.task import load_task  # noqa: E402
 
 TASK = ROOT / "examples" / "ln_softmax_dropout"
@@ -46,7 +45,7 @@ def main() -> None:
     args = ap.parse_args()
     task = load_task(TASK)
     seen: list[dict] = []
-    real = checks.through_check
+    real = through_checks.through_check
 
     def logged(label, accs, claimed, candidate):
         added, why = real(label, accs, claimed, candidate)
@@ -73,7 +72,7 @@ def main() -> None:
         seen.append(row)
         return added, why
 
-    interleave_rounds.checks.through_check = logged
+    interleave_rounds.through_checks.through_check = logged
     tmp = Path(tempfile.mkdtemp())
     best = tmp / "fused_best.py"
     shutil.copyfile(FUSED, best)

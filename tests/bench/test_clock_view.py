@@ -5,6 +5,7 @@ Accs the saving and run-through checks read (tests/bench/test_timing_parts.py's 
 
 import pytest
 
+from kernelloop.evaluate.trusted.clock import through_checks
 from kernelloop.evaluate.trusted.clock import timing_checks as checks
 from kernelloop.evaluate.trusted.clock.bench_record import ShapeBench
 from kernelloop.evaluate.trusted.clock.clock_view import clock_view
@@ -58,7 +59,7 @@ def test_a_run_through_raise_names_the_back_to_back_windows():
     # A 6% lie on the flagship's largest shape (test_run_through_compares_round_by_round).
     accs = _accs(_rows(d_run=0.001))
     claimed = {**CLAIMED, "candidate": 0.863}
-    through, bad = checks.through_check("s", accs, claimed, "candidate")
+    through, bad = through_checks.through_check("s", accs, claimed, "candidate")
     assert bad is None and through > 0.05
     view = clock_view(accs, claimed, "candidate", 0.0, through)
     assert view.raised_by == "run-through batches" and view.raised_ms == pytest.approx(through)

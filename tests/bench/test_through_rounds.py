@@ -11,7 +11,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from kernelloop.evaluate.trusted.channel import wire
-from kernelloop.evaluate.trusted.clock import through
+from kernelloop.evaluate.trusted.clock import through, through_checks
 from kernelloop.evaluate.trusted.clock import timing_checks as checks
 from kernelloop.evaluate.trusted.clock.interleave import Session
 from kernelloop.evaluate.trusted.launch.workers import Answer
@@ -109,10 +109,10 @@ def test_each_turn_is_probe_batch_probe_and_the_made_line_splits_the_batch():
     assert ok and sess.out.problems == []
     for slot, acc in accs.items():
         # the warm-up round is run, not counted
-        assert [r.round for r in acc.through] == list(range(1, checks.THROUGH_ROUNDS + 1))
+        assert [r.round for r in acc.through] == list(range(1, through_checks.THROUGH_ROUNDS + 1))
         w = sess.workers[slot]
         turn = ["resume", "idle", "through", "made", "idle", "pause"]
-        assert w.log == turn * (checks.THROUGH_ROUNDS + 1)
+        assert w.log == turn * (through_checks.THROUGH_ROUNDS + 1)
     row = accs["candidate"].through[0]
     assert abs(row.make_ms - 1.06 * 7) < 1e-6 and abs(row.run_ms - 1.23 * 7) < 1e-6
     assert row.units == 7 and row.quiet
@@ -120,7 +120,7 @@ def test_each_turn_is_probe_batch_probe_and_the_made_line_splits_the_batch():
     assert sess.audits == [("candidate", 7)]
     # held to the best, the honest candidate's claim matches what the clock saw
     claimed = {"candidate": 0.918, "best": 0.918, "baseline": 1.2}
-    assert checks.through_check("s", accs, claimed, "candidate") == (0.0, None)
+    assert through_checks.through_check("s", accs, claimed, "candidate") == (0.0, None)
 
 
 def test_a_batch_answered_with_probes_it_was_not_asked_for_is_refused():
@@ -138,7 +138,7 @@ def test_a_batch_answered_with_probes_it_was_not_asked_for_is_refused():
 def test_a_reference_that_waited_for_a_cpu_gets_more_rounds_then_the_machine_is_busy():
     ok, sess, accs = _run({"candidate": _Worker(1.06, 1.23), "best": _Worker(1.05, 1.23, 50.0)})
     assert not ok
-    assert len(accs["best"].through) == checks.THROUGH_MAX_ROUNDS  # rounds 1..max counted
+    assert len(accs["best"].through) == through_checks.THROUGH_MAX_ROUNDS  # rounds 1..max counted
     assert any(checks.BUSY in p.text and "best 0 of" in p.text for p in sess.out.problems)
 
 

@@ -17,6 +17,7 @@ import torch
 from kernelloop.evaluate import commitment, protocol
 from kernelloop.evaluate.protocol import call_seed
 from kernelloop.evaluate.trusted.channel import wire
+from kernelloop.evaluate.trusted.clock import through_checks
 from kernelloop.evaluate.trusted.clock import timing_checks as checks
 from kernelloop.evaluate.trusted.clock.bench_record import ImplTiming, paired_log_ratio
 from kernelloop.evaluate.trusted.launch import freeze
@@ -210,20 +211,28 @@ CLAIMED = {"best": 0.918, "best#aa": 0.918, "baseline": 1.213}
 def test_run_through_batches_hold_the_events_to_the_trusted_clock():
     # An honest copy of the best: its units take what the best's do, its events agree.
     honest = _accs(_rows(d_run=0.004))
-    assert checks.through_check("s", honest, {**CLAIMED, "candidate": 0.918}, "candidate") == (
+    assert through_checks.through_check(
+        "s", honest, {**CLAIMED, "candidate": 0.918}, "candidate"
+    ) == (
         0.0,
         None,
     )
     # The same kernel reporting 80% of its time (the red team's lying worker at 0.8): the
     # whole excess goes back on its samples, so it gains nothing.
-    added, bad = checks.through_check("s", honest, {**CLAIMED, "candidate": 0.7344}, "candidate")
+    added, bad = through_checks.through_check(
+        "s", honest, {**CLAIMED, "candidate": 0.7344}, "candidate"
+    )
     assert bad is None and added == pytest.approx(0.1876, abs=0.002)
     # Reporting half: its numbers are not real.
-    added, bad = checks.through_check("s", honest, {**CLAIMED, "candidate": 0.459}, "candidate")
+    added, bad = through_checks.through_check(
+        "s", honest, {**CLAIMED, "candidate": 0.459}, "candidate"
+    )
     assert bad and "did not see" in bad and "run back to back" in bad
     # Really faster (0.7 ms, its units 0.218 ms shorter too): no excess, nothing added.
     faster = _accs(_rows(d_run=-0.218))
-    assert checks.through_check("s", faster, {**CLAIMED, "candidate": 0.70}, "candidate") == (
+    assert through_checks.through_check(
+        "s", faster, {**CLAIMED, "candidate": 0.70}, "candidate"
+    ) == (
         0.0,
         None,
     )
@@ -232,7 +241,9 @@ def test_run_through_batches_hold_the_events_to_the_trusted_clock():
 def test_run_through_compares_round_by_round():
     # A lie of 6% (0.055 ms) under units' windows that move by 0.078 ms from round to round.
     liar = _accs(_rows(d_run=0.001))
-    added, bad = checks.through_check("s", liar, {**CLAIMED, "candidate": 0.863}, "candidate")
+    added, bad = through_checks.through_check(
+        "s", liar, {**CLAIMED, "candidate": 0.863}, "candidate"
+    )
     assert bad is None and added == pytest.approx(0.056, abs=0.002)
     # The best waited for a CPU in its fast rounds (1, 3, 5): those are left out. Its
     # remaining batches are all slow ones; read against the median of all the liar's
@@ -241,7 +252,7 @@ def test_run_through_compares_round_by_round():
     for i in (0, 2, 4):
         r = liar["best"].through[i]
         liar["best"].through[i] = checks.ThroughRow(r.round, r.make_ms, r.run_ms, 7, False)
-    added, _ = checks.through_check("s", liar, {**CLAIMED, "candidate": 0.863}, "candidate")
+    added, _ = through_checks.through_check("s", liar, {**CLAIMED, "candidate": 0.863}, "candidate")
     assert added == pytest.approx(0.056, abs=0.002)
 
 
@@ -250,14 +261,18 @@ def test_work_moved_ahead_of_the_made_line_counts_as_the_units():
     # window by as much as it lengthens the inputs' window; the inputs' window is held to
     # the best's (slack: 5% of it + 0.003 ms), and what lies beyond goes back on the units.
     moved = _accs(_rows(d_make=0.18, d_run=-0.18))
-    added, bad = checks.through_check("s", moved, {**CLAIMED, "candidate": 0.7344}, "candidate")
-    make_slack = checks.THROUGH_FLOOR_MS + checks.THROUGH_MAKE_REL * 1.06
+    added, bad = through_checks.through_check(
+        "s", moved, {**CLAIMED, "candidate": 0.7344}, "candidate"
+    )
+    make_slack = through_checks.THROUGH_FLOOR_MS + through_checks.THROUGH_MAKE_REL * 1.06
     assert bad is None and added == pytest.approx(0.18 - make_slack + 0.0036, abs=0.003)
     # ... which leaves a cheater at most that slack (~6% of this kernel): docs/security.md.
     assert 0.05 < make_slack < 0.06
     # An honest candidate whose inputs' window runs a little long (3% of it) is not raised.
     slow_inputs = _accs(_rows(d_make=0.03))
-    assert checks.through_check("s", slow_inputs, {**CLAIMED, "candidate": 0.918}, "candidate") == (
+    assert through_checks.through_check(
+        "s", slow_inputs, {**CLAIMED, "candidate": 0.918}, "candidate"
+    ) == (
         0.0,
         None,
     )
@@ -270,11 +285,11 @@ def test_run_through_reads_the_best_and_its_copy_not_a_different_kernel():
     base = _through(_rows(run=[u + 0.295 - 0.077 for u in RUN]))
     accs = _accs(_rows(d_run=0.004), baseline=base, **{"best#aa": _through(_rows(d_run=0.006))})
     claimed = {**CLAIMED, "baseline": 1.291, "candidate": 0.918}
-    assert checks.through_refs(accs, "candidate") == ["best", "best#aa"]
-    assert checks.through_check("s", accs, claimed, "candidate") == (0.0, None)
+    assert through_checks.through_refs(accs, "candidate") == ["best", "best#aa"]
+    assert through_checks.through_check("s", accs, claimed, "candidate") == (0.0, None)
     # Without a best, the baseline is the reference (the first round of an optimization).
     del accs["best"], accs["best#aa"]
-    assert checks.through_refs(accs, "candidate") == ["baseline"]
+    assert through_checks.through_refs(accs, "candidate") == ["baseline"]
 
 
 def test_a_unit_shorter_than_its_launch_path_is_held_to_the_clock_not_called_a_liar():
@@ -287,18 +302,20 @@ def test_a_unit_shorter_than_its_launch_path_is_held_to_the_clock_not_called_a_l
         "best": _through([(0.3, 0.1557)] * 6),
     }
     claimed = {"candidate": 0.0457, "best": 0.0557}
-    added, bad = checks.through_check("s", accs, claimed, "candidate")
+    added, bad = through_checks.through_check("s", accs, claimed, "candidate")
     # Not rejected: held to what the trusted clock saw (its samples raised by the excess).
     assert bad is None and added == pytest.approx(0.0499, abs=1e-3)
     # A unit past the host allowance beyond the harness (and past half its claim): a lie.
-    accs["candidate"] = _through([(0.3, 0.1457 + checks.THROUGH_HOST_MS + 0.01)] * 6)
-    added, bad = checks.through_check("s", accs, claimed, "candidate")
+    accs["candidate"] = _through([(0.3, 0.1457 + through_checks.THROUGH_HOST_MS + 0.01)] * 6)
+    added, bad = through_checks.through_check("s", accs, claimed, "candidate")
     assert bad and "did not see" in bad
 
 
 def test_run_through_check_needs_data_on_both_sides():
     accs = {"candidate": _acc(1, 1, 0), "best": _acc(1, 1, 0)}  # CPU: no run-through batches
-    assert checks.through_check("s", accs, {"candidate": 0.1, "best": 1.0}, "candidate") == (
+    assert through_checks.through_check(
+        "s", accs, {"candidate": 0.1, "best": 1.0}, "candidate"
+    ) == (
         0.0,
         None,
     )

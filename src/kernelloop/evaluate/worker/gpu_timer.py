@@ -330,7 +330,7 @@ class GpuSlot:
         Queued this way the host stays
         ahead of the GPU for any unit longer than its launch (~0.1 ms), so the trusted wall
         time per unit is the unit plus the same harness work for every implementation: what
-        the events of `batch` must agree with (trusted/timing_checks.through_check). Every
+        the events of `batch` must agree with (trusted/through_checks.through_check). Every
         unit's inputs and output stay alive until the end: a call still reading them from
         another stream never sees their memory reused. With the device-wide method (work
         escaping the calling stream) each unit is waited for, as in `batch`.
@@ -344,7 +344,7 @@ class GpuSlot:
         implementations: the honest tiled GEMM's time at 128x4096x4096 and 1000x3000x1000
         was raised 3-7x, and a lie of 20% on the flagship was raised by too little. A unit
         shorter than its own launch path shows that host time instead
-        (timing_checks.THROUGH_HOST_MS)."""
+        (through_checks.THROUGH_HOST_MS)."""
         t0 = _perf()
         sets = [self.make(call_seed(seed, j)) for j in range(n)]
         commits = Commits(key, n, "cuda")

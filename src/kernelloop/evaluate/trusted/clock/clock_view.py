@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import statistics
 
+from kernelloop.evaluate.trusted.clock import through_checks
 from kernelloop.evaluate.trusted.clock import timing_checks as checks
 from kernelloop.evaluate.trusted.clock.bench_record import ClockView
 
@@ -31,7 +32,9 @@ def clock_view(
             statistics.median(a.unaccounted_ms_per_call() for a in others) if others else 0.0, 6
         ),
     )
-    refs = [s for s in checks.through_refs(accs, candidate) if s in claimed and accs[s].through]
+    refs = [
+        s for s in through_checks.through_refs(accs, candidate) if s in claimed and accs[s].through
+    ]
     if cand.through and refs:
         ref = accs[refs[0]]
         view.through_ms = round(

@@ -19,6 +19,7 @@ from kernelloop.evaluate.protocol import (
     graph_plan,
     method_text,
 )
+from kernelloop.evaluate.trusted.clock import through_checks
 from kernelloop.evaluate.trusted.clock import timing_checks as checks
 from kernelloop.evaluate.trusted.clock.bench_record import PAIRED_MIN_ROUNDS
 from kernelloop.evaluate.trusted.clock.clock_view import clock_view
@@ -390,7 +391,7 @@ class RoundsMixin:
             s: statistics.median(r.samples_ms) * r.per_unit for s, r in res.items() if r.samples_ms
         }
         if bad is None and self.cuda:
-            through, bad = checks.through_check(label, accs, claimed, self.candidate)
+            through, bad = through_checks.through_check(label, accs, claimed, self.candidate)
             added = max(added, through)  # one excess seen two ways: added once
         if bad is None:  # what the clock saw, for the record and bench's per-shape line
             self.out.clock[label] = clock_view(accs, claimed, self.candidate, saving, through)

@@ -5,7 +5,7 @@ no host wait between them (worker/gpu_timer.GpuSlot.through): first every unit's
 from the round's secret seed, then a `made` line, then per unit the unit and a commitment
 to its output — all queued on the stream. The worker reports nothing but the
 commitments; the trusted side keeps its own clock at the command, at `made` and at the
-answer. timing_checks.through_check holds the candidate's two windows to the best's of the
+answer. through_checks.through_check holds the candidate's two windows to the best's of the
 same round. The candidate has one run-through output audited like a timed one: a cheaper
 wrong path used only here is caught, and a saving claimed only in the timed batches has
 nothing to hide behind.
@@ -28,6 +28,7 @@ from __future__ import annotations
 import secrets
 from typing import TYPE_CHECKING
 
+from kernelloop.evaluate.trusted.clock import through_checks
 from kernelloop.evaluate.trusted.clock import timing_checks as checks
 from kernelloop.evaluate.trusted.clock.interleave_types import RoundsHost
 
@@ -43,16 +44,18 @@ def through_rounds(
 ) -> bool:
     """Run-through rounds of `n` units per batch; False when a problem was found."""
     label, cand = call.shape.label, sess.candidate
-    audit_at = {slot: 1 + _RNG.randrange(checks.THROUGH_ROUNDS) for slot in audited}
+    audit_at = {slot: 1 + _RNG.randrange(through_checks.THROUGH_ROUNDS) for slot in audited}
     known = len(sess.out.problems)
     cap = max(30.0, 50 * n * per_call_ms / 1e3)
 
     def short() -> list[str]:
-        refs = checks.through_refs(accs, cand) or [s for s in accs if s != cand]
-        return [s for s in refs if accs[s].quiet_rounds() < checks.THROUGH_PAIRS]
+        refs = through_checks.through_refs(accs, cand) or [s for s in accs if s != cand]
+        return [s for s in refs if accs[s].quiet_rounds() < through_checks.THROUGH_PAIRS]
 
     r = 0
-    while r <= checks.THROUGH_ROUNDS or (r <= checks.THROUGH_MAX_ROUNDS and short()):
+    while r <= through_checks.THROUGH_ROUNDS or (
+        r <= through_checks.THROUGH_MAX_ROUNDS and short()
+    ):
         order = sess.core()  # the gate's slots: an evidence slot is not held to this check
         _RNG.shuffle(order)
         seed = secrets.randbits(31)
