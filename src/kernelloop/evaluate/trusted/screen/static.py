@@ -33,30 +33,26 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
-from kernelloop.evaluate.trusted.screen.static_cpp import cpp_findings, looks_like_cpp
+from kernelloop.evaluate.trusted.screen.static_cpp import cpp_module_findings
+from kernelloop.evaluate.trusted.screen.static_paths import (
+    dotted_path,
+    path_problem,
+    public_attribute,
+    string_problems,
+)
 from kernelloop.evaluate.trusted.screen.static_rules import (
-    ALLOWED_DUNDER_STRINGS,
     ALLOWED_DUNDERS,
     COMMON_MODULES,
-    CPP_EXTENSION_ALLOWED,
-    CUDA_ALLOWED,
     FORBIDDEN_BUILTINS,
     FRAME_ATTRS,
     HIDDEN_WORK_ATTRS,
     INIT_FACTORIES,
     LANG_MODULES,
     MODULE_PATHS,
-    REFUSED_PATHS,
-    TORCH_ALLOWED,
-    TORCH_DENIED,
-    TORCH_RNG,
-    TRITON_ALLOWED,
 )
 from kernelloop.evaluate.trusted.screen.static_scope import (
-    format_reach,
     function_locals,
     module_inits,
-    names_internal,
     string_annotations,
 )
 
@@ -124,7 +120,7 @@ class _Screen:
             if isinstance(node, ast.Import | ast.ImportFrom):
                 self._import(node)
         self.locals = function_locals(source, tree, FORBIDDEN_BUILTINS)
-        self.in_init = module_inits(tree, self._path)
+        self.in_init = module_inits(tree, self._dotted)
         self._check(tree)
         for const in string_annotations(tree):
             self._annotation(const)
@@ -151,7 +147,8 @@ class _Screen:
             elif isinstance(node, ast.Attribute):
                 self._attribute(node, id(node) in bases)
             elif isinstance(node, ast.Constant) and isinstance(node.value, str):
-                self._string(node)
+                for why in string_problems(node.value):
+                    self.add(node, "string", why)
             elif isinstance(node, ast.Assign | ast.AugAssign | ast.AnnAssign | ast.Delete):
                 targets = (
                     node.targets if isinstance(node, ast.Assign | ast.Delete) else [node.target]
@@ -160,7 +157,7 @@ class _Screen:
                     self._target(t)
             elif isinstance(node, ast.ClassDef):
                 for b in node.bases:
-                    path = self._path(b)
+                    path = self._dotted(b)
                     # An nn.Module (a KernelBench-style `ModelNew`) changes no tensor's
                     # behaviour; a Tensor (or any other torch/triton) subclass could.
                     if (
@@ -250,7 +247,7 @@ class _Screen:
                 )
                 continue
             path = f"{module}.{a.name}"
-            why = self._path_problem(path)
+            why = path_problem(path, self.language, self.draws)
             if why:
                 self.add(node, "import", why)
             else:
@@ -279,7 +276,7 @@ class _Screen:
             self._module_value(node)
 
     def _module_value(self, node: ast.AST) -> None:
-        path = self._path(node)
+        path = self._dotted(node)
         if path and (path in MODULE_PATHS or path in self.modules):
             self.add(
                 node,
@@ -303,12 +300,7 @@ class _Screen:
             or name is None
         ):
             return  # the name rule refuses `getattr` itself
-        if (
-            not name.isidentifier()
-            or name.startswith("_")
-            or name in FRAME_ATTRS
-            or name in HIDDEN_WORK_ATTRS
-        ):
+        if not public_attribute(name):
             self.add(
                 node,
                 "attribute",
@@ -367,115 +359,22 @@ class _Screen:
             if isinstance(node.ctx, ast.Load):
                 self._module_value(node)
 
+    def _dotted(self, node: ast.AST) -> str | None:
+        return dotted_path(node, self.aliases, self.getattr_ok)
+
     def _path_check(self, node: ast.AST) -> None:
-        path = self._path(node)
+        path = self._dotted(node)
         if path and self._init_factory(node, path):
             return
-        why = self._path_problem(path) if path else None
+        why = path_problem(path, self.language, self.draws) if path else None
         if why:
             self.add(node, "attribute", why)
 
     def _cpp(self, tree: ast.Module) -> None:
         """C++ and CUDA C++ sources in the module's strings (static_cpp.py's rules)."""
-        for node in ast.walk(tree):
-            text = _const_str(node)
-            if text is None or not looks_like_cpp(text):
-                continue
-            for offset, message in cpp_findings(text, self.draws):
-                line = getattr(node, "lineno", 0) + offset
-                self.findings.setdefault((line, message), Finding(line, "cpp", message))
+        for line, message in cpp_module_findings(tree, self.draws):
+            self.findings.setdefault((line, message), Finding(line, "cpp", message))
 
-    def _string(self, node: ast.Constant) -> None:
-        internal = names_internal(node.value, ALLOWED_DUNDER_STRINGS)
-        if internal:
-            self.add(
-                node,
-                "string",
-                f"has the string {node.value[:60]!r}, which names `{internal}`, an interpreter "
-                f"internal; candidates may not reach attributes by name",
-            )
-        field = format_reach(node.value)
-        if field:
-            self.add(
-                node,
-                "string",
-                f"has a format template reading `{field[:60]}`; str.format may not read private "
-                "attributes",
-            )
-
-    def _path(self, node: ast.AST) -> str | None:
-        """The dotted path an expression names when its root is an imported name; allowed
-        `getattr(x, "name")` calls count as `x.name`."""
-        parts: list[str] = []
-        while True:
-            if isinstance(node, ast.Attribute):
-                parts.append(node.attr)
-                node = node.value
-            elif isinstance(node, ast.Call) and id(node.func) in self.getattr_ok:
-                parts.append(node.args[1].value)
-                node = node.args[0]
-            else:
-                break
-        if not isinstance(node, ast.Name) or node.id not in self.aliases:
-            return None
-        return ".".join([self.aliases[node.id], *reversed(parts)])
-
-    def _path_problem(self, path: str) -> str | None:
-        parts = path.split(".")
-        root, rest = parts[0], parts[1:]
-        for k in range(2, len(parts) + 1):
-            why = REFUSED_PATHS.get(".".join(parts[:k]))
-            if why:
-                return f"uses `{'.'.join(parts[:k])}`, which {why}; candidates may not"
-        if not rest:
-            return None
-        if root == "torch":
-            return self._torch_problem(path, rest)
-        if root == "triton":
-            if rest[0] not in TRITON_ALLOWED:
-                allowed = ", ".join(sorted(TRITON_ALLOWED))
-                return f"uses `{path}`; a candidate may use only triton.{{{allowed}}}"
-            return None
-        if any(p.startswith("_") and p not in ALLOWED_DUNDERS for p in rest):
-            return f"uses `{path}`, a private name; use public APIs only"
-        return None
-
-    def _torch_problem(self, path: str, rest: list[str]) -> str | None:
-        if self.language == "torch":
-            for k in (1, 2):
-                if ".".join(rest[:k]) in TORCH_DENIED:
-                    return (
-                        f"uses `{path}`, which hides work from the timer or reaches torch internals"
-                    )
-            if rest[0].startswith("_") and rest[0] not in ALLOWED_DUNDERS:
-                return f"uses `{path}`, a private torch name"
-            return None
-        if self.language == "cuda" and rest[0] == "utils":
-            if rest[1:2] == ["cpp_extension"] and (
-                len(rest) == 2 or rest[2] in CPP_EXTENSION_ALLOWED
-            ):
-                return None
-            return (
-                f"uses `{path}`; a CUDA candidate may use only "
-                "torch.utils.cpp_extension.load_inline/load"
-            )
-        if rest[0] == "nn" and (len(rest) == 1 or rest[1][:1].isupper()):
-            # nn.Module, nn.Parameter, nn.Linear...: the holders of a KernelBench-style
-            # solution's weights; whatever they compute, the op audit sees
-            return None
-        if rest[0] not in TORCH_ALLOWED and not (self.draws and rest[0] in TORCH_RNG):
-            return (
-                f"uses `{path}`; a {self.language} candidate may take from torch only allocation, "
-                "dtypes and device queries, and must do its compute in its own kernels"
-            )
-        if rest[0] == "cuda" and len(rest) > 1 and rest[1] not in CUDA_ALLOWED:
-            return (
-                f"uses `{path}`; streams, events, graphs and allocator calls are not allowed "
-                "(work must stay visible to the timer)"
-            )
-        return None
-
-    # ---- writes ------------------------------------------------------------------
     def _target(self, node: ast.AST) -> None:
         if isinstance(node, ast.Tuple | ast.List):
             for elt in node.elts:
@@ -490,7 +389,7 @@ class _Screen:
                 base = base.value
             if isinstance(base, ast.Name) and base.id in self.aliases:
                 what = (
-                    self._path(node) if isinstance(node, ast.Attribute) else self.aliases[base.id]
+                    self._dotted(node) if isinstance(node, ast.Attribute) else self.aliases[base.id]
                 )
                 self.add(
                     node,

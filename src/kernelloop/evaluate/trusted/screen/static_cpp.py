@@ -26,6 +26,7 @@ Inline PTX (`asm volatile(...)`) is allowed: fast kernels use it.
 
 from __future__ import annotations
 
+import ast
 import re
 
 from kernelloop.evaluate.trusted.screen.static_rules import TORCH_RNG
@@ -203,3 +204,14 @@ def _strip_comments(text: str) -> str:
         return re.sub(r"[^\n]", " ", m.group(0))
 
     return re.sub(r"//[^\n]*|/\*.*?\*/", blank, text, flags=re.S)
+
+
+def cpp_module_findings(tree: ast.Module, draws: bool) -> list[tuple[int, str]]:
+    """(line, message) for every C++/CUDA C++ source among a module's string constants."""
+    out = []
+    for node in ast.walk(tree):
+        text = node.value if isinstance(node, ast.Constant) else None
+        if isinstance(text, str) and looks_like_cpp(text):
+            base = getattr(node, "lineno", 0)
+            out += [(base + offset, message) for offset, message in cpp_findings(text, draws)]
+    return out
