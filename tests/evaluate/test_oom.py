@@ -73,7 +73,7 @@ TRUSTED = (
 def test_a_trusted_side_out_of_memory_is_infrastructure_not_the_tasks_fault(
     call_and_task, monkeypatch, fault, category
 ):
-    from kernelloop.evaluate.trusted.values.judge import TaskFault
+    from kernelloop.evaluate.trusted.values.failure import TaskFault
 
     task, call = call_and_task
     judge = Judge(task, "cpu")

@@ -25,19 +25,23 @@ from kernelloop.evaluate.trusted.channel.text import (
 )
 from kernelloop.evaluate.trusted.values import diagnose, undeclared
 from kernelloop.evaluate.trusted.values.compare import Comparison, within_tolerance
+from kernelloop.evaluate.trusted.values.failure import Failure, TaskFault
 from kernelloop.evaluate.trusted.values.judge_e2e import E2EMixin
 from kernelloop.evaluate.trusted.values.judge_interface import InterfaceMixin
 from kernelloop.evaluate.trusted.values.judge_state import StateMixin
 from kernelloop.evaluate.trusted.values.judge_stochastic import StochasticMixin
-from kernelloop.evaluate.trusted.values.oom import harness_oom, trusted_oom
+from kernelloop.evaluate.trusted.values.judge_trivial import (
+    TrivialMixin,
+    parts_of,
+    unpack,
+)
+from kernelloop.evaluate.trusted.values.oom import harness_oom, release_reserved, trusted_oom
 from kernelloop.evaluate.trusted.values.own_error import OwnErrorMixin
 from kernelloop.evaluate.trusted.values.plan import Call
 from kernelloop.evaluate.trusted.values.record import CheckResult
 from kernelloop.evaluate.trusted.values.refcache import References
 from kernelloop.evaluate.trusted.values.sensitivity import (
     Sensitivity,
-    TrivialOutputs,
-    matching_trivial,
     trivial_outputs,
 )
 from kernelloop.task import Task
@@ -45,23 +49,10 @@ from kernelloop.task.generic_cases import atol_factor, with_generic_cases
 from kernelloop.task.spec import Tolerance
 
 EXACT = Tolerance(atol=0.0, rtol=0.0)
-NO_DROPOUT = TrivialOutputs.NO_DROPOUT
-DIAGNOSED_CALLS = 3  # failed calls per evaluation told what their output is instead
 
 
 @dataclass
-class Failure:
-    category: str
-    reason: str
-
-
-class TaskFault(Exception):
-    """The task's own inputs or reference failed on a call (never the candidate's doing:
-    both run here, on inputs from the trusted seeds)."""
-
-
-@dataclass
-class Judge(InterfaceMixin, StateMixin, StochasticMixin, E2EMixin, OwnErrorMixin):
+class Judge(InterfaceMixin, StateMixin, StochasticMixin, E2EMixin, OwnErrorMixin, TrivialMixin):
     task: Task
     device: str
     # The round's (or this evaluation's) reference cache; None computes every reference.
@@ -152,7 +143,7 @@ class Judge(InterfaceMixin, StateMixin, StochasticMixin, E2EMixin, OwnErrorMixin
             self.internal_error(call, e)
         finally:
             outputs.discard(call.id)
-            _release(self.device)
+            release_reserved(self.device)
 
     def internal_error(self, call: Call, e: BaseException) -> None:
         """The trusted side's own failure on `call`: category `internal` (infrastructure:
@@ -264,7 +255,7 @@ class Judge(InterfaceMixin, StateMixin, StochasticMixin, E2EMixin, OwnErrorMixin
 
     def _part_likes(self, call: Call, refs: dict) -> list[torch.Tensor]:
         """`output_parts` from the call's references (no inputs regenerated)."""
-        refs_list = [refs["ref"]] if "ref" in refs else _parts(refs)
+        refs_list = [refs["ref"]] if "ref" in refs else parts_of(refs)
         return [
             torch.empty(
                 r.shape,
@@ -283,11 +274,11 @@ class Judge(InterfaceMixin, StateMixin, StochasticMixin, E2EMixin, OwnErrorMixin
         outs = unpack(out, self._part_likes(call, refs))
         cmps = [
             within_tolerance(o, r, self.tolerance(call, o))
-            for o, r in zip(outs, _parts(refs), strict=True)
+            for o, r in zip(outs, parts_of(refs), strict=True)
         ]
         for k, c in enumerate(cmps):
             if not c.passed:
-                instead = diagnose.swapped(outs, _parts(refs), k, self._close(call))
+                instead = diagnose.swapped(outs, parts_of(refs), k, self._close(call))
                 return replace(c, reason=f"output {k}: {c.reason}{instead}")
         return max(cmps, key=lambda c: c.max_abs_err or 0.0)
 
@@ -296,11 +287,11 @@ class Judge(InterfaceMixin, StateMixin, StochasticMixin, E2EMixin, OwnErrorMixin
         (trivial_outputs) with the other outputs exact, packed as the worker packs them —
         so every output is proven checked, not only the first."""
         likes = self.output_parts(call, inputs)
-        exact = [r.to(like.dtype).to(self.device) for r, like in zip(_parts(refs), likes,
+        exact = [r.to(like.dtype).to(self.device) for r, like in zip(parts_of(refs), likes,
                                                                        strict=True)]  # fmt: skip
         out = {}
         for k, like in enumerate(likes):
-            for name, t in trivial_outputs(inputs, like, _parts(refs)[k]).items():
+            for name, t in trivial_outputs(inputs, like, parts_of(refs)[k]).items():
                 parts = [*exact[:k], t.to(self.device), *exact[k + 1 :]]
                 out[f"output {k}: {name}"] = torch.cat(
                     [p.contiguous().reshape(-1).view(torch.uint8) for p in parts]
@@ -384,114 +375,3 @@ class Judge(InterfaceMixin, StateMixin, StochasticMixin, E2EMixin, OwnErrorMixin
         judged call — without interface facts or proofs (the benchmark's timed outputs)."""
         refs = self.value_refs(call) if refs is None else refs
         return self._value_reason(call, out.to(self.device), refs, self.tolerance(call, out))
-
-    def _prove(self, call: Call, trivial: dict, refs: dict, tol) -> None:
-        for name in self.sensitivity.pending(list(trivial)):
-            if self._value_fails(call, trivial[name].to(self.device), refs, tol):
-                self.sensitivity.mark(
-                    name, f"{call.suite}/{call.case} {call.shape.label} {call.dtype}"
-                )
-
-    def _fail_values(
-        self, call: Call, suite: str, category: str, reason: str, cmp, out, trivial, tol
-    ) -> None:
-        """A failed value check, named `trivial` when the output is one of the trivial outputs."""
-
-        refs_of_call = self.value_refs(call)
-        single = "ref" in refs_of_call or "keep" in refs_of_call  # one output tensor
-        likes = [out] if single else self._part_likes(call, refs_of_call)
-
-        def close(a, b):
-            if single:
-                return within_tolerance(a, b.to(torch.float64), tol).passed
-            # packed parts: the same per-output comparison, with `b` as the reference
-            parts = {f"ref.{k}": r.to(torch.float64) for k, r in enumerate(unpack(b, likes))}
-            return self._compare(call, a, parts, tol).passed
-
-        # "No dropout" proves that the mask is checked; an output that ignores the rate is
-        # told so by the check itself (stochastic), not called a trivial output.
-        looked = {k: v.to(self.device) for k, v in trivial.items() if k != NO_DROPOUT}
-        name = matching_trivial(out, looked, close)
-        if name is not None:
-            category, reason = "trivial", f"the output is {name}, not a computed result ({reason})"
-        elif "ref" in refs_of_call and self._diagnosed < DIAGNOSED_CALLS:
-            self._diagnosed += 1
-            given = self._inputs(call)
-            reason += diagnose.ignored_input(
-                given, out, lambda v: self._ref(v, call), self._close(call)
-            )
-        self._fail(call, suite, category, reason, cmp)
-
-    def _close(self, call: Call):
-        """`close(out, ref)`: one output within its dtype's tolerance of a reference."""
-        return lambda o, r: (
-            r.shape == o.shape and within_tolerance(o, r, self.tolerance(call, o)).passed
-        )
-
-    def finish_sensitivity(self, prove: bool = True) -> None:
-        """Record the proof; an unproven plan rejects, because a pass would then prove nothing.
-        `prove=False` (already rejected elsewhere) only records what was caught."""
-        for name, where in sorted(self.sensitivity.caught.items()):
-            self.checks.append(
-                CheckResult(
-                    suite="sensitivity",
-                    case=name,
-                    shape="all",
-                    dtype="all",
-                    passed=True,
-                    reason=f"a trivial output ({name}) fails {where}",
-                )
-            )
-        if self.failures or not prove:
-            return  # already rejected: an incomplete proof adds nothing
-        for name in self.sensitivity.uncaught():
-            reason = (
-                f"no planned check rejects a trivial output ({name}), so a pass would prove "
-                "nothing; tighten the task's tolerances ([tolerances] in task.toml; an imported "
-                "KernelBench problem: import it again with --atol) or add an input case where "
-                "it differs from the reference"
-            )
-            self.checks.append(
-                CheckResult(
-                    suite="sensitivity",
-                    case=name,
-                    shape="all",
-                    dtype="all",
-                    passed=False,
-                    reason=reason,
-                )
-            )
-            self.failures.append(Failure("setup", f"sensitivity: {reason}"))
-
-
-def _parts(refs: dict) -> list[torch.Tensor]:
-    return [refs[f"ref.{k}"] for k in range(len(refs))]
-
-
-def unpack(packed: torch.Tensor, likes: list[torch.Tensor]) -> list[torch.Tensor]:
-    """Several outputs from their packed bytes (worker/calls.packed), each shaped like
-    its `like`."""
-    flat = packed.reshape(-1).view(torch.uint8)
-    out, at = [], 0
-    for like in likes:
-        n = like.numel() * like.element_size()
-        out.append(flat[at : at + n].view(like.dtype).reshape(like.shape))
-        at += n
-    return out
-
-
-# The trusted side's float64 references at a problem's size are large (level1/23's softmax:
-# 12.9 GB an input, as much an output) and PyTorch's caching allocator keeps the blocks of
-# a judged call reserved for this process: the workers sharing the GPU then run out
-# (oom.py). Past this much reserved-but-unused memory it goes back to the driver.
-RELEASE_BYTES = 1 << 30
-
-
-def _release(device: str) -> None:
-    if device != "cuda":
-        return
-    try:
-        if torch.cuda.memory_reserved() - torch.cuda.memory_allocated() > RELEASE_BYTES:
-            torch.cuda.empty_cache()
-    except RuntimeError:  # no CUDA context in this process: nothing to release
-        pass

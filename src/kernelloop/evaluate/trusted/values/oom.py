@@ -82,3 +82,21 @@ def release_cached_gpu_memory() -> None:
     if torch.cuda.is_initialized():
         gc.collect()
         torch.cuda.empty_cache()
+
+
+# The trusted side's float64 references at a problem's size are large (level1/23's softmax:
+# 12.9 GB an input, as much an output) and PyTorch's caching allocator keeps the blocks of
+# a judged call reserved for this process: the workers sharing the GPU then run out
+# (oom.py). Past this much reserved-but-unused memory it goes back to the driver.
+RELEASE_BYTES = 1 << 30
+
+
+def release_reserved(device: str) -> None:
+    """Hand reserved-but-unused GPU blocks back to the driver past RELEASE_BYTES."""
+    if device != "cuda":
+        return
+    try:
+        if torch.cuda.memory_reserved() - torch.cuda.memory_allocated() > RELEASE_BYTES:
+            torch.cuda.empty_cache()
+    except RuntimeError:  # no CUDA context in this process: nothing to release
+        pass

@@ -30,7 +30,8 @@ from typing import Protocol
 
 from kernelloop.evaluate.trusted.channel import channel
 from kernelloop.evaluate.trusted.channel.outputs import OutputDir, OutputError
-from kernelloop.evaluate.trusted.values.judge import Failure, Judge
+from kernelloop.evaluate.trusted.values.failure import Failure
+from kernelloop.evaluate.trusted.values.judge import Judge
 from kernelloop.evaluate.trusted.values.plan import STAGES, Call, Plan
 from kernelloop.evaluate.trusted.values.stages import StageClock
 
