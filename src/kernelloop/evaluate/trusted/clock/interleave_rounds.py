@@ -19,10 +19,8 @@ from kernelloop.evaluate.protocol import (
     graph_plan,
     method_text,
 )
-from kernelloop.evaluate.trusted.clock import through_checks
 from kernelloop.evaluate.trusted.clock import timing_checks as checks
 from kernelloop.evaluate.trusted.clock.bench_record import PAIRED_MIN_ROUNDS
-from kernelloop.evaluate.trusted.clock.clock_view import clock_view
 from kernelloop.evaluate.trusted.clock.interleave_types import (
     _RNG,
     EVIDENCE_RESERVE,
@@ -364,44 +362,3 @@ class RoundsMixin:
                 samples, text, hidden, total, round_size=max(1, size), per_unit=per
             )
         return out
-
-    def _check_shape(
-        self, call: Call, accs: dict[str, checks.Acc], res: dict[str, SlotResult]
-    ) -> None:
-        label = call.shape.label
-        for slot, a in accs.items():
-            if a.no_launch:
-                self.problem(
-                    "timing",
-                    slot,
-                    f"{a.no_launch} of {len(a.calls)} timed calls launched none of the "
-                    f"candidate's kernels (a replayed or skipped result while timed)",
-                )
-        if self.out.problems:  # already refused (a failed audit ends the rounds early)
-            return
-        # The trusted clock holds the candidate to the gate's slots alone.
-        accs = {s: a for s, a in accs.items() if s not in self.evidence}
-        res = {s: r for s, r in res.items() if s not in self.evidence}
-        if not self.interp and (busy := checks.busy_problem(label, accs, self.candidate)):
-            self.problem("timing", self.candidate, busy)
-            return
-        saving, bad = checks.saving_check(label, accs, self.candidate, self.device)
-        added, through = saving, 0.0
-        claimed = {
-            s: statistics.median(r.samples_ms) * r.per_unit for s, r in res.items() if r.samples_ms
-        }
-        if bad is None and self.cuda:
-            through, bad = through_checks.through_check(label, accs, claimed, self.candidate)
-            added = max(added, through)  # one excess seen two ways: added once
-        if bad is None:  # what the clock saw, for the record and bench's per-shape line
-            self.out.clock[label] = clock_view(accs, claimed, self.candidate, saving, through)
-        if bad is not None:
-            self.problem("timing", self.candidate, bad)
-        elif added > 0:
-            r = res[self.candidate]
-            r.samples_ms = [x + added / r.per_unit for x in r.samples_ms]
-            self.out.warnings.append(
-                f"{label}: the candidate's batches took {added:.4f} ms per call longer than its "
-                f"reported calls account for (beyond the others'); its samples were raised by "
-                f"that much, to what the trusted clock saw"
-            )
