@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from kernelloop.evaluate.trusted import run as run_mod
+from kernelloop.evaluate.trusted import run_workers
 from kernelloop.evaluate.trusted.launch import compile_cache, prestart
 from kernelloop.evaluate.trusted.run import default_workers, evaluate
 from kernelloop.executor import Slot
@@ -42,13 +42,13 @@ def _stopped():
 def fresh(monkeypatch) -> list[tuple]:
     """Every correctness worker `evaluate` starts itself (not a warm one)."""
     started: list[tuple] = []
-    real = run_mod.SandboxProcess
+    real = run_workers.SandboxProcess
 
     def spy(*args, **kwargs):
         started.append(args)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(run_mod, "SandboxProcess", spy)
+    monkeypatch.setattr(run_workers, "SandboxProcess", spy)
     return started
 
 
@@ -191,7 +191,7 @@ def test_warm_workers_are_stopped_when_the_evaluation_fails_before_their_job(tas
     def broken(*_a, **_k):
         raise RuntimeError("the reference did not load")
 
-    monkeypatch.setattr(run_mod, "Judge", broken)
+    monkeypatch.setattr(run_workers, "Judge", broken)
     with pytest.raises(RuntimeError, match="did not load"):
         evaluate(task, FAST, device="cpu", timing=False, prestarted=True)
     assert all(lane.proc.proc.poll() is not None for lane in lanes)

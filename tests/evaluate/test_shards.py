@@ -214,7 +214,7 @@ def test_a_gpu_gets_as_many_workers_as_its_memory_and_cores_hold(flagship, monke
     task's largest shape would not fit four times in the GPU's share, or cores are few."""
     import types
 
-    from kernelloop.evaluate.trusted import run
+    from kernelloop.evaluate.trusted.launch import worker_count as run
     from kernelloop.task.spec import Shape
 
     h200 = types.SimpleNamespace(total_memory=150_000_000_000)

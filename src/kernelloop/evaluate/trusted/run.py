@@ -13,11 +13,6 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
-import json
-import math
-import os
-import shutil
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -26,27 +21,23 @@ from pathlib import Path
 import torch
 
 from kernelloop.errors import KernelloopError
-from kernelloop.evaluate.trusted.channel import channel
-from kernelloop.evaluate.trusted.channel.inbox import Inbox
 from kernelloop.evaluate.trusted.channel.outputs import OutputDir
 from kernelloop.evaluate.trusted.channel.text import compiler_lines
-from kernelloop.evaluate.trusted.clock.bench_fill import below_floor
-from kernelloop.evaluate.trusted.clock.interleave import Settings, run_timing
-from kernelloop.evaluate.trusted.launch import compile_cache, native_source, prestart
-from kernelloop.evaluate.trusted.launch import workers as timing_workers
+from kernelloop.evaluate.trusted.launch import native_source, prestart
 from kernelloop.evaluate.trusted.launch.gpu_bind import bound_to_gpu
+from kernelloop.evaluate.trusted.launch.worker_count import default_workers
+from kernelloop.evaluate.trusted.run_first_look import first_look
 from kernelloop.evaluate.trusted.run_record import (
     _environment,
     _log_tail,
     _process_verdict,
     _screened_out,
-    _timing,
     _Verdict,
 )
+from kernelloop.evaluate.trusted.run_workers import judge_in_workers
 from kernelloop.evaluate.trusted.screen.static import screen_candidate
 from kernelloop.evaluate.trusted.values import shards, undeclared
 from kernelloop.evaluate.trusted.values.judge import Judge
-from kernelloop.evaluate.trusted.values.judge_e2e import e2e_job
 from kernelloop.evaluate.trusted.values.oom import release_cached_gpu_memory
 from kernelloop.evaluate.trusted.values.plan import Plan, Seeds, count_kernels, plan_calls
 from kernelloop.evaluate.trusted.values.record import (
@@ -57,10 +48,9 @@ from kernelloop.evaluate.trusted.values.record import (
 )
 from kernelloop.evaluate.trusted.values.refcache import References
 from kernelloop.evaluate.trusted.values.stages import StageClock
-from kernelloop.sandbox import SandboxProcess, detect_mode
+from kernelloop.sandbox import detect_mode
 from kernelloop.task import Shape, Task, files
 from kernelloop.task.adhoc import shapes_from
-from kernelloop.task.roofline import floor_on, precision_hint
 
 Progress = Callable[[str], None]
 
@@ -230,118 +220,22 @@ def _evaluate(
         if prestarted
         else None
     )
-    work = Path(tempfile.mkdtemp(prefix="kernelloop-eval-", dir=prestart.scratch_root()))
-    procs: list[SandboxProcess] = []
-    results = []
-    lanes: list[shards.Lane] = []
-    pending_caches: list[Path] = []
-    lane_dirs: list[Path] = []
-    try:
-        inputs_file, inputs_func = task.file_and_function("inputs")
-        cfg = None
-        say(
-            f"{len(parts)} worker(s) "
-            f"{'taking their job' if warmed else 'starting'} "
-            f"({len(plan.calls)} correctness calls, sandbox={mode})"
-        )
-        judge = Judge(task, device, references)  # loads the reference before any worker runs
-        judge.worker_share_bytes = worker_share_bytes(device, len(parts))
-        for k, part in enumerate(parts):
-            # Each worker its own folder (its private copy of exactly these bytes, its out
-            # dir) and its own key: no worker can reach another's outputs.
-            lane = warmed.lanes[k] if warmed else None
-            lane_dir = lane.lane_dir if lane else prestart.make_lane_dir(work, k)
-            lane_dirs.append(lane_dir)
-            impl_dir, out_dir = lane_dir / "impls", lane_dir / "out"
-            shutil.copyfile(candidate, impl_dir / "candidate.py")
-            key = channel.new_key()
-            job = {
-                "device": device,
-                "entry": task.spec.task.entry,
-                "model_class": task.model_class(),
-                "output_like": task.spec.task.output_like,
-                "inputs_file": str(inputs_file),
-                "inputs_func": inputs_func,
-                "impls": {"candidate": str(impl_dir / "candidate.py")},
-                "params": dict(task.spec.params),
-                "out_dir": str(out_dir),
-                "max_outstanding": 3,
-                "calls": [c.to_job() for c in part.calls],
-                "channel_key": key,
-                "language": task.spec.task.language,
-                "e2e": e2e_job(task),
-                "private_pid_namespace": mode in ("bwrap", "unshare"),
-            }
-            if timing_workers.PROFILE_DIR is not None:  # a developer's diagnosis (cProfile)
-                job["cprofile"] = True
-            native = task.spec.task.language == "cuda"
-            if lane is not None:
-                cfg = lane.cfg
-                if lane.cache is not None and not compile_cache.adopt(lane.cache, source):
-                    pending_caches.append(lane.cache)  # the bytes have a folder already
-            else:
-                cfg = prestart.lane_config(task, device, mode, gpu, timeout, lane_dir)
-                # Only the candidate's code runs in this worker: its own compile cache,
-                # shared with its timing worker (compile_cache.py says why that is safe).
-                cfg = compile_cache.bind(cfg, source, native=native)
-            # Opened before the job is written: every output is read relative to this
-            # descriptor (a warm worker has run no implementation's code yet), or comes
-            # through the worker's shared output slots (inbox.py; a warm worker's were
-            # made when it started).
-            inbox = lane.inbox if lane is not None else Inbox.create(device)
-            if inbox is not None:
-                job["slots"] = inbox.job()
-            outputs = OutputDir(out_dir, inbox)
-            try:
-                if lane is not None:
-                    proc = lane.proc
-                    proc.feed(json.dumps(job).encode(), timeout_s=timeout)
-                else:
-                    proc = SandboxProcess(
-                        prestart.WORKER_ARGV,
-                        lane_dir,
-                        cfg,
-                        json.dumps(job).encode(),
-                        keep_fds=tuple(inbox.child_fds()) if inbox else (),
-                    )
-                    if inbox is not None:
-                        inbox.started()
-            except BaseException:
-                outputs.close()
-                raise
-            procs.append(proc)
-            limit = len(part.calls) + len(shape_list) * 2 + 16
-            lanes.append(shards.Lane(proc, part, outputs, key, limit))
-        if warmed:  # lanes this evaluation does not need (fewer parts than workers)
-            prestart.stop_lanes(warmed.lanes[len(parts) :])
-        try:
-            states = shards.consume(
-                lanes,
-                judge,
-                say,
-                clock,
-                stop_at_failure=True,
-                plan=plan,
-                compile_budget_s=task.spec.rules.compile_budget_s,
-            )
-        finally:
-            while procs:  # always: a worker is never left running
-                results.append(procs.pop(0).finish())
-            _keep_profiles(lane_dirs)
-            if cfg is not None and (cfg.gpu or task.spec.task.language == "cuda"):
-                compile_cache.trim(source)
-    finally:
-        for proc in procs:  # a worker started before another failed to start
-            proc.stop()
-            proc.finish()
-        for lane in lanes:
-            lane.outputs.close()
-        shutil.rmtree(work, ignore_errors=True)
-        if warmed:  # any warm worker left without its job (something failed first)
-            prestart.stop_lanes([ln for ln in warmed.lanes if not ln.proc.fed])
-            shutil.rmtree(warmed.work, ignore_errors=True)
-        for path in pending_caches:
-            shutil.rmtree(path, ignore_errors=True)
+    judge, states, results, lane_plans = judge_in_workers(
+        task,
+        candidate,
+        source,
+        plan,
+        parts,
+        references,
+        clock,
+        say,
+        device=device,
+        mode=mode,
+        gpu=gpu,
+        timeout=timeout,
+        warmed=warmed,
+        n_shapes=len(shape_list),
+    )
 
     verdict = _Verdict()
     if results[0].mode == "none":
@@ -365,8 +259,8 @@ def _evaluate(
         for st in states:
             if st["import_error"] and not compiler_lines(st["import_error"]):
                 st["import_error"], st["import_impl"] = built["import_error"], built["import_impl"]
-    for state, result, lane in zip(states, results, lanes, strict=True):
-        _process_verdict(verdict, state, result, lane.plan, timeout)
+    for state, result, lane_plan in zip(states, results, lane_plans, strict=True):
+        _process_verdict(verdict, state, result, lane_plan, timeout)
     judged = len(judge.failures)
     seen = set().union(*(st["seen"] for st in states))
     ran = {(c.shape.label, c.dtype) for c in plan.calls if c.id in seen and c.suite != "e2e"}
@@ -396,40 +290,20 @@ def _evaluate(
     if timed and verdict.category == "accepted":
         # Timed only once correct (a rejected candidate is never timed), each implementation
         # in its own worker; whatever the timing finds against the candidate rejects it.
-        say("timing the candidate and the baseline, one sandboxed worker each")
-        outcome = run_timing(
+        timings = first_look(
             task,
-            {"candidate": candidate, "baseline": task.baseline_path, **(against or {})},
+            candidate,
+            against,
             shape_list,
             dtype_list[0],
             device,
-            settings=EVAL_TIMING,
+            verdict,
+            device_name=env.device_name,
             sandbox=sandbox,
-            timeout_s=timeout_s or task.spec.rules.eval_timeout_s,
+            timeout_s=timeout_s,
             say=say,
             gpu=gpu,
         )
-        for p in outcome.problems:
-            if p.slot == "candidate":
-                verdict.reject(p.category, p.text)
-            else:
-                verdict.warnings.append(f"timing: {p.text}")
-        verdict.warnings.extend(outcome.warnings)
-        timings = [
-            _timing(task, shape, slot, r, dtype_list[0], env.device_name)
-            for shape in shape_list
-            for slot, r in outcome.shapes.get(shape.label, {}).items()
-        ]
-        for t in timings:  # a time below the floor is a cheat or a floor mistake, never a %
-            shape = next(s for s in shape_list if s.label == t.shape)
-            floor = floor_on(task, shape, dtype_list[0], env.device_name)
-            hint = precision_hint(task, floor, dtype_list[0])
-            if why := below_floor(t.shape, t.impl, t.median_ms, t.floor_ms, hint):
-                t.pct_of_floor = None
-                if t.impl == "candidate":
-                    verdict.reject("timing", why)
-                else:
-                    verdict.warnings.append(f"timing: {why}")
         clock.close("passed" if verdict.category == "accepted" else "failed")
     category, reasons, warnings = verdict.category, verdict.reasons, verdict.warnings
     launches = sorted(set(judge.launches))
@@ -468,73 +342,6 @@ def _evaluate(
             judged_on=undeclared.judged_on(task, plan),
         ),
     )
-
-
-def _keep_profiles(lane_dirs: list[Path]) -> None:
-    """A developer's diagnosis: each correctness worker's cProfile, where one was asked for
-    (`workers.PROFILE_DIR`, benchmarks/correctness_profile.py)."""
-    if timing_workers.PROFILE_DIR is None:
-        return
-    for k, lane_dir in enumerate(lane_dirs):
-        prof = lane_dir / "worker.prof"
-        if prof.is_file() and not prof.is_symlink():
-            name = f"correctness-{k}-{time.monotonic_ns()}.prof"
-            shutil.copyfile(prof, timing_workers.PROFILE_DIR / name)
-
-
-def default_workers(device: str, task: Task | None = None) -> int:
-    """Correctness workers per evaluation. On the CPU two when it has two cores (the
-    interpreter runs one thread per worker). On a GPU a new candidate's evaluation is mostly
-    its Triton kernels compiling once per specialisation, and the workers compile theirs in
-    parallel (shards.split keeps a shape's calls together): on the H200 (2026-12-02, warm
-    workers, output slots, the flagship's honest candidate, median of 3) the full stage took
-    9.8 s with one worker, 7.1 s with two and 4.1 s with four, the whole judgement with the
-    gate's benchmark 17.6 s with four, 22.5 s with two (benchmarks/results/
-    2026-12-02-h200-session19). So up to GPU_WORKERS, one per two CPU cores, and as many as
-    the GPU's memory holds (`gpu_memory_workers`); without the task, two."""
-    if device == "cpu":
-        return max(1, min(2, os.cpu_count() or 1))
-    if task is None:
-        return 2
-    by_cpu = max(1, (os.cpu_count() or 2) // 2)
-    return max(1, min(GPU_WORKERS, by_cpu, gpu_memory_workers(task)))
-
-
-GPU_WORKERS = 4
-# A correctness worker's GPU memory, per element of the task's largest GPU shape (the
-# product of its dims) and beyond a fixed part: KernelBench level1/23's 4096x393216 float32
-# softmax took 36.6 GB per worker on the H200 (inputs, the output and the previous one,
-# its slots), ~23 bytes per element; the fixed part is the CUDA context and two 512 MB slots.
-WORKER_BYTES_PER_ELEMENT = 24
-WORKER_FIXED_BYTES = 2 << 30
-GPU_SHARE = 0.6  # of the GPU's memory for correctness workers (the judge needs the rest)
-
-
-def worker_share_bytes(device: str, n_workers: int) -> int | None:
-    """One correctness worker's share of the GPU's memory (None on the CPU): what a worker
-    may hold before an out-of-memory is its own (oom.py)."""
-    total = _gpu_total_bytes() if device == "cuda" else None
-    return None if total is None else int(GPU_SHARE * total) // max(1, n_workers)
-
-
-def _gpu_total_bytes() -> int | None:
-    """The current GPU's memory, or None where CUDA cannot say."""
-    try:
-        return torch.cuda.get_device_properties(torch.cuda.current_device()).total_memory
-    except (RuntimeError, AssertionError):
-        return None
-
-
-def gpu_memory_workers(task: Task) -> int:
-    """How many correctness workers the GPU's memory holds for `task` (at least one): a
-    deliberate overestimate for tasks whose dims multiply to more than their largest tensor
-    (a matmul's M x N x K), which then get fewer workers, never an out-of-memory."""
-    total = _gpu_total_bytes()
-    if total is None:
-        return 1
-    elements = max((math.prod(s.dims.values()) for s in task.spec.shapes), default=1)
-    per_worker = WORKER_BYTES_PER_ELEMENT * elements + WORKER_FIXED_BYTES
-    return max(1, int(GPU_SHARE * total // per_worker))
 
 
 def as_judged(task: Task, candidate: Path) -> Task:
@@ -586,8 +393,3 @@ def _consume(
     """One worker's channel read and judged (`shards.consume` with one lane): its state."""
     lane = shards.Lane(proc, plan, outputs, key, max_messages)
     return shards.consume([lane], judge, say, clock or StageClock(plan), stop_at_failure)[0]
-
-
-# evaluate()'s timing is a first look, not the gate's benchmark (kernelloop bench): few
-# rounds, no A/A slot, no second timer.
-EVAL_TIMING = Settings(reps=50, min_reps=10, cpu_reps=3, cpu_min_reps=3, max_s_per_shape=2.0)
