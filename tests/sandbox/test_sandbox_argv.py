@@ -15,7 +15,7 @@ import pytest
 
 from kernelloop.errors import SandboxError
 from kernelloop.sandbox import SandboxConfig, bwrap, mounts, seccomp
-from kernelloop.sandbox.process import bwrap_command
+from kernelloop.sandbox.bwrap_argv import bwrap_command
 
 
 @pytest.fixture

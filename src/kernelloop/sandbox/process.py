@@ -21,12 +21,11 @@ from dataclasses import replace
 from pathlib import Path
 
 from kernelloop.sandbox import limits as lim
-from kernelloop.sandbox import mounts, seccomp, stopping
-from kernelloop.sandbox.bwrap import BASE_FLAGS, SANDBOX_UID, bwrap_path, detect_mode
+from kernelloop.sandbox import mounts, stopping
+from kernelloop.sandbox.bwrap import SANDBOX_UID, detect_mode
+from kernelloop.sandbox.bwrap_argv import bwrap_command
 from kernelloop.sandbox.config import (
     MARKER,
-    SANDBOX_HOME,
-    SANDBOX_TMP,
     SandboxConfig,
     SandboxResult,
     scrubbed_env,
@@ -35,19 +34,6 @@ from kernelloop.sandbox.config import (
 # Loaded before any fork: the child only calls through it (no loading between fork and exec).
 _LIBC = ctypes.CDLL(None, use_errno=True) if sys.platform.startswith("linux") else None
 _PR_SET_PDEATHSIG = 1
-
-_PASSWD = (
-    f"root:x:0:0:root:/root:/usr/sbin/nologin\n"
-    f"sandbox:x:{SANDBOX_UID}:{SANDBOX_UID}:sandbox:{SANDBOX_HOME}:/usr/sbin/nologin\n"
-)
-_GROUP = f"root:x:0:\nsandbox:x:{SANDBOX_UID}:\n"
-
-
-def _memfd(name: str, data: bytes) -> int:
-    fd = os.memfd_create(f"kernelloop-{name}", 0)
-    os.write(fd, data)
-    os.lseek(fd, 0, os.SEEK_SET)
-    return fd
 
 
 def kill_marked(marker: str) -> int:
@@ -64,68 +50,6 @@ def kill_marked(marker: str) -> int:
         except (OSError, ValueError):
             continue
     return killed
-
-
-def bwrap_command(
-    argv: list[str], cfg: SandboxConfig, marker: str
-) -> tuple[list[str], dict[str, str], list[int]]:
-    """(bwrap's argv, the worker's environment, the memfds bwrap must inherit)."""
-    gpu_index = cfg.resolved_gpu_index()
-    ro = {*mounts.python_paths(), *(Path(p) for p in cfg.ro_paths)}
-    if gpu_index is not None:
-        ro |= mounts.gpu_paths()
-    if argv and (prog := mounts.program_path(argv[0], os.environ.get("PATH", os.defpath))):
-        ro.add(prog)
-    scratch = {
-        SANDBOX_TMP: cfg.scratch_bytes,
-        Path("/dev/shm"): cfg.scratch_bytes,
-        SANDBOX_HOME: cfg.scratch_bytes,
-    }
-    plan = mounts.plan(
-        ro=ro,
-        rw=[Path(p) for p in cfg.rw_paths],
-        hidden=[Path(p) for p in cfg.hidden_paths],
-        gpu_index=gpu_index,
-        scratch=scratch,
-    )
-    seen = mounts.bound_dirs(plan)
-    env = scrubbed_env(
-        SANDBOX_HOME,
-        SANDBOX_TMP,
-        marker,
-        cfg.extra_env,
-        keep_path=lambda p: p.exists() and any(p.is_relative_to(v) for v in seen),
-    )
-    if gpu_index is not None:
-        env.update(
-            CUDA_VISIBLE_DEVICES=mounts.gpu_nodes(gpu_index)[1], CUDA_DEVICE_ORDER="PCI_BUS_ID"
-        )
-    fds = [seccomp.filter_fd(cfg.seccomp_profile)]
-    try:
-        full = [
-            bwrap_path() or "bwrap",
-            *BASE_FLAGS,
-            "--seccomp",
-            str(fds[0]),
-            "--proc",
-            "/proc",
-            "--dev",
-            "/dev",
-        ]
-        # A synthetic passwd/group: names for the sandbox's ids, nothing about the host's users.
-        for name, text in (("passwd", _PASSWD), ("group", _GROUP)):
-            fds.append(_memfd(name, text.encode()))
-            full += ["--ro-bind-data", str(fds[-1]), f"/etc/{name}"]
-    except BaseException:
-        for fd in fds:
-            os.close(fd)
-        raise
-    for m in plan:
-        full += m.argv()
-    # The new root is bwrap's own tmpfs, writable and of no fixed size: make it read-only
-    # (not recursive: the scratch tmpfs and the rw binds keep their own flags).
-    full += ["--remount-ro", "/", "--chdir", str(SANDBOX_TMP), "--", *argv]
-    return full, env, fds
 
 
 def _preexec(rlimits: list, cgroup: lim.Cgroup):
