@@ -16,10 +16,11 @@ from tests.conftest import FLAGSHIP, FUSED
 
 from kernelloop.errors import KernelloopError
 from kernelloop.profile import estimate_tokens
+from kernelloop.profile.collect import Collected, _job, _run_ncu
 from kernelloop.profile.fallback import occupancy
 from kernelloop.profile.ncu_driver import find_ncu
 from kernelloop.profile.render import prompt_text
-from kernelloop.profile.run import Collected, _job, _run_ncu, default_shape, profile_candidate
+from kernelloop.profile.run import default_shape, profile_candidate
 from kernelloop.sandbox import SandboxConfig
 
 BASELINE = FLAGSHIP / "baseline.py"

@@ -15,16 +15,10 @@ import pytest
 
 from kernelloop.evaluate.trusted.run import evaluate
 from kernelloop.evaluate.trusted.screen.static import screen_source
-from kernelloop.profile import run as profile_run
+from kernelloop.profile import collect as profile_collect
+from kernelloop.profile.collect import Collected, _job, _run_ncu
 from kernelloop.profile.render import prompt_text
-from kernelloop.profile.run import (
-    Collected,
-    ScreenRefused,
-    _job,
-    _run_ncu,
-    default_shape,
-    profile_candidate,
-)
+from kernelloop.profile.run import ScreenRefused, default_shape, profile_candidate
 from kernelloop.profile.summary import summarize
 from kernelloop.sandbox import SandboxConfig
 from tests.conftest import FLAGSHIP, ROOT
@@ -128,7 +122,7 @@ def test_a_statically_refused_candidate_is_not_profiled(tmp_path, canary, monkey
     cand = write_candidate(tmp_path, "string_attr_import.py", CANARY=str(canary.path), TOKEN=token)
     started = []
     monkeypatch.setattr(
-        profile_run, "run_sandboxed", lambda *a, **k: started.append(a) or pytest.fail("ran")
+        profile_collect, "run_sandboxed", lambda *a, **k: started.append(a) or pytest.fail("ran")
     )
     with pytest.raises(
         ScreenRefused, match=r"REJECTED at the static screen \(policy\).*not profiled"
