@@ -16,15 +16,19 @@ out what follows it; a cut is marked.
 from __future__ import annotations
 
 import ast
-import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from importlib import metadata
 
 from kernelloop.task.contract_io import describe_inputs, describe_outputs
+from kernelloop.task.contract_judging import SHORT_DTYPE, Judging, ms_text
+from kernelloop.task.contract_numbers import (
+    counts_flops,
+    numerics,
+    randomness,
+    roofline,
+)
 from kernelloop.task.e2e_model import e2e_section
-from kernelloop.task.load import ELEM_SIZES, Task
-from kernelloop.task.model_error import margin_words
-from kernelloop.task.roofline import Ceiling, Floor, flops_kind, rate_of
+from kernelloop.task.load import Task
 from kernelloop.task.spec import Shape
 from kernelloop.task.textbudget import approx_tokens, fit
 
@@ -41,46 +45,6 @@ SECTION_BUDGETS: dict[str, int] = {
     "roofline": 250,
 }
 CONTRACT_BUDGET = sum(SECTION_BUDGETS.values())
-
-SHORT_DTYPE = {
-    "bfloat16": "bf16",
-    "float16": "fp16",
-    "float32": "fp32",
-    "float64": "fp64",
-    "tfloat32": "tf32",
-}
-
-
-@dataclass(frozen=True)
-class Judging:
-    """Where and how the candidate is judged, and the numbers that need a device or a run.
-
-    `floors` maps (shape label, dtype) to the roofline floor on `floor_device` (the
-    judged device when its ceilings are known, else the device the task's floors are
-    quoted for), from `ceiling`. `best_rows` is the best's per-shape table
-    (objective.shape_rows)."""
-
-    device: str = "cpu"  # "cuda" | "cpu"
-    device_name: str = ""
-    timings_count: bool = False
-    interpreter: bool = False
-    compute_capability: str | None = None
-    sm_count: int | None = None
-    shapes: tuple[str, ...] = ()  # labels judged on this device
-    dtypes: tuple[str, ...] = ()
-    floor_device: str = ""
-    ceiling: Ceiling | None = None
-    floors: dict[tuple[str, str], Floor] = field(default_factory=dict)
-    best_label: str = ""
-    best_objective: float | None = None
-    best_rows: tuple[dict, ...] = ()
-    # The judging machine's torch and triton (its evaluation record's, else this one's).
-    torch: str = ""
-    triton: str = ""
-    # The ranges the extra (undeclared) shape of each evaluation is drawn from, per
-    # dimension, as evaluate/trusted/values/undeclared.py's `undeclared_ranges` gives them
-    # (loop/context.py).
-    unseen: dict[str, tuple[int, int]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -103,10 +67,10 @@ def render_contract(task: Task, judging: Judging | None = None) -> Contract:
         "reference": _reference(task),
         "inputs": _inputs(task, j),
         "shapes": _shapes(task, j),
-        "numerics": _numerics(task, j),
-        "randomness": _randomness(task, j),
+        "numerics": numerics(task, j),
+        "randomness": randomness(task, j),
         "end_to_end": e2e_section(task, list(j.dtypes) or list(task.spec.dtypes)),
-        "roofline": _roofline(task, j),
+        "roofline": roofline(task, j),
     }
     return Contract(
         {k: fit(v, SECTION_BUDGETS[k], f"the {k} section") for k, v in raw.items() if v}
@@ -296,181 +260,32 @@ def _shapes(task: Task, j: Judging) -> str:
 def _shape_line(task: Task, s: Shape, dtypes: list[str], j: Judging, row: dict | None) -> str:
     dims = ", ".join(f"{k}={v}" for k, v in s.dims.items())
     parts = [f"{s.label} ({dims}): weight {s.weight:g}, {s.tag}"]
-    counts_flops = _counts_flops(task)
+    flops_counted = counts_flops(task)
     floors: dict[tuple[float, str], list[str]] = {}
     for d in dtypes:
         f = j.floors.get((s.label, d))
         if f is not None:
-            bound = f" {f.bound}-bound" if counts_flops else ""
+            bound = f" {f.bound}-bound" if flops_counted else ""
             floors.setdefault((round(f.ms, 6), bound), []).append(SHORT_DTYPE.get(d, d))
     if floors:
         parts.append(
             "floor "
             + " / ".join(
-                f"{_ms(ms)}{bound} ({', '.join(ds)})" for (ms, bound), ds in sorted(floors.items())
+                f"{ms_text(ms)}{bound} ({', '.join(ds)})"
+                for (ms, bound), ds in sorted(floors.items())
             )
         )
     if row and row.get("median_ms"):
-        best = f"best {j.best_label}: {_ms(row['median_ms'])}"
+        best = f"best {j.best_label}: {ms_text(row['median_ms'])}"
         if row.get("dtype"):
             best += f" {SHORT_DTYPE.get(row['dtype'], row['dtype'])}"
         if row.get("pct_of_floor"):
-            roof = f"the {row['bound']} floor" if counts_flops and row.get("bound") else "floor"
+            roof = f"the {row['bound']} floor" if flops_counted and row.get("bound") else "floor"
             best += f" = {row['pct_of_floor']:.1f}% of {roof}"
         if row.get("speedup_vs_baseline"):
             best += f", {row['speedup_vs_baseline']:.2f}x the baseline"
         parts.append(best)
     return "; ".join(parts)
-
-
-def _numerics(task: Task, j: Judging) -> str:
-    dtypes = list(j.dtypes) or list(task.spec.dtypes)
-    tol = task.spec.tolerances
-    per = "; ".join(f"{d}: atol={tol[d].atol:g}, rtol={tol[d].rtol:g}" for d in dtypes)
-    return (
-        "### Dtypes and tolerances\n"
-        f"Dtypes judged: {', '.join(dtypes)} (task: {', '.join(task.spec.dtypes)}). "
-        "Every output element must satisfy |out - ref| <= atol + rtol * |ref|, against the "
-        "reference computed in float64 on the same inputs; a NaN or Inf where the reference "
-        f"is finite fails. {per}.{margin_words([tol[d] for d in dtypes], 'the reference')}\n"
-        + precision_text(task)
-    )
-
-
-def precision_text(task: Task) -> str:
-    """The task's precision contract in one or two sentences (`[precision]`, task/spec.py)."""
-    if task.spec.precision.tf32:
-        return (
-            "Precision: float32 matmuls and convolutions may round their inputs to TF32 "
-            "(Triton's `tl.dot` default); a float32 compute floor is at the TF32 tensor-core "
-            "rate."
-        )
-    return (
-        "Precision: float32 is computed at full float32 precision; TF32 is not allowed. "
-        'Triton\'s `tl.dot` rounds float32 inputs to TF32 unless given `input_precision="ieee"`'
-        " (the CPU interpreter emulates that rounding, so it fails there as on a GPU); a "
-        "float32 compute floor is at the FP32 (non-tensor-core) rate."
-    )
-
-
-def _randomness(task: Task, j: Judging) -> str:
-    st = task.spec.stochastic
-    if st is None:
-        return ""
-    rate, seed = st.rate_param, st.seed_param
-    p_task = task.spec.params.get(rate, st.rates[0] if st.rates else 0.0)
-    rates = sorted({0.0, *st.rates, float(p_task)})
-    lines = [
-        "### Randomness: exactly what the judge checks",
-        f"`{rate}` and `{seed}` are keyword arguments; kernelloop passes a fresh 31-bit "
-        f"`{seed}` per call. {rate} values judged: {', '.join(f'{r:g}' for r in rates)} "
-        f"(every listed rate and one drawn above them on the first shape, "
-        f"{rate}={p_task:g} elsewhere; the "
-        f"benchmark times {rate}={p_task:g}). The random and determinism calls run with "
-        f"{rate}={p_task:g}, the extreme cases with {rate}=0 on some shapes and dtypes and "
-        f"{rate}={p_task:g} on the others, every randomness check on the same `random` "
-        f"inputs the benchmark times; with {rate}=0 the output must match the reference.",
-    ]
-    if st.contract.strip():
-        lines.append(f"The operation's randomness, in the task's words: {st.contract.strip()}")
-    lines += [
-        f"With {rate} > 0, in every suite:",
-        f"- every element must equal either its kept value (the reference with "
-        f"`{st.mask_param}` all True) or its dropped value (`{st.mask_param}` all False), "
-        "within atol + rtol·|kept − dropped| (the tolerance is on the random term, not on "
-        "the whole value) plus one unit of the output dtype at the value;",
-        f"- the fraction dropped must fit {rate} (binomial test, ±{st.confidence_sigmas:g} "
-        "sigma), over all elements and within each half split by the size of the dropped "
-        "value and by the size of the term;",
-        f"- neighbouring rows' and neighbouring columns' masks must be independent (the "
-        f"fraction of pairs that differ fits 2·{rate}·(1-{rate}));",
-        f"- the same inputs and `{seed}` must give identical bytes;",
-        f"- a different `{seed}` must give an independent mask: the fraction of elements kept "
-        f"in one call and dropped in the other must fit 2·{rate}·(1-{rate}) "
-        f"(±{st.confidence_sigmas:g} sigma).",
-        _drop_band(task, j, float(p_task)),
-        "Nothing else about the mask is checked: it need NOT match the baseline's (or any "
-        "particular generator's) mask bit for bit. Any RNG, any counter layout and any "
-        "number of random bits per element is fine while the checks above hold.",
-    ]
-    return "\n".join(line for line in lines if line)
-
-
-def _drop_band(task: Task, j: Judging, p: float) -> str:
-    """How tight the dropped-fraction test is at the task's rate on the heaviest GPU shape
-    and the first CPU one: ±sigmas·sqrt(p(1-p)/n) of the fraction, as compare_mask.binomial_ok
-    computes it, with n the shape's element count (an output of the shape's dims). A
-    generator too coarse for the GPU's band passes the CPU's."""
-    st = task.spec.stochastic
-    if st is None or not 0 < p < 1:
-        return ""
-    picks = []
-    if task.spec.shapes:
-        picks.append(("GPU", max(task.spec.shapes, key=lambda s: s.weight)))
-    if task.spec.cpu_shapes:
-        picks.append(("CPU", task.spec.cpu_shapes[0]))
-    bands = []
-    for where, s in picks:
-        n = math.prod(s.dims.values())
-        band = st.confidence_sigmas * math.sqrt(p * (1 - p) / n)
-        bands.append(f"±{band:.2g} at the {where}'s {s.label} ({n:,} elements)")
-    return (
-        f"- so at {st.rate_param}={p:g} the dropped fraction may stray from {p:g} by "
-        + " but ".join(bands)
-        + ": a generator with few random bits per element (an 8-bit threshold rounds "
-        f"{p:g} to a multiple of 1/256) can pass the CPU's band and fail the GPU's."
-    )
-
-
-def _roofline(task: Task, j: Judging) -> str:
-    rl = task.spec.roofline
-    sizes = ", ".join(f"{SHORT_DTYPE.get(d, d)} {ELEM_SIZES[d]}" for d in task.spec.dtypes)
-    lines = [
-        "### Roofline",
-        f"Minimal DRAM traffic per call: `{rl.bytes}` bytes (elem_size: {sizes}).",
-    ]
-    c = j.ceiling
-    if _counts_flops(task):
-        at = (
-            f"the {rl.flops_dtype} peak"
-            if rl.flops_dtype
-            else "the judged dtype's dense peak (float32: "
-            + ("TF32's" if task.spec.precision.tf32 else "FP32's, TF32 not allowed")
-            + ")"
-        )
-        lines.append(f"Minimal flops per call: `{rl.flops}` (a multiply-add is 2), at {at}.")
-    if c is None:
-        lines.append(
-            "No DRAM ceiling is known for this device, so no floor time or % of floor is given."
-        )
-        return "\n".join(lines)
-    mem = f"bytes / {c.dram_bytes_per_s / 1e12:.2f} TB/s"
-    mem += f" ({c.dram_source})" if c.dram_source else ""
-    pct = "% of floor = floor time / median time x 100 (100 = at the roofline)."
-    if not _counts_flops(task):
-        lines.append(f"Floor time = {mem} on the {j.floor_device}; {pct}")
-        return "\n".join(lines)
-    dtypes = list(j.dtypes) or list(task.spec.dtypes)
-    kinds = [flops_kind(task, d) for d in dtypes]
-    rates = ", ".join(
-        f"{SHORT_DTYPE.get(k, k)} {rate_of(c, k) / 1e12:.4g}" if k in c.flops_per_s
-        else f"{SHORT_DTYPE.get(k, k)} unknown (memory floor only)"
-        for k in dict.fromkeys(kinds)
-    )  # fmt: skip
-    src = f"; {c.flops_source}" if c.flops_source else ""
-    lines.append(
-        f"Floor time = max({mem}, flops / peak) on the {j.floor_device}; peak TFLOP/s: "
-        f"{rates}{src}. Each shape's floor says which bound it is (memory or compute); {pct}"
-    )
-    return "\n".join(lines)
-
-
-def _counts_flops(task: Task) -> bool:
-    expr = task.spec.roofline.flops.strip()
-    return expr not in ("0", "0.0", "")
-
-
-# ---- helpers ------------------------------------------------------------------------------
 
 
 def entry_signature(source: str, entry: str) -> str:
@@ -490,7 +305,3 @@ def _docstring(source: str) -> str:
         return (ast.get_docstring(ast.parse(source)) or "").strip()
     except SyntaxError:
         return ""
-
-
-def _ms(ms: float) -> str:
-    return f"{ms:.4f} ms" if ms < 1 else f"{ms:.3f} ms"
