@@ -24,25 +24,26 @@ from pathlib import Path
 from kernelloop.agents.base import Proposal
 from kernelloop.errors import KernelloopError
 from kernelloop.evaluate.trusted.launch import prestart
-from kernelloop.evaluate.trusted.run import resolve_device, select_shapes, timings_count
+from kernelloop.evaluate.trusted.run import resolve_device, timings_count
 from kernelloop.history import open_task_memory
 from kernelloop.history.heartbeat import Heartbeat
 from kernelloop.history.models import REFUSED, Attempt, history_row, outcome_word
-from kernelloop.loop.context import context_profile, task_contract
+from kernelloop.loop.context import context_profile
 from kernelloop.loop.external import AGENT_NAME, ExternalAgent, ProgressView
 from kernelloop.loop.resume import refuse_if_live
 from kernelloop.loop.round import UNMEASURED, play_round, start_run
-from kernelloop.loop.screening import entry_signature, screen_refusals, unparsable
+from kernelloop.loop.screening import screen_refusals, unparsable
+from kernelloop.loop.session_views import SessionViews
 from kernelloop.loop.state import Best, Options, Run
 from kernelloop.loop.summary import run_summary
-from kernelloop.policy import budget_check, rules_text
+from kernelloop.policy import budget_check
 from kernelloop.profile.budget import ProfileBudget
 from kernelloop.profile.render import prompt_text
 from kernelloop.task import Task
 from kernelloop.task.native_source import python_source
 
 
-class ExternalSession:
+class ExternalSession(SessionViews):
     """One run of one task, driven call by call. Operations are serialized (one evaluation
     at a time); each opens the history in its own thread, as SQLite connections are
     per-thread."""
@@ -287,44 +288,6 @@ class ExternalSession:
                 f"the run's budget is spent ({stop.reason}); nothing was evaluated."
             )
 
-    def describe(self) -> dict:
-        """The task as an agent needs it to write a candidate, and where the run stands."""
-        t, rules = self.task, self.task.spec.rules
-        shapes = select_shapes(t, self.device, self.opts.shapes)
-        baseline = t.baseline_path.read_text()
-        contract = task_contract(t, self.device, self.best, self.opts.shapes, self.opts.dtypes)
-        return {
-            # The same contract the loop's LLM agents read (task/contract.py): reference,
-            # input cases, shapes with weights and floors, tolerances, randomness checks,
-            # roofline, the best's per-shape numbers, and where candidates are judged.
-            "contract": contract.text(),
-            "task": t.name,
-            "description": t.spec.task.description,
-            "language": t.spec.task.language,
-            "entry": t.spec.task.entry,
-            "entry_signature": entry_signature(baseline, t.spec.task.entry),
-            "params": dict(t.spec.params),
-            "device": self.device,
-            "timings_count": self.measured,
-            "shapes": [{"shape": s.label, "weight": s.weight, "tag": s.tag} for s in shapes],
-            "dtypes": self.opts.dtypes or list(t.spec.dtypes),
-            "tolerances": {k: v.model_dump() for k, v in t.spec.tolerances.items()},
-            "tunables": list(t.spec.task.tunables),
-            "rules": rules_text(rules, t.spec.task.entry),
-            "baseline_source": baseline,
-            "best": self._best_dict(source=True),
-            "run": self._run_dict(),
-        }
-
-    def history(self, limit: int = 20) -> dict:
-        """The digest the loop's agents get each round, and the latest history rows."""
-        with self._memory(write=False) as run:
-            attempts = run.store.attempts(self.task.name)
-            return {
-                "digest": run.store.digest(self.task.name),
-                "attempts": [history_row(a) for a in attempts[-limit:]],
-            }
-
     def profile(self, source: str | None, progress: Callable[[str], None] | None = None) -> dict:
         """The profile summary of the best (source None) or of a candidate, with deltas
         against the best."""
@@ -354,55 +317,6 @@ class ExternalSession:
                 "summary": prompt_text(out.report),
                 "metrics": out.report.agent_metrics(),
             }
-
-    def variant(self, ref: str) -> dict:
-        """The source of any recorded generation: a proposal id, 'best', or a git revision."""
-        with self._memory(write=False) as run:
-            attempt = None
-            if ref.isdigit():
-                attempt = run.store.attempt(int(ref))
-                if not attempt.commit_sha:
-                    raise KernelloopError(
-                        f"proposal #{ref} was never committed (refused or in "
-                        "flight); pick an id with a commit from the history tool."
-                    )
-                commit = run.versions.resolve(attempt.commit_sha)
-            else:
-                commit = run.versions.resolve(ref)
-            out = {"ref": ref, "commit": commit, "source": run.versions.read(commit).decode()}
-            if attempt is not None:
-                out["attempt"] = history_row(attempt)
-            return out
-
-    # ---- views -----------------------------------------------------------------------
-    def _best_dict(self, source: bool = False) -> dict:
-        b = self.best
-        if b is None:
-            return {
-                "id": None,
-                "what": "the baseline (the run starts, and the baseline is "
-                "evaluated as round 0, on the first submit_candidate or profile call)",
-            }
-        out = {
-            "id": b.pid,
-            "objective_vs_baseline": b.objective,
-            "pct_of_floor": b.pct_of_floor,
-            "per_shape": b.shapes,
-        }
-        if source:
-            out["source"] = b.source
-        return out
-
-    def _run_dict(self) -> dict:
-        status = self.status or ("running" if self.run_id else "not started")
-        return {
-            "run_id": self.run_id,
-            "rounds_used": self.round,
-            "rounds_left": max(0, self.last_round - self.round),
-            "profiles_left": self.profiles.left,
-            "status": status,
-            "reason": self.why,
-        }
 
 
 def _verdict_word(a: Attempt, promoted: bool, measured: bool) -> str:
