@@ -66,7 +66,7 @@ class Judge(InterfaceMixin, StateMixin, StochasticMixin, E2EMixin, OwnErrorMixin
     sensitivity: Sensitivity = field(default_factory=Sensitivity)
     _diagnosed: int = 0
     _staging: Staging = field(default_factory=Staging)
-    worker_share_bytes: int | None = None  # a worker's GPU share (run.worker_share_bytes)
+    worker_share_bytes: int | None = None  # a worker's GPU share (worker_count.worker_share_bytes)
 
     def __post_init__(self) -> None:
         self.make_inputs = with_generic_cases(self.task.load_function("inputs"))
