@@ -12,13 +12,13 @@ started after it). `total` runs from the start to the verdict with every worker 
 rejected candidate's benchmark workers killed unused). Each repeat is one round: its
 candidates share the round's seeds and reference cache (`refcache.References`) as the
 loop's candidates do (`--fresh`: each evaluation its own); `--workers N` sets the
-correctness workers (default: evaluate's, `launch/worker_count.default_workers`: 2 on a 2-core CPU, up to 4 on
-a GPU); `--prestart S` starts each evaluation's correctness workers S seconds before it
-(uncounted), as the loop does during the previous evaluation. Per stage (static, start,
-compile, smoke, full, timing) and in all, seconds of wall-clock time, with the verdict; a
-rejected candidate is never benchmarked. On the CPU the Triton interpreter runs the
-kernels and timings never count, so nothing is timed or benchmarked there (the record
-says `skipped`).
+correctness workers (default: evaluate's, `launch/worker_count.default_workers`: 2 on a
+2-core CPU, up to 4 on a GPU); `--prestart S` starts each evaluation's correctness workers
+S seconds before it (uncounted), as the loop does during the previous evaluation. Per
+stage (static, start, compile, smoke, full, timing) and in all, seconds of wall-clock
+time, with the verdict; a rejected candidate is never benchmarked. On the CPU the Triton
+interpreter runs the kernels and timings never count, so nothing is timed or benchmarked
+there (the record says `skipped`).
 
     python benchmarks/eval_speed.py OUT_DIR [--device auto|cuda|cpu] [--repeats 3]
         [--shapes gpu|cpu|LABELS] [--dtypes bfloat16,float16,float32] [--only fused,wrong]

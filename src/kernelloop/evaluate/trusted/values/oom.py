@@ -9,8 +9,9 @@ use" — the worker asked for its output, well within its share; the rest of the
 held by the harness. That is the machine's doing, not a finding about the candidate.
 
 So: where the worker's own use plus its request fits within one worker's share of the
-GPU (`share_bytes`, what `launch/worker_count.gpu_memory_workers` planned for it), the out-of-memory is
-the harness's and the call is `internal` (infrastructure: evaluated again, never charged).
+GPU (`share_bytes`, what `launch/worker_count.gpu_memory_workers` planned for it), the
+out-of-memory is the harness's and the call is `internal` (infrastructure: evaluated
+again, never charged).
 Where it asked for more than its share, it is the candidate's crash, with the numbers.
 The text comes from the candidate's worker, so a candidate can forge it: the most a forged
 message buys is `internal` — NOT JUDGED, never accepted — so nothing is gained by it.
