@@ -21,7 +21,7 @@ from kernelloop.evaluate.trusted.clock.timing_checks import BUSY
 from kernelloop.evaluate.trusted.run import evaluate
 from kernelloop.gate import decide, performance_gate
 from kernelloop.task import load_task
-from tests.busy import measured
+from tests.busy import TRIES, measured, wait_for_quiet
 
 ROOT = Path(__file__).resolve().parents[2]
 CPU_TASK = ROOT / "examples" / "cpu_task"
@@ -47,16 +47,37 @@ def bench_when_idle(*args, **kwargs) -> BenchmarkRecord:
 def timed(task, tmp_path_factory) -> BenchmarkRecord:
     copy = tmp_path_factory.mktemp("best") / "fast_copy.py"
     shutil.copyfile(CANDS / "fast.py", copy)
-    return bench_when_idle(
-        task,
-        CANDS / "fast.py",
-        best=copy,
-        device="cpu",
-        # Enough paired rounds that the noise bar (3 x noise) does not swallow a 4x gain on
-        # a noisy 2-core runner (CI 2026-12-04: noise 212% at 0.5 s per shape, 3 rounds).
-        max_s_per_shape=1.2,
-        against={"slow": CANDS / "slow.py", "tail_trap": CANDS / "tail_trap.py"},
-    )
+
+    def once() -> BenchmarkRecord:
+        return bench_when_idle(
+            task,
+            CANDS / "fast.py",
+            best=copy,
+            device="cpu",
+            # Enough paired rounds that the noise bar (3 x noise) does not swallow a 4x gain
+            # on a noisy 2-core runner (CI 2026-12-04: noise 212% at 0.5 s per shape, 3 rounds).
+            max_s_per_shape=1.2,
+            against={"slow": CANDS / "slow.py", "tail_trap": CANDS / "tail_trap.py"},
+        )
+
+    # Measured again (bounded) while fast-vs-baseline is too noisy for the gate to tell a 4x
+    # gain from chance: the verdicts below are about an idle machine's timings. The last
+    # record is used whatever its noise, so the tests still judge it.
+    rec = once()
+    for _ in range(TRIES - 1):
+        if pair_noise(rec, task) <= DECIDABLE_NOISE:
+            break
+        wait_for_quiet()
+        rec = once()
+    return rec
+
+
+DECIDABLE_NOISE = 0.9  # beyond it the gate's 3 x noise bar nears the ~4x gain tested here
+
+
+def pair_noise(rec: BenchmarkRecord, task) -> float:
+    """The gate's combined noise for fast.py (the candidate) against the baseline."""
+    return performance_gate(as_pair(rec, "candidate", "baseline"), task.spec.rules).noise_rel or 0.0
 
 
 def as_pair(rec: BenchmarkRecord, cand: str, best: str) -> BenchmarkRecord:
