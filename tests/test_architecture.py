@@ -84,3 +84,17 @@ def test_an_arrow_drawn_the_wrong_way_breaks_its_contract(tmp_path, module, line
     # "NAME BROKEN" or "NAME BROKEN (3 ignored imports)"
     broken = [ln for ln in out.splitlines() if " BROKEN" in ln]
     assert any(ln.startswith(contract) for ln in broken), (contract, broken, out[-4000:])
+
+
+MAX_LINES = 400  # ARCHITECTURE.md: a file past this is split by role
+
+
+def test_no_source_file_is_over_400_lines():
+    """Issue 37's house rule, held in CI: the newcomer's file is one role, readable whole."""
+    sizes = {
+        p.relative_to(ROOT).as_posix(): len(p.read_text().splitlines())
+        for p in (ROOT / "src" / "kernelloop").rglob("*.py")
+    }
+    assert len(sizes) > 100, "the package was not found"
+    over = {path: n for path, n in sizes.items() if n > MAX_LINES}
+    assert not over, f"split these by role (ARCHITECTURE.md): {over}"

@@ -44,7 +44,15 @@ import torch  # noqa: E402  (after the channel is set up)
 
 from kernelloop.evaluate.worker import calls as inworker  # noqa: E402  (after the channel is set up)
 from kernelloop.evaluate.worker import e2e as e2e_model  # noqa: E402
-from kernelloop.evaluate.worker import gpu_timer, guard, interp_tf32, op_audit, serve, timing  # noqa: E402  (timing binds its clocks before candidates load)
+from kernelloop.evaluate.worker import (  # noqa: E402  (timing binds its clocks before candidates load)
+    gpu_device,
+    gpu_timer,
+    guard,
+    interp_tf32,
+    op_audit,
+    serve,
+    timing,
+)
 from kernelloop.evaluate.worker import outbox as outbox_mod  # noqa: E402
 from kernelloop.task.generic_cases import with_generic_cases  # noqa: E402
 from kernelloop.task.kernelbench_inputs import PREPARE, entry_function  # noqa: E402
@@ -211,6 +219,7 @@ def main() -> int:
             op_audit,
             timing,
             gpu_timer,
+            gpu_device,
             guard,
             serve,
             outbox_mod,
@@ -248,7 +257,7 @@ def _correctness(job: dict) -> int:
     # Snapshots taken before any candidate code runs (see guard.py).
     watch = {
         "integrity": guard.Integrity(
-            [sys.modules[__name__], inworker, op_audit, timing, gpu_timer, guard]
+            [sys.modules[__name__], inworker, op_audit, timing, gpu_timer, gpu_device, guard]
         ),
         "threads": guard.thread_baseline(),
         # The shared output slots, opened before any candidate code runs (files without).

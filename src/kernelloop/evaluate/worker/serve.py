@@ -27,7 +27,8 @@ from kernelloop.evaluate.protocol import idle_stats
 from kernelloop.evaluate.worker import calls as inworker
 from kernelloop.evaluate.worker import guard
 from kernelloop.evaluate.worker.compiled import Compiled, compiled_entry
-from kernelloop.evaluate.worker.gpu_timer import GpuDevice, GpuSlot, IdleProbe
+from kernelloop.evaluate.worker.gpu_device import GpuDevice, IdleProbe
+from kernelloop.evaluate.worker.gpu_timer import GpuSlot
 from kernelloop.evaluate.worker.outbox import Outbox, open_outbox
 from kernelloop.evaluate.worker.timing import CpuSlot
 from kernelloop.task.kernelbench_inputs import entry_function
