@@ -37,6 +37,16 @@ GPU_WORKERS = 4
 WORKER_BYTES_PER_ELEMENT = 24
 WORKER_FIXED_BYTES = 2 << 30
 GPU_SHARE = 0.6  # of the GPU's memory for correctness workers (the judge needs the rest)
+# The judge's own GPU memory per element of that shape, while it judges one call (the
+# task's inputs, their float64 copies, the float64 reference and its temporaries, the
+# candidate's output loaded, the trivial outputs it is proved against; the comparison
+# itself is chunked, compare.CHUNK), and its fixed part (its CUDA context). Measured on
+# the H200 (2026-12-03 and 2026-12-05, `gate-check` of level1/23's 4096x393216 float32
+# softmax, two workers): the judge held 56.6 GiB and asked for 12 GiB more (its float64
+# reference) — ~46 B per element — and ran out beside the two workers' 36.6 GB each on 4
+# of 5 mutants (verdict `internal`). The workers' share leaves the judge this much.
+JUDGE_BYTES_PER_ELEMENT = 48
+JUDGE_FIXED_BYTES = 2 << 30
 
 
 def worker_share_bytes(device: str, n_workers: int) -> int | None:
@@ -63,4 +73,7 @@ def gpu_memory_workers(task: Task) -> int:
         return 1
     elements = max((math.prod(s.dims.values()) for s in task.spec.shapes), default=1)
     per_worker = WORKER_BYTES_PER_ELEMENT * elements + WORKER_FIXED_BYTES
-    return max(1, int(GPU_SHARE * total // per_worker))
+    # the workers get GPU_SHARE of the card, and never what the judge needs beside them
+    judge = JUDGE_BYTES_PER_ELEMENT * elements + JUDGE_FIXED_BYTES
+    room = min(GPU_SHARE * total, total - judge)
+    return max(1, int(room // per_worker))

@@ -35,7 +35,12 @@ from kernelloop.evaluate.trusted.values.judge_trivial import (
     parts_of,
     unpack,
 )
-from kernelloop.evaluate.trusted.values.oom import harness_oom, release_reserved, trusted_oom
+from kernelloop.evaluate.trusted.values.oom import (
+    harness_oom,
+    release_reserved,
+    retry_out_of_memory,
+    trusted_oom,
+)
 from kernelloop.evaluate.trusted.values.own_error import OwnErrorMixin
 from kernelloop.evaluate.trusted.values.plan import Call
 from kernelloop.evaluate.trusted.values.record import CheckResult
@@ -77,11 +82,14 @@ class Judge(InterfaceMixin, StateMixin, StochasticMixin, E2EMixin, OwnErrorMixin
 
     # ---- helpers -------------------------------------------------------------
     def _inputs(self, call: Call) -> dict:
-        g = torch.Generator(device=self.device).manual_seed(call.input_seed)
-        try:
+        def make() -> dict:
+            g = torch.Generator(device=self.device).manual_seed(call.input_seed)
             return self.make_inputs(
                 call.shape.dims, getattr(torch, call.dtype), self.device, g, call.case
             )
+
+        try:
+            return retry_out_of_memory(make, self.device)
         except Exception as e:  # noqa: BLE001 - the task's own code, not the candidate's
             raise TaskFault(f"{type(e).__name__}: {str(e)[:200]}") from e
 
@@ -332,7 +340,7 @@ class Judge(InterfaceMixin, StateMixin, StochasticMixin, E2EMixin, OwnErrorMixin
 
         def compute() -> dict:
             try:
-                return refs()
+                return retry_out_of_memory(refs, self.device)
             except Exception as e:  # noqa: BLE001 - the task's own code, not the candidate's
                 raise TaskFault(f"{type(e).__name__}: {str(e)[:200]}") from e
 

@@ -21,8 +21,14 @@ from __future__ import annotations
 
 import gc
 import re
+import sys
+import time
+from collections.abc import Callable
+from typing import TypeVar
 
 import torch
+
+T = TypeVar("T")
 
 _OOM = re.compile(r"CUDA out of memory|OutOfMemoryError")
 _SIZE = r"([\d.]+)\s*(B|KiB|MiB|GiB|TiB)"
@@ -72,6 +78,34 @@ def trusted_oom(error: str) -> str | None:
         "candidate; it is evaluated again (if it recurs with nothing else on the GPU, the "
         "task's shapes do not fit: shrink them)"
     )
+
+
+OOM_WAIT_S = 2.0  # the workers' memory comes and goes with their calls
+
+
+def retry_out_of_memory(fn: Callable[[], T], device: str) -> T:
+    """`fn()` (the judge's own GPU work on a call: the task's inputs, the float64
+    reference), once more when it runs out of GPU memory: this process's cached blocks go
+    back to the driver and the workers beside it get OOM_WAIT_S to finish their calls. The
+    card's numbers from torch's message go to this process's log (who held the memory). A
+    second out-of-memory propagates (the caller makes it `internal`)."""
+    try:
+        return fn()
+    except torch.cuda.OutOfMemoryError as e:
+        if device != "cuda":
+            raise
+        message = str(e)
+    # past the handler: the failed attempt's frames, and the tensors they held, are gone
+    print(
+        f"kernelloop: the judge ran out of GPU memory ({message.strip()[:600]}); "
+        "releasing its cached blocks and trying once more",
+        file=sys.stderr,
+    )
+    gc.collect()
+    if torch.cuda.is_initialized():
+        torch.cuda.empty_cache()
+    time.sleep(OOM_WAIT_S)
+    return fn()
 
 
 def release_cached_gpu_memory() -> None:
