@@ -5,8 +5,6 @@ rewrite got on the H200 (2026-12-03, KernelBench level1/23 at 4096x393216, gate-
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import pytest
 import torch
 
@@ -122,23 +120,3 @@ def test_the_judges_own_out_of_memory_is_tried_once_more_after_releasing(monkeyp
     with pytest.raises(torch.cuda.OutOfMemoryError):
         oom.retry_out_of_memory(always, "cpu")  # no GPU of the judge's: nothing to release
     assert len(tries) == 1
-
-
-def _shaped(*dims: int) -> SimpleNamespace:
-    shape = SimpleNamespace(dims=dict(enumerate(dims)))
-    return SimpleNamespace(spec=SimpleNamespace(shapes=[shape]))
-
-
-def test_the_workers_leave_the_judge_its_memory(monkeypatch):
-    """Two workers (36.6 GB each) fit GPU_SHARE of an H200 at level1/23's 4096x393216, but
-    not beside the judge's float64 reference: one worker there; small tasks keep theirs."""
-    from kernelloop.evaluate.trusted.launch import worker_count as wc
-
-    monkeypatch.setattr(wc, "_gpu_total_bytes", lambda: int(139.8 * GIB))
-    big = _shaped(4096, 393216)
-    assert wc.gpu_memory_workers(big) == 1
-    # without the judge's room the old rule gave two: the H200's out-of-memory
-    per = wc.WORKER_BYTES_PER_ELEMENT * 4096 * 393216 + wc.WORKER_FIXED_BYTES
-    assert int(wc.GPU_SHARE * 139.8 * GIB // per) == 2
-    assert wc.gpu_memory_workers(_shaped(16384, 8192)) >= wc.GPU_WORKERS  # the flagship
-    assert wc.gpu_memory_workers(_shaped(4096, 4096, 4096)) == 1  # M x N x K: never zero
