@@ -77,7 +77,7 @@ def shape_rows(bench: dict, gate: dict | None) -> list[dict]:
             "pct_of_floor": cand.get("pct_of_floor"),
             "noise_rel": sb.get("noise_rel"),
         }
-        if compiled:
+        if compiled or sb.get("compiled_in_turn"):  # in turn: no median beside the others
             row["compiled_ms"] = compiled.get("median_ms")
             row["speedup_vs_compiled"] = sb.get("speedup_vs_compiled")
         rows.append(row)

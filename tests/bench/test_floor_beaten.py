@@ -4,7 +4,7 @@ implementation a floor mistake — said with the numbers (issue 34)."""
 
 from __future__ import annotations
 
-from kernelloop.evaluate.trusted.clock.bench_fill import FLOOR_MARGIN, _impl_timing, below_floor
+from kernelloop.evaluate.trusted.clock.bench_fill import FLOOR_MARGIN, below_floor, impl_timing
 from kernelloop.evaluate.trusted.clock.interleave_types import SlotResult
 
 
@@ -14,7 +14,7 @@ def _slot(ms: float) -> SlotResult:
 
 def test_the_candidate_below_its_floor_is_refused_as_not_real_with_the_numbers():
     problems: list[str] = []
-    it = _impl_timing("candidate", _slot(1.0), 1.642, problems, "128x4000")
+    it = impl_timing("candidate", _slot(1.0), 1.642, problems, "128x4000")
     assert it.pct_of_floor is None
     assert problems == [
         "128x4000: candidate median 1.0000 ms is 164% of the roofline floor 1.6420 ms, which "
@@ -34,7 +34,7 @@ def test_within_the_margin_and_above_the_floor_nothing_is_said():
     assert below_floor("s", "candidate", 2.0, 1.0) == ""
     assert below_floor("s", "candidate", 1.0, None) == ""
     problems: list[str] = []
-    it = _impl_timing("candidate", _slot(2.0), 1.0, problems, "s")
+    it = impl_timing("candidate", _slot(2.0), 1.0, problems, "s")
     assert problems == [] and it.pct_of_floor == 50.0
 
 

@@ -150,6 +150,18 @@ def speedup_lines(rec) -> list[str]:
                 + ("; outputs checked against eager" if c.eager_checked else "")
             )
         )
+    for sb in rec.shapes if c is not None and c.in_turn else []:
+        if (t := sb.compiled_in_turn) is None:
+            continue
+        line = (
+            f"{sb.shape}: compiled slot timed in turn beside the baseline alone: baseline "
+            f"{t.baseline_ms:.4f} ms, compiled {t.compiled_ms:.4f} ms "
+            f"({t.baseline_vs_compiled:.3f}x)"
+        )
+        if sb.speedup_vs_compiled:
+            vs_base = sb.speedup_vs_compiled / t.baseline_vs_compiled
+            line += f"; x compiled = x baseline {vs_base:.3f} * {t.baseline_vs_compiled:.3f}"
+        out.append(line)
     return out
 
 
@@ -218,7 +230,7 @@ def print_bench(rec, verdict, console: Console) -> None:
         if s.clock is not None:
             console.print(s.clock.line(s.shape), markup=False, soft_wrap=True)  # one greppable line
     for line in speedup_lines(rec):
-        console.print(line)
+        console.print(line, markup=False, soft_wrap=True)  # whole lines, to be grepped
     if verdict.objective is not None:
         console.print(
             f"objective: weighted geomean {verdict.objective:.4f}x over {rec.best}; "

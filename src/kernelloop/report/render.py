@@ -75,7 +75,10 @@ def context(
         "best_bench": best_stored.bench if best_stored else None,
         "best_gate": best_stored.gate if best_stored else None,
         "has_floor": any(r["pct_of_floor"] is not None for r in rows),
-        "has_compiled": any(r.get("compiled_ms") is not None for r in rows),
+        "has_compiled": any(
+            r.get("compiled_ms") is not None or r.get("speedup_vs_compiled") is not None
+            for r in rows
+        ),
         "best_vs_compiled": (best_stored.bench or {}).get("speedup_vs_compiled")
         if best_stored
         else None,

@@ -16,11 +16,13 @@ import torch
 
 from kernelloop.errors import KernelloopError
 from kernelloop.evaluate.protocol import COMPILED
+from kernelloop.evaluate.trusted.bench_turn import time_compiled_in_turn
 from kernelloop.evaluate.trusted.clock.bench_fill import fill_shapes
 from kernelloop.evaluate.trusted.clock.bench_record import (
     BenchmarkRecord,
     CompiledSlot,
     overall_speedup,
+    overall_vs_compiled,
 )
 from kernelloop.evaluate.trusted.clock.gpu_state import read_gpu_state, throttle_warnings
 from kernelloop.evaluate.trusted.clock.interleave import Evidence, Outcome, Session
@@ -159,7 +161,8 @@ class PendingBenchmark:
             for name in self.memory.left_out if self.memory else []:
                 why = f"left out by the memory plan so the gate's slots fit ({self.memory.line()})"
                 outcome.dropped.setdefault(name, why)
-                rec.warnings.append(f"{name} slot {why}")
+                if name != COMPILED:  # the compiled slot is timed in turn below
+                    rec.warnings.append(f"{name} slot {why}")
             for p in outcome.problems:
                 if oom := out_of_memory(p.slot, p.text):
                     rec.infrastructure.append(oom)
@@ -170,10 +173,45 @@ class PendingBenchmark:
             throttle_warnings(rec)
             if self.compiled:
                 rec.compiled = _compiled_slot(task, self.evidence[COMPILED], rec, outcome)
+                if self.memory is not None and COMPILED in self.memory.left_out:
+                    self._compiled_in_turn(rec)
         rec.speedup_vs_baseline = overall_speedup(rec, "baseline")
-        rec.speedup_vs_compiled = overall_speedup(rec, COMPILED) if rec.compiled else None
+        rec.speedup_vs_compiled = overall_vs_compiled(rec) if rec.compiled else None
         rec.wall_s = round(time.monotonic() - t0, 3)
         return rec
+
+    def _compiled_in_turn(self, rec: BenchmarkRecord) -> None:
+        """The compiled slot, left out beside the gate's slots, timed after them beside
+        the baseline (bench_turn.py) — only when the gate's session gave numbers."""
+        assert rec.compiled is not None and self.memory is not None
+        left = rec.compiled.dropped
+        why = "the gate's session has problems" if rec.problems else ""
+        if not why:
+            assert self.session is not None
+            with on_gpu(self.gpu):
+                why = time_compiled_in_turn(
+                    rec,
+                    self.session,
+                    self.task,
+                    self.impls["baseline"],
+                    self.shapes,
+                    self.dtype,
+                    self.evidence[COMPILED],
+                    self.say,
+                )
+        if why:
+            rec.compiled.dropped = f"{left}; {why}"
+            rec.warnings.append(f"{COMPILED} slot {rec.compiled.dropped}")
+            for sb in rec.shapes:
+                sb.compiled_in_turn, sb.speedup_vs_compiled = None, None
+            return
+        rec.compiled.dropped, rec.compiled.in_turn = "", True
+        rec.compiled.shapes = [sb.shape for sb in rec.shapes]
+        rec.warnings.append(
+            f"{COMPILED} slot timed in turn, beside the baseline alone (no room beside the "
+            "gate's slots): its speedups are the candidate's over the baseline times the "
+            "baseline's over torch.compile, each pair timed side by side"
+        )
 
 
 def out_of_memory(slot: str, text: str) -> str:

@@ -54,14 +54,14 @@ def fill_shapes(
         rec.shapes.append(sb)
         for slot in slots:
             if slot in got:
-                sb.impls[slot] = _impl_timing(
+                sb.impls[slot] = impl_timing(
                     slot, got[slot], floor_ms, rec.problems, shape.label, hint
                 )
                 methods.add(got[slot].method)
         for slot in evidence:
             if slot in got:  # its oddities are warnings: it is not the gate's to refuse on
                 said = len(rec.warnings)
-                it = _impl_timing(slot, got[slot], floor_ms, rec.warnings, shape.label, hint)
+                it = impl_timing(slot, got[slot], floor_ms, rec.warnings, shape.label, hint)
                 if len(rec.warnings) == said:  # no samples, or below the floor: left out
                     sb.impls[slot] = it
         sb.speedup_vs_compiled = speedup(sb, COMPILED)
@@ -104,7 +104,7 @@ def aa_busy(sb: ShapeBench) -> str | None:
     )
 
 
-def _impl_timing(
+def impl_timing(
     slot: str,
     r: SlotResult,
     floor_ms: float | None,

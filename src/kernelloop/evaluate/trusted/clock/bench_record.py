@@ -94,6 +94,19 @@ class ClockView(BaseModel):
         )
 
 
+class CompiledTurn(BaseModel):
+    """The compiled slot timed in turn on one shape: after the gate's slots, side by side
+    with the baseline alone (bench_turn.py), because the memory plan had no room for it
+    beside them."""
+
+    baseline_ms: float = Field(description="the baseline's median in that second session")
+    compiled_ms: float = Field(description="the compiled slot's median beside it")
+    baseline_vs_compiled: float = Field(
+        description="how many times faster the baseline was than the compiled slot there "
+        "(paired by round where the samples allow, else the ratio of medians)"
+    )
+
+
 class ShapeBench(BaseModel):
     shape: str
     dtype: str
@@ -122,7 +135,12 @@ class ShapeBench(BaseModel):
     speedup_vs_compiled: float | None = Field(
         default=None,
         description="how many times faster the candidate is than the compiled slot (the "
-        "reference under torch.compile) on this shape, paired by round; evidence, not the gate's",
+        "reference under torch.compile) on this shape, paired by round; evidence, not the gate's. "
+        "Timed in turn (compiled_in_turn): the candidate's speedup over the baseline times "
+        "the baseline's over the compiled slot, each pair timed side by side",
+    )
+    compiled_in_turn: CompiledTurn | None = Field(
+        default=None, description="set where the compiled slot was timed in turn (bench_turn.py)"
     )
 
 
@@ -148,6 +166,11 @@ class CompiledSlot(BaseModel):
     recompiles: int = Field(
         default=0,
         description="compiles during timed calls: any one drops the slot (worker/compiled.py)",
+    )
+    in_turn: bool = Field(
+        default=False,
+        description="timed after the gate's slots, beside the baseline alone: the memory plan "
+        "had no room for it beside them (each shape's compiled_in_turn)",
     )
     eager_checked: bool = Field(
         default=False,
@@ -278,6 +301,19 @@ def overall_speedup(rec: BenchmarkRecord, ref: str) -> float | None:
         return None
     total = sum(w for w, _ in pairs)
     return math.exp(sum(w * math.log(v) for w, v in pairs) / total)
+
+
+def overall_vs_compiled(rec: BenchmarkRecord) -> float | None:
+    """The candidate's weighted geomean speedup over the compiled slot from each shape's
+    `speedup_vs_compiled` (side by side, or chained through the baseline when timed in
+    turn); None unless every shape has one and the record has no problems."""
+    if rec.problems or not rec.shapes:
+        return None
+    pairs = [(sb.weight, sb.speedup_vs_compiled) for sb in rec.shapes]
+    if any(v is None or v <= 0 for _, v in pairs):
+        return None
+    total = sum(w for w, _ in pairs)
+    return math.exp(sum(w * math.log(v) for w, v in pairs) / total)  # type: ignore[arg-type]
 
 
 def noise(sb: ShapeBench, best: str, aa: str | None) -> tuple[float, float | None]:
