@@ -227,3 +227,55 @@ def test_a_folder_of_task_folders_without_this_tasks_is_its_error(tmp_path):
     (tmp_path / "flat.py").write_text("x = 1\n")  # a flat folder: every task replays it
     assert agent_for_task(f"scripted:{tmp_path}", "level1_23_Softmax") == f"scripted:{tmp_path}"
     assert agent_for_task("tuner", "level1_23_Softmax") == "tuner"
+
+
+def test_a_task_whose_proposals_were_never_judged_says_so_and_why_not_no():
+    """On the H200 (2026-12-05) level1/36's only proposal was refused twice by the memory
+    plan (infrastructure) and the board said "correct: no", which reads as a wrong
+    kernel. Not judged is said as such, with the reason under the table."""
+    why = "twice: memory: one call of shape 112x64x512x512 needs about 143.00 GiB"
+    attempts = [{"status": "infrastructure", "verdict": "not evaluated", "category": "",
+                 "round": 1, "objective_vs_baseline": None, "infra_reason": why}]  # fmt: skip
+    summary = {"status": "finished", "best_objective_vs_baseline": 1.0,
+               "timings_count": True, "attempts": attempts}  # fmt: skip
+    row = task_row("rms", summary)
+    assert not row["correct"] and row["not_judged"] == why
+    wrong = [{"status": "evaluated", "category": "wrong", "round": 1, "infra_reason": ""}]
+    assert task_row("bad", {**summary, "attempts": wrong + attempts})["not_judged"] == ""
+    md = markdown(leaderboard([row, task_row("bad", {**summary, "attempts": wrong})]))
+    assert "| rms | finished | not judged | - | - |" in md, md
+    assert "| bad | finished | no |" in md
+    assert f"- rms: not judged — {why}" in md
+    assert leaderboard([row])["fast_p"]["fast_0"] == 0.0  # not judged is not correct
+
+
+def test_an_empty_torch_compile_cell_says_why_under_the_table():
+    """A measured best without a speedup over torch.compile: the board says why (the
+    compiled slot's own reason from the run summary), never a bare "-"."""
+    attempts = [{"category": "slower", "status": "evaluated", "round": 1,
+                 "objective_vs_baseline": 0.96}]  # fmt: skip
+    why = "left out by the memory plan ...; timed in turn: torch.OutOfMemoryError"
+    summary = {"status": "bound reached", "best_objective_vs_baseline": 1.0,
+               "best_speedup_vs_compiled": None, "best_compiled_why": why,
+               "timings_count": True, "attempts": attempts}  # fmt: skip
+    row = task_row("relu", summary)
+    assert row["speedup_vs_compiled"] is None and row["compiled_why"] == why
+    md = markdown(
+        leaderboard([row, task_row("fine", {**summary, "best_speedup_vs_compiled": 1.1})])
+    )
+    assert "| relu | bound reached | yes | 1.000x | - |" in md
+    assert f"- relu: no speedup over torch.compile — {why}" in md
+    assert "- fine:" not in md
+
+
+def test_the_run_summary_says_why_the_best_has_no_speedup_over_torch_compile():
+    from types import SimpleNamespace as NS
+
+    from kernelloop.loop.state import compiled_why
+
+    timed = NS(speedup_vs_compiled=1.2, compiled=NS(dropped=""))
+    assert compiled_why(timed) == ""
+    assert compiled_why(None) == "no benchmark of the best"
+    assert compiled_why(NS(speedup_vs_compiled=None, compiled=None)) == "not asked for (--compiled)"
+    dropped = NS(speedup_vs_compiled=None, compiled=NS(dropped="torch.compile recompiled"))
+    assert compiled_why(dropped) == "torch.compile recompiled"

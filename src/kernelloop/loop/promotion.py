@@ -18,7 +18,7 @@ from kernelloop.evaluate.trusted.values.record import EvaluationRecord
 from kernelloop.gate import GateResult
 from kernelloop.history import HistoryStore
 from kernelloop.history.models import Attempt
-from kernelloop.loop.state import Best, Run
+from kernelloop.loop.state import Best, Run, compiled_why
 from kernelloop.objective import floor_pct, shape_table
 from kernelloop.policy import new_arch_guard, unsandboxed_hold
 from kernelloop.task import Task
@@ -98,6 +98,7 @@ def promote(run: Run, decision: Decision, best: Best) -> Best:
         best.path.with_name(f"best_{win.id}.py"),
         shapes=shapes,
         vs_compiled=bench.speedup_vs_compiled if bench else None,
+        vs_compiled_why=compiled_why(bench),
     )
     new.path.write_text(win.source)
     return new

@@ -16,7 +16,7 @@ from kernelloop.history.liveness import liveness
 from kernelloop.history.models import Attempt, RunState
 from kernelloop.loop.promotion import gate_gain, stored_numbers
 from kernelloop.loop.round import Entry, close_round, judge, profile_best
-from kernelloop.loop.state import Best, Run
+from kernelloop.loop.state import Best, Run, compiled_why
 from kernelloop.policy import StopDecision
 from kernelloop.task import Task
 
@@ -74,6 +74,7 @@ def restore(run: Run, state: RunState) -> Best:
         run.task, run.store, best.pid
     )
     best.vs_compiled = bench.speedup_vs_compiled if bench else None
+    best.vs_compiled_why = compiled_why(bench)
     if run.measured:
         run.gains = gains_before(run.store, run.id, state.next_round)
     best.path = run.scratch / "best.py"

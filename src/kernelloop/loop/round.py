@@ -28,7 +28,7 @@ from kernelloop.loop.context import context_profile
 from kernelloop.loop.evaluation import collect, evaluate_source, submit
 from kernelloop.loop.feedback import candidate_profile, outcome_text, wants_profile
 from kernelloop.loop.promotion import decide_round, promote
-from kernelloop.loop.state import Best, Evaluated, Outcome, Run
+from kernelloop.loop.state import Best, Evaluated, Outcome, Run, compiled_why
 from kernelloop.objective import floor_pct, weighted_geomean
 from kernelloop.policy import (
     StopDecision,
@@ -106,6 +106,7 @@ def start_run(run: Run, config: dict) -> Best:
         run.scratch / "baseline.py",
         shapes=ev.shapes,
         vs_compiled=ev.bench.speedup_vs_compiled if ev.bench else None,
+        vs_compiled_why=compiled_why(ev.bench),
     )
     profile_best(run, best, None)
     return best

@@ -62,6 +62,20 @@ class Best:
     # speedup over the reference under torch.compile, from the benchmark that made it the
     # best (None: not timed, or not on every shape); evidence, never the gate's
     vs_compiled: float | None = None
+    vs_compiled_why: str = ""  # why vs_compiled is None (compiled_why), for the leaderboard
+
+
+def compiled_why(bench) -> str:
+    """Why a benchmark record has no speedup over torch.compile ('' when it has one): the
+    compiled slot's own reason (left out and not timed in turn, recompiled, differed from
+    eager), or that it was not asked for or nothing was timed."""
+    if bench is None:
+        return "no benchmark of the best"
+    if bench.speedup_vs_compiled is not None:
+        return ""
+    if bench.compiled is None:
+        return "not asked for (--compiled)"
+    return bench.compiled.dropped or "not timed on every shape, or the benchmark had problems"
 
 
 @dataclass

@@ -29,6 +29,7 @@ def run_summary(
         # evidence beside the objective: the same candidate against the reference under
         # torch.compile, timed in the same benchmark (None where it was not)
         "best_speedup_vs_compiled": best.vs_compiled,
+        "best_compiled_why": best.vs_compiled_why,  # why None, in one sentence
         "wall_s": round(wall_s, 1),
         "attempts": [
             history_row(a) for a in store.attempts(task.name, run_id=run_id) if a.round > 0

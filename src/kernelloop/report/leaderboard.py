@@ -50,13 +50,24 @@ def task_row(name: str, summary: dict | None, error: str = "", folder: str = "")
     # yes, 1.000x" for all twelve shared problems, 2026-12-03).
     timed = any(a.get("objective_vs_baseline") is not None for a in attempts)
     measured = bool(summary.get("timings_count", False)) and timed
+    # "no" would read as wrong where no proposal was judged at all: each one failed
+    # through no fault of its own (on the H200, level1/36's solution was refused twice by
+    # the memory plan and the board said "correct: no", 2026-12-05)
+    judged = any(a.get("status") == "evaluated" for a in attempts)
+    infra = next((a.get("infra_reason") for a in attempts if a.get("infra_reason")), "")
+    vs_compiled = summary.get("best_speedup_vs_compiled") if measured else None
     return {
         "task": name,
         "status": summary.get("status", "?"),
         "error": error,
         "correct": correct,
         "speedup": summary.get("best_objective_vs_baseline") if measured else None,
-        "speedup_vs_compiled": summary.get("best_speedup_vs_compiled") if measured else None,
+        "speedup_vs_compiled": vs_compiled,
+        # why there is no speedup over torch.compile, where the run measured a best
+        "compiled_why": (summary.get("best_compiled_why") or "")
+        if measured and vs_compiled is None
+        else "",
+        "not_judged": "" if correct or judged else infra,
         "pct_of_floor": summary.get("best_pct_of_floor") if measured else None,
         "rounds": max((int(a.get("round") or 0) for a in attempts), default=0),
         "cost_usd": round(cost, 4),
@@ -105,8 +116,9 @@ def markdown(board: dict) -> str:
             compiled += " (unmeasured)" if vs_compiled is not None else ""
         pct = f"{r['pct_of_floor']:.1f}%" if r["pct_of_floor"] else "-"
         status = r["status"] + (f": {r['error'][:80]}" if r["error"] else "")
+        correct = "yes" if r["correct"] else "not judged" if r.get("not_judged") else "no"
         lines.append(
-            f"| {r['task']} | {status} | {'yes' if r['correct'] else 'no'} | {speed} | {compiled} "
+            f"| {r['task']} | {status} | {correct} | {speed} | {compiled} "
             f"| {pct} | {r['rounds']} | {r['cost_usd']:.4f} |"
         )
     fp = board["fast_p"]
@@ -116,4 +128,10 @@ def markdown(board: dict) -> str:
         + ", ".join(f"p={k.split('_')[1]}: {v:.2f}" for k, v in fp.items()),
         "",
     ]
+    notes = [f"- {r['task']}: not judged — {r['not_judged']}" for r in board["tasks"]
+             if r.get("not_judged")]  # fmt: skip
+    notes += [f"- {r['task']}: no speedup over torch.compile — {r['compiled_why']}"
+              for r in board["tasks"] if r.get("compiled_why")]  # fmt: skip
+    if notes:
+        lines += ["Why a cell is empty:", "", *notes, ""]
     return "\n".join(lines)
