@@ -195,7 +195,8 @@ class BenchmarkRecord(BaseModel):
         default_factory=dict,
         description="wall seconds by part of the run (interleave_types.Outcome.phases_s): "
         "OUTER_PHASES in sequence; audit, audit_fetch and through inside rounds; turns, "
-        "audits and audits_via_slot counts, turn_s the turns' total",
+        "audits and audits_via_slot counts, turn_s the turns' total; compiled_in_turn: the "
+        "second session's outer phases, where the compiled slot was timed in turn",
     )
     device: Literal["cuda", "cpu"]
     device_name: str
