@@ -174,3 +174,27 @@ def test_a_best_that_is_the_baseline_is_timed_once(task, tmp_path):
     assert rec.memory is not None and rec.memory.slots == ["candidate", "baseline"]
     assert set(rec.shapes[0].impls) == {"candidate", "baseline"}
     assert "the best is the baseline itself (the same bytes): timed once, as the baseline" in said
+
+
+def test_a_compiled_slot_that_fits_nowhere_shows_no_speedup_and_says_why(task, monkeypatch):
+    """Left out beside the gate's slots and no room in turn either (the free memory read
+    again when the turn is planned): no speedup over torch.compile, and the record says
+    why in one place (`compiled.dropped`) and in a warning — never a number from a slot
+    that was not timed."""
+    from kernelloop.evaluate.trusted import bench_turn
+
+    budget = int(_total(task, 2, 2) / mp.HEADROOM) + 1
+    monkeypatch.setenv(mp.BUDGET_ENV, str(budget))
+    monkeypatch.setattr(bench_turn, "free_memory", lambda _d: (mp.GiB // 2, "a busy card"))
+    rec = benchmark(
+        task, CANDS / "fast.py", device="cpu", shapes=SHAPE, compiled=True, max_s_per_shape=0.2
+    )
+    c = rec.compiled
+    assert c is not None and not c.in_turn and c.shapes == []
+    assert c.dropped.startswith("left out by the memory plan so the gate's slots fit")
+    assert "; not timed in turn either: one call of shape 512x512 needs about" in c.dropped
+    assert "(a busy card): infrastructure" in c.dropped
+    assert rec.speedup_vs_compiled is None and rec.shapes[0].speedup_vs_compiled is None
+    assert rec.shapes[0].compiled_in_turn is None and "compiled_in_turn" not in rec.phases_s
+    assert any(w == f"compiled slot {c.dropped}" for w in rec.warnings)
+    assert rec.infrastructure == []  # evidence only: the gate's numbers stand
