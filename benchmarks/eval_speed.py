@@ -223,7 +223,25 @@ def environment(device: str) -> dict:
         ).stdout.strip()
     except OSError:
         env["commit"] = None
+    env["src_sha256"] = src_digest()
     return env
+
+
+def src_digest() -> str:
+    """sha256 over the imported kernelloop package's .py files (relative path and bytes,
+    sorted): names the code that ran where git cannot — the device copy's git metadata is
+    the session's first tree (2026-12-05), so `commit` there is stale. Compare with
+    `python3 -c "import sys; sys.path[:0] = ['benchmarks', 'src']; import eval_speed;
+    print(eval_speed.src_digest())"` in a checkout of the commit you believe ran."""
+    import hashlib
+
+    import kernelloop
+
+    root = Path(kernelloop.__file__).parent
+    h = hashlib.sha256()
+    for f in sorted(root.rglob("*.py")):
+        h.update(f.relative_to(root).as_posix().encode() + b"\0" + f.read_bytes() + b"\0")
+    return h.hexdigest()
 
 
 def markdown(result: dict) -> str:
@@ -232,7 +250,8 @@ def markdown(result: dict) -> str:
         f"# Judging speed ({env['device']}, {result['when']})",
         "",
         f"{env.get('gpu') or env['machine']} · torch {env['torch']} · triton {env['triton']} · "
-        f"commit {str(env['commit'])[:10]} · load before {env['loadavg_before'][0]:.2f} · "
+        f"commit {str(env['commit'])[:10]} (src {str(env.get('src_sha256'))[:12]}) · "
+        f"load before {env['loadavg_before'][0]:.2f} · "
         f"median of {result['repeats']} · shapes {result['shapes'] or 'default'} · "
         f"dtypes {result['dtypes'] or 'all'} · {result['workers']} correctness worker(s) · "
         + (
