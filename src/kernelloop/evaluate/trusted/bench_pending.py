@@ -186,21 +186,21 @@ class PendingBenchmark:
         assert rec.compiled is not None and self.memory is not None
         left = rec.compiled.dropped
         why = "the gate's session has problems" if rec.problems else ""
-        if not why:
+        if not why:  # (run() holds the benchmark's GPU)
             assert self.session is not None
-            with on_gpu(self.gpu):
-                why = time_compiled_in_turn(
-                    rec,
-                    self.session,
-                    self.task,
-                    self.impls["baseline"],
-                    self.shapes,
-                    self.dtype,
-                    self.evidence[COMPILED],
-                    self.say,
-                )
+            why = time_compiled_in_turn(
+                rec,
+                self.session,
+                self.task,
+                self.impls["baseline"],
+                self.shapes,
+                self.dtype,
+                self.evidence[COMPILED],
+                self.say,
+            )
         if why:
             rec.compiled.dropped = f"{left}; {why}"
+            rec.compiled.recompiles = int("recompiled during a timed call" in why)
             rec.warnings.append(f"{COMPILED} slot {rec.compiled.dropped}")
             for sb in rec.shapes:
                 sb.compiled_in_turn, sb.speedup_vs_compiled = None, None
