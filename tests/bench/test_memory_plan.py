@@ -198,3 +198,35 @@ def test_a_compiled_slot_that_fits_nowhere_shows_no_speedup_and_says_why(task, m
     assert rec.shapes[0].compiled_in_turn is None and "compiled_in_turn" not in rec.phases_s
     assert any(w == f"compiled slot {c.dropped}" for w in rec.warnings)
     assert rec.infrastructure == []  # evidence only: the gate's numbers stand
+
+
+def test_a_deferred_turn_is_timed_only_when_asked_for(task, monkeypatch):
+    """The loop defers the turn (`defer_turn`) and asks for it only for a candidate the
+    gate accepted: only a best's speedup over torch.compile is shown, and a turn at a
+    KernelBench size costs ~40 s of device time (H200, level1/19, 2026-12-05). Until it
+    is asked for, the record shows no number and says why."""
+    from kernelloop.evaluate.trusted.bench import start_benchmark
+
+    budget = int(_total(task, 2, 2) / mp.HEADROOM) + 1
+    monkeypatch.setenv(mp.BUDGET_ENV, str(budget))
+    pending = start_benchmark(
+        task,
+        CANDS / "fast.py",
+        device="cpu",
+        shapes=SHAPE,
+        compiled=True,
+        max_s_per_shape=0.2,
+        defer_turn=True,
+    )
+    rec = pending.run()
+    assert rec.compiled is not None and not rec.compiled.in_turn
+    assert rec.compiled.dropped.endswith("; timed in turn only if the gate accepts")
+    assert rec.speedup_vs_compiled is None and "compiled_in_turn" not in rec.phases_s
+    assert pending.turn_waiting.startswith("left out by the memory plan")
+    pending.finish_compiled(rec)
+    assert rec.compiled.in_turn and rec.compiled.dropped == "" and not pending.turn_waiting
+    assert rec.shapes[0].compiled_in_turn is not None and rec.phases_s["compiled_in_turn"] > 0
+    if not rec.problems:
+        assert rec.speedup_vs_compiled == pytest.approx(rec.shapes[0].speedup_vs_compiled)
+    pending.finish_compiled(rec)  # nothing waits now: a no-op
+    assert rec.compiled.in_turn

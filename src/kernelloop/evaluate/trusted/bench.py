@@ -141,13 +141,18 @@ def start_benchmark(
     gpu: int | None = None,
     compiled: bool = False,
     head_start_s: float = 0.0,
+    defer_turn: bool = False,
 ) -> PendingBenchmark:
     """`benchmark()`'s arguments checked and its session planned; `.run()` times.
 
     `head_start_s`: how long before `.run()` its workers may be started with `.spawn()`
     (each imports Python and torch and waits; no implementation is imported until
     `.run()`): the loop starts them while the candidate's correctness runs and calls
-    `.cancel()` if it fails. Workers spawned longer ago are replaced by `.run()`."""
+    `.cancel()` if it fails. Workers spawned longer ago are replaced by `.run()`.
+
+    `defer_turn`: a compiled slot the memory plan leaves out is timed in turn only when
+    `.finish_compiled(record)` is called (the loop: for a candidate the gate accepted —
+    only a best's speedup over torch.compile is shown), not by `.run()`."""
     say = progress or (lambda _m: None)
     # A C++/CUDA source file is timed as the module that builds it (native_source.py).
     module = native_source.as_module(task, Path(candidate))
@@ -208,6 +213,7 @@ def start_benchmark(
         aa_impl=best_name if aa else None,
         compiled=compiled,
         evidence=evidence,
+        defer_turn=defer_turn,
         say=say,
     )
     if not findings:
