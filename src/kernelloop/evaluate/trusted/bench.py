@@ -231,7 +231,7 @@ def start_benchmark(
         )
         with on_gpu(gpu):
             free = free_memory(device)
-        most = max(1, (settings.reps if device == "cuda" else settings.cpu_reps) // 5)
+        most = settings.most_per_batch(device)
         optional = [*evidence, aa_slot(best_name)]
         pending.memory = plan = plan_memory(
             task, shape_list, dtype, device, list(slots), optional, free, most

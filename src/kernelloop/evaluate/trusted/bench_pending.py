@@ -88,8 +88,7 @@ class PendingBenchmark:
         (which the first plan chose): its batch caps set, or — one call does not fit — the
         session cancelled. Whether it may run."""
         assert self.session is not None and self.memory is not None
-        s = self.session.s
-        most = max(1, (s.reps if self.device == "cuda" else s.cpu_reps) // 5)
+        most = self.session.s.most_per_batch(self.device)
         slots = list(self.session.slot_files)
         plan = plan_memory(
             self.task, self.shapes, self.dtype, self.device, slots, [], free_memory(self.device),
@@ -98,7 +97,7 @@ class PendingBenchmark:
         plan.left_out = self.memory.left_out
         self.memory = plan
         self.say(plan.line())
-        s.batch_caps = plan.caps()
+        self.session.s.batch_caps = plan.caps()
         if plan.refused:
             self.session.cancel()
         return not plan.refused

@@ -12,7 +12,6 @@ if anything stops it, the record says why and shows no speedup over torch.compil
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -22,10 +21,10 @@ from kernelloop.evaluate.trusted.clock.bench_fill import impl_timing
 from kernelloop.evaluate.trusted.clock.bench_record import (
     BenchmarkRecord,
     CompiledTurn,
-    paired_log_ratio,
+    paired_speedup,
     speedup,
 )
-from kernelloop.evaluate.trusted.clock.interleave import Evidence, Session
+from kernelloop.evaluate.trusted.clock.interleave import Evidence, Session, run_timing
 from kernelloop.evaluate.trusted.clock.interleave_types import OUTER_PHASES
 from kernelloop.evaluate.trusted.clock.memory_plan import free_memory, plan_memory
 from kernelloop.task import Shape, Task
@@ -49,7 +48,7 @@ def time_compiled_in_turn(
     ref_path = task.file_and_function("reference")[0]
     slots = {"baseline": baseline, COMPILED: ref_path}
     s = gate.s
-    most = max(1, (s.reps if device == "cuda" else s.cpu_reps) // 5)
+    most = s.most_per_batch(device)
     plan = plan_memory(task, shapes, dtype, device, list(slots), [], free_memory(device), most)
     if plan.refused:
         return f"not timed in turn either: {plan.refused}"
@@ -57,22 +56,21 @@ def time_compiled_in_turn(
         "timing the compiled slot in turn, beside the baseline alone (no room beside the "
         f"gate's slots); {plan.line()}"
     )
-    session = Session(
+    out = run_timing(
         task,
         slots,
         shapes,
         dtype,
         device,
-        replace(s, profile=[], batch_caps=plan.caps()),
-        gate.sandbox,
-        gate.timeout_s,
-        say,
-        "baseline",
-        "baseline",
-        gate.gpu,
-        {COMPILED: evidence},
+        settings=replace(s, profile=[], batch_caps=plan.caps()),
+        sandbox=gate.sandbox,
+        timeout_s=gate.timeout_s,
+        say=say,
+        candidate="baseline",
+        reference="baseline",
+        gpu=gate.gpu,
+        evidence={COMPILED: evidence},
     )
-    out = session.run()
     turn_s = sum(out.phases_s.get(k, 0.0) for k in OUTER_PHASES)
     rec.phases_s["compiled_in_turn"] = round(turn_s, 3)
     if rec.compiled is not None:
@@ -99,8 +97,7 @@ def _fill(rec: BenchmarkRecord, out) -> str:
         if len(rec.warnings) > said:  # no samples, or below the floor: not a number to show
             missing.append(sb.shape)
             continue
-        pr = paired_log_ratio(comp, base)
-        ratio = math.exp(pr[0]) if pr else comp.median_ms / base.median_ms
+        ratio = paired_speedup(base, comp)
         sb.compiled_in_turn = CompiledTurn(
             baseline_ms=base.median_ms, compiled_ms=comp.median_ms, baseline_vs_compiled=ratio
         )

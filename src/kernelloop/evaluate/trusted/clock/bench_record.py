@@ -287,30 +287,36 @@ def speedup(sb: ShapeBench, ref: str) -> float | None:
     cand, other = sb.impls.get("candidate"), sb.impls.get(ref)
     if cand is None or other is None:
         return None
-    pr = paired_log_ratio(other, cand)
-    return math.exp(pr[0]) if pr else other.median_ms / cand.median_ms
+    return paired_speedup(cand, other)
+
+
+def paired_speedup(fast: ImplTiming, other: ImplTiming) -> float:
+    """How many times faster `fast` is than `other`, timed in the same rounds (paired by
+    round where the samples allow, else the ratio of medians)."""
+    pr = paired_log_ratio(other, fast)
+    return math.exp(pr[0]) if pr else other.median_ms / fast.median_ms
 
 
 def overall_speedup(rec: BenchmarkRecord, ref: str) -> float | None:
     """The candidate's weighted geometric-mean speedup over `ref` across the record's
     shapes (the task's weights, as the gate weighs them); None where a shape lacks `ref`
     or the record has problems (its numbers are void)."""
-    if rec.problems or not rec.shapes:
-        return None
-    pairs = [(sb.weight, speedup(sb, ref)) for sb in rec.shapes]
-    if any(v is None or v <= 0 for _, v in pairs):
-        return None
-    total = sum(w for w, _ in pairs)
-    return math.exp(sum(w * math.log(v) for w, v in pairs) / total)
+    return _over_shapes(rec, [speedup(sb, ref) for sb in rec.shapes])
 
 
 def overall_vs_compiled(rec: BenchmarkRecord) -> float | None:
     """The candidate's weighted geomean speedup over the compiled slot from each shape's
     `speedup_vs_compiled` (side by side, or chained through the baseline when timed in
     turn); None unless every shape has one and the record has no problems."""
+    return _over_shapes(rec, [sb.speedup_vs_compiled for sb in rec.shapes])
+
+
+def _over_shapes(rec: BenchmarkRecord, values: list[float | None]) -> float | None:
+    """The weighted geometric mean of one value per shape of `rec`; None where one is
+    missing or not positive, or the record has problems (its numbers are void)."""
     if rec.problems or not rec.shapes:
         return None
-    pairs = [(sb.weight, sb.speedup_vs_compiled) for sb in rec.shapes]
+    pairs = list(zip((sb.weight for sb in rec.shapes), values, strict=True))
     if any(v is None or v <= 0 for _, v in pairs):
         return None
     total = sum(w for w, _ in pairs)

@@ -49,6 +49,11 @@ class Settings:
     # Per shape label: the most calls per batch that fit in memory (memory_plan.py).
     batch_caps: dict[str, int] = field(default_factory=dict)
 
+    def most_per_batch(self, device: str) -> int:
+        """The most calls the rounds time in one batch by themselves (a fifth of the
+        calls per shape): the memory plan's largest batch."""
+        return max(1, (self.reps if device == "cuda" else self.cpu_reps) // 5)
+
 
 @dataclass(frozen=True)
 class Evidence:
