@@ -27,6 +27,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from kernelloop import pyast
 from kernelloop.agents.base import AgentContext, Proposal
 from kernelloop.errors import KernelloopError
 
@@ -108,7 +109,7 @@ def _load(path: Path, agent: str) -> Proposal:
 
 def _docstring_header(source: str, path: Path) -> dict[str, str]:
     try:
-        doc = ast.get_docstring(ast.parse(source)) or ""
+        doc = ast.get_docstring(pyast.parse(source)) or ""
     except SyntaxError:
         # A deliberately broken candidate still needs its claim: read the raw header.
         m = re.match(r'\s*(?:"""|\'\'\')(.*?)(?:"""|\'\'\')', source, re.S)

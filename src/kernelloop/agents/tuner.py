@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
+from kernelloop import pyast
 from kernelloop.agents.base import AgentContext, Proposal
 from kernelloop.agents.tuner_kernels import Split, line_offset, per_kernel_names, split_shared
 from kernelloop.agents.tuner_patterns import DEFAULT_PATTERNS, Rewrite, load_patterns, rewrites
@@ -83,7 +84,7 @@ def find_tunables(source: str, names: list[str] | tuple[str, ...]) -> dict[str, 
     without an integer literal are left out (the tuner cannot move them).
     """
     try:
-        tree = ast.parse(source)
+        tree = pyast.parse(source)
     except SyntaxError:
         return {}
     line_starts = [0] + [m.end() for m in re.finditer(r"\r\n|\r|\n", source)]

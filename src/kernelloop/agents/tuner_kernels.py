@@ -19,6 +19,8 @@ import ast
 import re
 from dataclasses import dataclass
 
+from kernelloop import pyast
+
 # A per-kernel copy's name: the shared tunable, then the kernel's name in capitals.
 _TAG = re.compile(r"[^A-Za-z0-9]+")
 
@@ -77,7 +79,7 @@ def split_shared(source: str, values: dict[str, int], ends: dict[str, int]) -> S
     `ends`: tunable -> the character offset where its literal ends (its line is where
     the copies go, after the last of them)."""
     try:
-        tree = ast.parse(source)
+        tree = pyast.parse(source)
     except SyntaxError:
         return None
     starts = line_starts_of(source)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import ast
 import difflib
 
+from kernelloop import pyast
+
 
 def _constants(tree: ast.Module) -> dict[str, str]:
     out = {}
@@ -34,7 +36,7 @@ def _enclosing(spans: list[tuple[str, int, int]], line: int) -> str | None:
 
 def _parse(source: str) -> ast.Module | None:
     try:
-        return ast.parse(source)
+        return pyast.parse(source)
     except (SyntaxError, ValueError):
         return None
 

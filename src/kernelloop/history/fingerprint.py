@@ -14,6 +14,8 @@ import hashlib
 import io
 import tokenize
 
+from kernelloop import pyast
+
 
 def _drop_docstring(body: list[ast.stmt]) -> list[ast.stmt]:
     if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
@@ -130,7 +132,7 @@ def _fallback_normalize(source: str) -> str:
 def normalize_source(source: str, *, erase_names: bool = False) -> str:
     """Canonical text of a source: one statement per line, no comments, names normalized."""
     try:
-        tree = ast.parse(source)
+        tree = pyast.parse(source)
     except (SyntaxError, ValueError):
         return _fallback_normalize(source)
     tree = _Renamer(tree, erase_names).visit(tree)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 
+from kernelloop import pyast
 from kernelloop.errors import KernelloopError
 from kernelloop.evaluate.trusted.screen.static import screen_candidate
 from kernelloop.policy.static import find_function
@@ -23,7 +24,7 @@ def unparsable(task: Task, source: str) -> str:
     except KernelloopError as e:
         return f"the C++ source cannot stand for a candidate ({e})"
     try:
-        tree = ast.parse(text)
+        tree = pyast.parse(text)
     except SyntaxError as e:
         line = (e.text or "").strip()
         return f"the source does not parse: line {e.lineno}, column {e.offset}: {e.msg}" + (
@@ -45,5 +46,5 @@ def screen_refusals(task: Task, source: str) -> list[str]:
 
 
 def entry_signature(source: str, entry: str) -> str:
-    fn = find_function(ast.parse(source), entry)
+    fn = find_function(pyast.parse(source), entry)
     return f"def {entry}({ast.unparse(fn.args)})" if fn is not None else ""

@@ -19,6 +19,8 @@ import io
 import tokenize
 from dataclasses import dataclass
 
+from kernelloop import pyast
+
 DEFAULT_MERGE_GAP = 3
 
 _SKIPPED_TOKENS = {
@@ -124,7 +126,7 @@ def _docstring_spans(source: str) -> list[tuple[int, int]]:
     Lines, not columns: ast columns count UTF-8 bytes and tokenize columns count
     characters, and a docstring shares its lines with no other string in real code.
     """
-    tree = ast.parse(source)
+    tree = pyast.parse(source)
     spans = []
     for node in ast.walk(tree):
         if not isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):

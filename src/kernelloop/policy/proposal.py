@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 
+from kernelloop import pyast
 from kernelloop.policy.decisions import PolicyDecision
 from kernelloop.policy.edits import DEFAULT_MERGE_GAP, edit_points
 from kernelloop.policy.static import count_launches, defines_name, find_function, signature_of
@@ -24,7 +25,7 @@ def check_proposal(
     the count of the baseline the loop already holds).
     """
     try:
-        tree = ast.parse(candidate_source)
+        tree = pyast.parse(candidate_source)
     except SyntaxError as e:
         # Nothing else can be checked, and the sandbox would only report the same.
         return [
@@ -40,7 +41,7 @@ def check_proposal(
         _check_entry(tree, entry),
     ]
     try:
-        parent_tree = ast.parse(parent_source)
+        parent_tree = pyast.parse(parent_source)
     except SyntaxError:
         # A parent is a source that was evaluated; one that does not parse (hand-edited
         # history) leaves nothing to compare the locks against, so the evaluation decides.

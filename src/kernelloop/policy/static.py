@@ -12,6 +12,8 @@ import ast
 import re
 from dataclasses import dataclass
 
+from kernelloop import pyast
+
 # `kernel<<<grid, block, ...>>>(` in CUDA C++ held in a Python string.
 _CUDA_LAUNCH = re.compile(r"<<<[^;]*?>>>")
 
@@ -93,7 +95,7 @@ def _default_text(node: ast.expr | None) -> str | None:
         return None
     try:
         # By value, so `1e-5` and `0.00001` are the same default.
-        return repr(ast.literal_eval(node))
+        return repr(pyast.literal_eval(node))
     except (ValueError, SyntaxError, TypeError):
         return ast.unparse(node)
 

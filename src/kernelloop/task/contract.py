@@ -19,6 +19,7 @@ import ast
 from dataclasses import dataclass
 from importlib import metadata
 
+from kernelloop import pyast
 from kernelloop.task.contract_io import describe_inputs, describe_outputs
 from kernelloop.task.contract_judging import SHORT_DTYPE, Judging, ms_text
 from kernelloop.task.contract_numbers import (
@@ -291,7 +292,7 @@ def _shape_line(task: Task, s: Shape, dtypes: list[str], j: Judging, row: dict |
 def entry_signature(source: str, entry: str) -> str:
     """`def entry(args)` as written in `source`, or "" when it does not parse or lacks it."""
     try:
-        tree = ast.parse(source)
+        tree = pyast.parse(source)
     except SyntaxError:
         return ""
     for node in tree.body:
@@ -302,6 +303,6 @@ def entry_signature(source: str, entry: str) -> str:
 
 def _docstring(source: str) -> str:
     try:
-        return (ast.get_docstring(ast.parse(source)) or "").strip()
+        return (ast.get_docstring(pyast.parse(source)) or "").strip()
     except SyntaxError:
         return ""

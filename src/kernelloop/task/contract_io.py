@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 
+from kernelloop import pyast
 from kernelloop.task.load import Task
 
 # Inputs (weights included) above which the reference is not run for the brief (float64).
@@ -59,7 +60,7 @@ def describe_inputs(task: Task) -> list[str]:
 def keyword_only(task: Task) -> set[str]:
     """The baseline entry's keyword-only parameter names (after `*`)."""
     try:
-        tree = ast.parse(task.baseline_path.read_text())
+        tree = pyast.parse(task.baseline_path.read_text())
     except (OSError, SyntaxError):
         return set()
     for node in tree.body:

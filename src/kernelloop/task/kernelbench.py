@@ -36,6 +36,7 @@ from pathlib import Path
 
 import torch
 
+from kernelloop import pyast
 from kernelloop.errors import KernelloopError
 from kernelloop.task.kernelbench_cases import fitted, measured, unfit_cases
 from kernelloop.task.kernelbench_files import INPUTS_PY, wrapper
@@ -94,7 +95,7 @@ def task_name(path: Path) -> str:
 
 def _check_source(path: Path, source: str) -> str:
     """The Model's first docstring line; KernelloopError if the file is not a problem."""
-    tree = ast.parse(source, str(path))
+    tree = pyast.parse(source, str(path))
     names = {n.name for n in tree.body if isinstance(n, ast.ClassDef | ast.FunctionDef)}
     missing = [n for n in ("Model", "get_inputs", "get_init_inputs") if n not in names]
     if missing:

@@ -28,6 +28,7 @@ from pathlib import Path
 
 import torch
 
+from kernelloop import pyast
 from kernelloop.task.draws import draw_seed, rng_devices, seeded
 
 _OPS = {
@@ -66,7 +67,7 @@ def _body(source: str) -> list[ast.stmt]:
     """The file's top-level statements, `height, width = 224, 224` split into one
     assignment per name (KernelBench's DenseNets size their images that way)."""
     out: list[ast.stmt] = []
-    for node in ast.parse(source).body:
+    for node in pyast.parse(source).body:
         t = node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else None
         if (
             isinstance(t, ast.Tuple)
@@ -102,7 +103,7 @@ def int_constants(source: str) -> dict[str, int]:
 
 
 def _rewritten(source: str, dims: dict[str, int]) -> ast.Module:
-    tree = ast.parse(source)
+    tree = pyast.parse(source)
     body: list[ast.stmt] = []
     for node in _body(source):
         v = _values(node.value) if isinstance(node, ast.Assign) else None
@@ -129,7 +130,7 @@ def _rewritten(source: str, dims: dict[str, int]) -> ast.Module:
 @functools.lru_cache(maxsize=16)
 def _load(path: str, dims: tuple[tuple[str, int], ...]) -> types.ModuleType:
     source = Path(path).read_text()
-    code = compile(_rewritten(source, dict(dims)), path, "exec", dont_inherit=True)
+    code = pyast.compile_tree(_rewritten(source, dict(dims)), path)
     module = types.ModuleType(f"kernelbench_{Path(path).stem}")
     module.__file__ = path
     exec(code, module.__dict__)  # noqa: S102 - the task's own problem file

@@ -16,6 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from kernelloop import pyast
 from kernelloop.errors import TaskError
 from kernelloop.task import files
 from kernelloop.task.spec import Shape, TaskSpec
@@ -299,7 +300,7 @@ def eval_expr(expr: str, names: dict[str, float]) -> float:
         raise ValueError(f"unsupported syntax {ast.dump(node)[:40]}")
 
     try:
-        tree = ast.parse(expr, mode="eval")
+        tree = pyast.parse(expr, mode="eval")
     except SyntaxError as e:
         raise ValueError(f"syntax error: {e.msg}") from None
     return float(ev(tree))

@@ -22,6 +22,7 @@ import hashlib
 import re
 from pathlib import Path
 
+from kernelloop import pyast
 from kernelloop.errors import KernelloopError as UserError
 from kernelloop.task.load import Task
 
@@ -39,7 +40,7 @@ def _literal(text: str) -> str:
         if q not in text and not text.endswith(("\\", q[0])):
             lit = f"r{q}{text}{q}"
             try:
-                if ast.literal_eval(lit) == text:
+                if pyast.literal_eval(lit) == text:
                     return lit
             except (SyntaxError, ValueError):
                 pass
@@ -51,7 +52,7 @@ def looks_native(text: str) -> bool:
     if "PYBIND11_MODULE" not in text:
         return False
     try:
-        ast.parse(text)
+        pyast.parse(text)
     except SyntaxError:
         return True
     return False
@@ -61,7 +62,7 @@ def entry_args(task: Task) -> tuple[str, list[str]]:
     """The baseline entry's parameter list as written, and its names in order."""
     entry = task.spec.task.entry
     try:
-        tree = ast.parse(task.baseline_path.read_text())
+        tree = pyast.parse(task.baseline_path.read_text())
     except (OSError, SyntaxError) as e:
         raise UserError(
             f"the task's baseline could not be read to find `{entry}`'s parameters ({e}); "

@@ -18,6 +18,7 @@ import hashlib
 import re
 from dataclasses import dataclass, field
 
+from kernelloop import pyast
 from kernelloop.agents.base import AgentContext, Proposal
 from kernelloop.agents.llm.agent import Asker, feedback_text, to_proposal
 from kernelloop.agents.llm.errors import ModelAnswerError
@@ -33,7 +34,7 @@ DEFAULT_DIFFICULTY = 3  # a direction whose difficulty the screen did not state
 def source_key(source: str) -> str:
     """Hash of the source with comments and layout normalized away."""
     try:
-        text = ast.unparse(ast.parse(source))
+        text = ast.unparse(pyast.parse(source))
     except SyntaxError:
         text = " ".join(source.split())
     return hashlib.sha256(text.encode()).hexdigest()

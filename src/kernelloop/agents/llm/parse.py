@@ -14,6 +14,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from kernelloop import pyast
 from kernelloop.agents.llm.patch import PatchError, apply_diff, looks_like_diff
 from kernelloop.errors import KernelloopError
 from kernelloop.task.native_source import is_cuda_text, module_for
@@ -134,7 +135,7 @@ def _defines(tree: ast.Module, entry: str) -> bool:
 def check_source(source: str, base_source: str, entry: str) -> str:
     """Return the problem with a candidate source as a sentence, or '' if there is none."""
     try:
-        tree = ast.parse(source)
+        tree = pyast.parse(source)
     except SyntaxError as e:
         return f"the candidate is not valid Python (line {e.lineno}: {e.msg})"
     if not _defines(tree, entry):

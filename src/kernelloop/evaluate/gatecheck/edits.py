@@ -7,6 +7,8 @@ import ast
 import difflib
 from dataclasses import dataclass
 
+from kernelloop import pyast
+
 
 @dataclass(frozen=True)
 class Variant:
@@ -26,7 +28,7 @@ class Source:
     def __init__(self, text: str, name: str = "kernel.py") -> None:
         self.text = text
         self.name = name
-        self.tree = ast.parse(text)
+        self.tree = pyast.parse(text)
         raw = text.encode()
         self._raw = raw
         # byte offset of each line's start (ast's col_offset counts UTF-8 bytes)

@@ -15,6 +15,7 @@ import ast
 import random
 from collections.abc import Callable, Iterator
 
+from kernelloop import pyast
 from kernelloop.evaluate.gatecheck.edits import Source, Variant, call_name, is_launch, names_in
 
 RNG_CALLS = {"rand", "randn", "rand4x", "randn4x", "randint", "randint4x"}
@@ -217,7 +218,7 @@ def unique(variants: list[Variant], original: str) -> list[Variant]:
             continue
         seen.add(v.source)
         try:
-            ast.parse(v.source)
+            pyast.parse(v.source)
         except SyntaxError:
             continue
         out.append(v)

@@ -33,6 +33,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
+from kernelloop import pyast
 from kernelloop.evaluate.trusted.screen.static_cpp import cpp_module_findings
 from kernelloop.evaluate.trusted.screen.static_paths import (
     dotted_path,
@@ -72,7 +73,7 @@ def screen_source(source: str, language: str = "triton", draws: bool = False) ->
     the task's model draws random numbers (Task.draws), and torch's seeding and random
     fills (TORCH_RNG) are allowed too."""
     try:
-        tree = ast.parse(source)
+        tree = pyast.parse(source)
     except SyntaxError as e:
         return [
             Finding(e.lineno or 0, "syntax", f"the source does not parse ({e.msg}); fix the syntax")
@@ -187,7 +188,7 @@ class _Screen:
     def _annotation(self, const: ast.Constant) -> None:
         """A string annotation is code to `typing.get_type_hints`: screen it as code."""
         try:
-            sub = ast.parse(const.value.strip(), mode="eval")
+            sub = pyast.parse(const.value.strip(), mode="eval")
         except SyntaxError:
             self.add(
                 const,
