@@ -262,3 +262,29 @@ def test_llm_agent_drives_the_loop_over_loopback_and_its_calls_are_ledgered(tmp_
     ).fetchall()
     assert [(r[1], r[2]) for r in rows] == [(1234, 567), (1000, 100)]
     assert abs(sum(r[3] for r in rows) - agent.ledger.total_usd) < 1e-12
+
+
+def test_no_profile_runs_no_profiler_and_tells_the_agent(tmp_path):
+    """--no-profile (issue 34: the suite's two profiles a task cost H200 time no board
+    shows): no profile is taken or stored, and the agent reads why in its place."""
+    from kernelloop.loop.round import PROFILE_OFF
+
+    folder = _task_copy(tmp_path)
+    fused = (folder / "candidates" / "fused_naive.py").read_text()
+    _write_candidates(tmp_path / "cands", {"01_fused": (fused, "Fuse the three kernels")})
+    contexts = []
+
+    class Listening(ScriptedAgent):
+        def propose(self, context):
+            contexts.append(context)
+            return super().propose(context)
+
+    task = load_task(folder)
+    options = Options(device="cpu", profile=False, **FAST)
+    summary = run_loop(task, Listening(tmp_path / "cands"), options, RunView(live_enabled=False))
+    assert summary["status"] == "finished"
+    assert contexts and PROFILE_OFF in contexts[0].profile_summary
+    store, _ = open_task_memory(task)
+    assert store._conn.execute("SELECT COUNT(*) FROM profiles").fetchone()[0] == 0
+    config = store._conn.execute("SELECT config_json FROM runs").fetchone()[0]
+    assert json.loads(config)["profile"] is False

@@ -89,6 +89,14 @@ def run_cmd(
             "summary's speedup over torch.compile; never the gate's)",
         ),
     ] = False,
+    profile: Annotated[
+        bool,
+        typer.Option(
+            "--profile/--no-profile",
+            help="profile each new best under Nsight Compute for the agent and the report; "
+            "--no-profile: compile facts only (a scripted agent reads no profile)",
+        ),
+    ] = True,
     overlap: Annotated[
         bool,
         typer.Option(
@@ -138,6 +146,7 @@ def run_cmd(
             dtypes=[d.strip() for d in dtypes.split(",")] if dtypes else None,
             executor=pool,
             compiled=compiled,
+            profile=profile,
             overlap=overlap,
         )
         try:

@@ -92,6 +92,14 @@ def suite_cmd(
             "leaderboard's speedup over torch.compile (default: on a GPU)",
         ),
     ] = None,
+    profile: Annotated[
+        bool,
+        typer.Option(
+            "--profile/--no-profile",
+            help="profile each task's new best under Nsight Compute; --no-profile saves "
+            "two profiles a task where the board is all that is wanted",
+        ),
+    ] = True,
     executor: ExecutorOpt = "local",
     gpus: GpusOpt = None,
     jobs: JobsOpt = None,
@@ -125,7 +133,8 @@ def suite_cmd(
     current = None  # the task whose loop is running, for a Ctrl-C's record
     settings = dict(agent=agent, rounds=rounds, candidates=candidates, device=device,
                     shapes=shapes, dtypes=dtypes, sandbox=sandbox,
-                    compiled=on == "cuda" if compiled is None else compiled)  # fmt: skip
+                    compiled=on == "cuda" if compiled is None else compiled,
+                    profile=profile)  # fmt: skip
     try:
         with Progress(
             TextColumn("[bold]suite"),
@@ -247,6 +256,7 @@ def _one(task: Task, s: dict, pool, console: Console, resume: bool) -> dict:
         dtypes=[d.strip() for d in s["dtypes"].split(",")] if s["dtypes"] else None,
         executor=pool,
         compiled=s["compiled"],
+        profile=s.get("profile", True),
     )
     summary = run_loop(task, the_agent, opts, RunView(console, live_enabled=False))
     cost = getattr(the_agent, "cost_summary", None)

@@ -40,6 +40,7 @@ def run_loop(task: Task, agent: Agent, opts: Options, view: View) -> dict:
     run = Run(task, store, versions, agent, view, scratch, device, measured)
     run.sandbox, run.shapes, run.dtypes = opts.sandbox, opts.shapes, opts.dtypes
     run.allow_unsandboxed, run.compiled = opts.allow_unsandboxed, opts.compiled
+    run.profile = opts.profile
     if opts.executor is not None:
         run.executor = opts.executor
     try:
@@ -82,6 +83,7 @@ def _run_shown(run: Run, opts: Options) -> dict:
                 "shapes": opts.shapes,
                 "dtypes": opts.dtypes,
                 "rounds": opts.rounds,
+                "profile": opts.profile,
             }
             best = start_run(run, config)
         else:

@@ -87,8 +87,10 @@ PROFILED_CATEGORIES = frozenset(
 def wants_profile(run: Run, ev: Evaluated) -> bool:
     """Profile a candidate for its feedback when the agent reads feedback text (a model:
     `candidate_profiles`) and the candidate compiled and ran: a compile error or a crash
-    has nothing to count."""
-    if not getattr(run.agent, "candidate_profiles", False) or ev.record is None:
+    has nothing to count. Never in a run started with --no-profile."""
+    if not run.profile or not getattr(run.agent, "candidate_profiles", False):
+        return False
+    if ev.record is None:
         return False
     return ev.record.verdict.category in PROFILED_CATEGORIES or ev.record.verdict.accepted
 

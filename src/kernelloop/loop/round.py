@@ -112,11 +112,18 @@ def start_run(run: Run, config: dict) -> Best:
     return best
 
 
+# What the agent reads in place of a profile when the run was started with --no-profile.
+PROFILE_OFF = "Nsight Compute profile: off for this run (--no-profile); compile facts only."
+
+
 def profile_best(run: Run, best: Best, parent: Best | None) -> None:
     """Nsight Compute summary of the new best, against the best it beat (compile facts
     where there is no GPU profiler)."""
     from kernelloop.profile.run import profile_candidate
 
+    if not run.profile:
+        best.profile_text = context_profile(best.record) + f"\n{PROFILE_OFF}"
+        return
     run.view.status("profiling the best")
     try:
         outcome = profile_candidate(

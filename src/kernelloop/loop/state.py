@@ -29,6 +29,8 @@ class Options:
     allow_unsandboxed: bool = False  # promote a best whose evaluation ran with --sandbox none
     executor: Executor | None = None  # who runs a round's evaluations (None: in turn)
     compiled: bool = False  # every benchmark also times the reference under torch.compile
+    # Nsight Compute profile of each new best (off: the agent reads compile facts only).
+    profile: bool = True
     # A model agent's next proposals are requested while the round is judged (driver.py).
     overlap: bool = False
 
@@ -125,6 +127,7 @@ class Run:
     dtypes: list[str] | None = None
     allow_unsandboxed: bool = False
     compiled: bool = False  # benchmarks also time the reference under torch.compile
+    profile: bool = True  # Nsight Compute profile of each new best
     id: int = 0
     arch: str = ""
     round_now: int = 0  # the round being played (a Ctrl-C is recorded against it)
