@@ -22,6 +22,8 @@ candidate draws the model's numbers with the random fills its screen allows."""
 from __future__ import annotations
 
 import contextlib
+import threading
+from collections.abc import Iterator
 
 import torch
 import torch.nn.functional as F
@@ -56,14 +58,29 @@ def rng_devices(device) -> list[int]:
     return []
 
 
+# torch's global generators are one per process (torch.manual_seed reseeds every
+# device's). The trusted process judges evaluations side by side in threads (an
+# executor's slots), and two threads each seeding them for a block interleave their draws:
+# a KernelBench problem's inputs, or its reference's dropout mask, then differ from the
+# seed's (tests/task/test_global_rng.py: 7 of 8 threads drew other numbers). Every block
+# that seeds them holds this lock; re-entrant, as `seeded` inside `make` is.
+_GLOBAL_RNG = threading.RLock()
+
+
+@contextlib.contextmanager
+def global_rng(seed: int, device) -> Iterator[None]:
+    """torch's global generator seeded with `seed` (on `device`'s generator too) for the
+    block, the caller's own state restored after it, one thread at a time."""
+    with _GLOBAL_RNG, torch.random.fork_rng(devices=rng_devices(device)):
+        torch.manual_seed(int(seed))
+        yield
+
+
 @contextlib.contextmanager
 def seeded(seed: int, device, widen: bool):
-    """torch's global generator seeded with `seed` (on `device`'s generator too) for the
-    block, the caller's own state restored after it, under `Draws(widen)`."""
-    with torch.random.fork_rng(devices=rng_devices(device)):
-        torch.manual_seed(int(seed))
-        with Draws(widen):
-            yield
+    """`global_rng(seed, device)` under `Draws(widen)`."""
+    with global_rng(seed, device), Draws(widen):
+        yield
 
 
 class Draws(TorchFunctionMode):

@@ -53,10 +53,9 @@ def _kl_build(init, device):
     if not _kl_plain(model):
         return model, False
     # Plain tensors are built for real, from a fixed seed (a ModelNew's are built alike).
-    from kernelloop.task.draws import rng_devices
+    from kernelloop.task.draws import global_rng
 
-    with torch.random.fork_rng(devices=rng_devices(device)), torch.device(device):
-        torch.manual_seed(0x5EED)
+    with global_rng(0x5EED, device), torch.device(device):
         return Model(*init), True
 
 

@@ -27,6 +27,7 @@ from pathlib import Path
 
 import torch
 
+from kernelloop.task.draws import global_rng
 from kernelloop.task.kernelbench_inputs import _state, load_problem
 from kernelloop.task.kernelbench_sizes import meta_model
 
@@ -153,8 +154,7 @@ def draws(path: Path, dims: dict[str, int]) -> bool:
     False where it does not run here."""
     try:
         mod = load_problem(path, dims)
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(0)
+        with global_rng(0, "cpu"):
             args = list(mod.get_inputs())
             model = mod.Model(*mod.get_init_inputs())
             before = torch.get_rng_state()

@@ -29,7 +29,7 @@ from pathlib import Path
 import torch
 
 from kernelloop import pyast
-from kernelloop.task.draws import draw_seed, rng_devices, seeded
+from kernelloop.task.draws import draw_seed, global_rng, seeded
 
 _OPS = {
     ast.Add: lambda a, b: a + b,
@@ -203,8 +203,7 @@ def make(
         raise ValueError(f"unknown input case {case!r}; use 'random' or one of {list(CASES)}")
     mod = load_problem(problem, dims)
     seed = int(generator.initial_seed())
-    with torch.random.fork_rng(devices=rng_devices(device)), torch.device(device):
-        torch.manual_seed(seed)
+    with global_rng(seed, device), torch.device(device):
         args = list(mod.get_inputs())
         init = list(mod.get_init_inputs())
         torch.manual_seed(seed ^ 0x5EED)
@@ -286,8 +285,7 @@ def model_entry(module: types.ModuleType, spec: dict):
             device = next((a.device for a in args if isinstance(a, torch.Tensor)), "cpu")
             # From the seed the reference's model is built with: a tensor kept as a plain
             # attribute (not a parameter or buffer) then starts as the reference's does.
-            with torch.random.fork_rng(devices=rng_devices(device)), torch.device(device):
-                torch.manual_seed(0x5EED)
+            with global_rng(0x5EED, device), torch.device(device):
                 model = cls(*init)
             have = sorted(n for n, _ in _state(model))
             if have != sorted(state):

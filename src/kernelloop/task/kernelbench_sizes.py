@@ -10,7 +10,7 @@ from pathlib import Path
 
 import torch
 
-from kernelloop.task.draws import seeded
+from kernelloop.task.draws import global_rng, seeded
 from kernelloop.task.kernelbench_inputs import CASES, _state, load_problem
 
 
@@ -228,8 +228,7 @@ def reference_outputs(
         state = _state(meta_model(mod.Model, mod.get_init_inputs()))
         if sum(t.numel() for _, t in state) > FLAT_MAX_STATE:
             return None
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(0)
+        with global_rng(0, "cpu"):
             model = mod.Model(*mod.get_init_inputs()).double()
             args = [
                 a.double() if isinstance(a, torch.Tensor) and a.is_floating_point() else a
