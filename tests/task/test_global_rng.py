@@ -68,7 +68,9 @@ def test_seeded_draws_are_the_seeds_from_any_number_of_threads():
 
 
 def test_a_kernelbench_problems_inputs_are_the_seeds_from_any_number_of_threads(tmp_path):
-    task = load_task(import_problem(KB / "level1" / "95_CrossEntropyLoss.py", tmp_path, ["float32"]))
+    task = load_task(
+        import_problem(KB / "level1" / "95_CrossEntropyLoss.py", tmp_path, ["float32"])
+    )
     make = task.load_function("inputs")
     shape = task.shapes_for("cpu")[0]
 
