@@ -10,11 +10,11 @@ from __future__ import annotations
 import ast
 import re
 import sys
-import threading
 from collections.abc import Callable
 from pathlib import Path
 
 from kernelloop import pyast
+from tests.threads import all_at_once
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "kernelloop"
 SOURCE = (SRC / "evaluate" / "trusted" / "screen" / "static.py").read_text()
@@ -31,7 +31,7 @@ class _Finalized:
 def _hammer(parse: Callable[[str], object], threads: int = 8, rounds: int = 200) -> list[str]:
     errors: list[str] = []
 
-    def work() -> None:
+    def work(_: int) -> None:
         for _ in range(rounds):
             junk = [_Finalized() for _ in range(50)]
             for j in junk:
@@ -42,16 +42,7 @@ def _hammer(parse: Callable[[str], object], threads: int = 8, rounds: int = 200)
                 errors.append(str(e))
                 return
 
-    old = sys.getswitchinterval()
-    sys.setswitchinterval(1e-6)
-    try:
-        pool = [threading.Thread(target=work) for _ in range(threads)]
-        for t in pool:
-            t.start()
-        for t in pool:
-            t.join()
-    finally:
-        sys.setswitchinterval(old)
+    all_at_once(work, threads)
     return errors
 
 

@@ -8,8 +8,6 @@ be its seed's — an honest kernel judged against another call's reference."""
 
 from __future__ import annotations
 
-import sys
-import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -18,6 +16,7 @@ import torch
 from kernelloop.task import load_task
 from kernelloop.task.draws import seeded
 from kernelloop.task.kernelbench import import_problem
+from tests.threads import all_at_once
 
 KB = Path(__file__).parent / "fixtures" / "kernelbench_shared"
 
@@ -34,16 +33,7 @@ def _hammer(draw: Callable[[int], object], same: Callable, threads: int = 8, rou
                 differed.append(s)
                 return
 
-    old = sys.getswitchinterval()
-    sys.setswitchinterval(1e-6)
-    try:
-        pool = [threading.Thread(target=work, args=(s,)) for s in range(threads)]
-        for t in pool:
-            t.start()
-        for t in pool:
-            t.join()
-    finally:
-        sys.setswitchinterval(old)
+    all_at_once(work, threads)
     return len(differed)
 
 
