@@ -336,8 +336,9 @@ def import_problem(
         f"closed_shapes = true\n\n"
         f"[suites]\n{case_notes}extreme = {extreme!r}\nrandom_repeats = 2\n\n"
         f"{tol}\n{shapes}\n"
-        f"# KernelBench's float32 semantics: PyTorch's defaults, full-precision float32\n"
-        f"# matmuls (no TF32). A solution that rounds to TF32 is judged against this.\n"
+        f"# Full-precision float32 (no TF32): PyTorch's default for matmuls, and kernelloop\n"
+        f"# holds the eager model's and torch.compile's convolutions to it too (cuDNN's\n"
+        f"# default is TF32): docs/task.md. A solution that rounds to TF32 is judged so.\n"
         f"[precision]\ntf32 = false\n\n"
         # A solution replaces the eager model's kernels with its own: the fusion lock would
         # refuse every one (the PyTorch baseline reaches 0 launch sites, a Triton rewrite

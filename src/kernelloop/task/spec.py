@@ -286,10 +286,12 @@ class Roofline(_Strict):
 class Precision(_Strict):
     """The task's precision contract: what reduced precision a float32 computation may use.
     PyTorch's own default for float32 matmuls is full precision
-    (`torch.backends.cuda.matmul.allow_tf32 = False`), and so is KernelBench's float32
-    semantics; Triton's `tl.dot` on float32 inputs, however, rounds them to TF32 unless told
-    `input_precision="ieee"`. A task says which it accepts, and its tolerances and floors
-    follow: with `tf32 = false` a float32 floor is at the FP32 (non-tensor-core) rate."""
+    (`torch.backends.cuda.matmul.allow_tf32 = False`) but TF32 for cuDNN convolutions;
+    Triton's `tl.dot` on float32 inputs rounds them to TF32 unless told
+    `input_precision="ieee"`. A task says which it accepts, and its tolerances, floors and
+    PyTorch's own code follow: with `tf32 = false` a float32 floor is at the float32-accurate
+    rate, and the baseline, the compiled slot and the judge's own-model run compute at full
+    float32, convolutions included (task/torch_precision.py)."""
 
     tf32: bool = Field(
         default=False,

@@ -87,6 +87,7 @@ def judge_in_workers(
                 "max_outstanding": 3,
                 "calls": [c.to_job() for c in part.calls],
                 "channel_key": key,
+                "tf32": task.spec.precision.tf32,  # the precision contract (torch_precision.py)
                 "language": task.spec.task.language,
                 "e2e": e2e_job(task),
                 "private_pid_namespace": mode in ("bwrap", "unshare"),

@@ -54,6 +54,7 @@ from kernelloop.evaluate.worker import (  # noqa: E402  (timing binds its clocks
     timing,
 )
 from kernelloop.evaluate.worker import outbox as outbox_mod  # noqa: E402
+from kernelloop.task import torch_precision  # noqa: E402
 from kernelloop.task.generic_cases import with_generic_cases  # noqa: E402
 from kernelloop.task.kernelbench_inputs import PREPARE, entry_function  # noqa: E402
 
@@ -212,6 +213,9 @@ def main() -> int:
     global _key
     job = json.loads(sys.stdin.read())
     _key = job.pop("channel_key", "")
+    # The task's precision contract for every implementation this worker imports (the
+    # baseline's convolutions ran at cuDNN's TF32 default otherwise): task/torch_precision.py.
+    torch_precision.pin(bool(job.get("tf32", False)))
     if job.get("mode") == "timing":
         harness = [
             sys.modules[__name__],

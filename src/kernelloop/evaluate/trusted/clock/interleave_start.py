@@ -32,6 +32,7 @@ class LifecycleMixin:
             "inputs_file": str(inputs_file),
             "inputs_func": inputs_func,
             "params": dict(task.spec.params),
+            "tf32": task.spec.precision.tf32,  # the precision contract (torch_precision.py)
             "language": task.spec.task.language,
             "private_pid_namespace": mode in ("bwrap", "unshare"),
             "cpu_threads": self.s.cpu_threads,

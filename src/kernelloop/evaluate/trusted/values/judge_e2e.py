@@ -22,6 +22,7 @@ from kernelloop.evaluate.trusted.values.plan import Call
 from kernelloop.task import Task
 from kernelloop.task import model_error as own_error
 from kernelloop.task.e2e_model import build
+from kernelloop.task.torch_precision import pinned
 
 
 def e2e_job(task: Task) -> dict | None:
@@ -89,7 +90,7 @@ class E2EMixin:
                 def op(**kw):
                     return reference(**kw, **params)
 
-                with torch.no_grad():
+                with torch.no_grad(), pinned(self.task.spec.precision.tf32):
                     own = build(self._e2e_functions()[0], op)(**inputs)
                 q = own_error.model_used(own, [self.e2e_ref(call)], tol)
             except Exception:  # noqa: BLE001 - the task's own code: unmeasured, not widened

@@ -12,6 +12,7 @@ import torch
 
 from kernelloop.task.model_error import factor, model_used, note, widened
 from kernelloop.task.spec import Tolerance
+from kernelloop.task.torch_precision import pinned
 
 
 class OwnErrorMixin:
@@ -49,7 +50,9 @@ class OwnErrorMixin:
             inputs = self._inputs(call)
             refs = self.value_refs(call, inputs)
             params = {**self.task.spec.params, **call.params}
-            with torch.no_grad():
+            # At the task's precision contract, not PyTorch's per-backend defaults (cuDNN's
+            # TF32 would widen the tolerance by the rounding the contract forbids).
+            with torch.no_grad(), pinned(self.task.spec.precision.tf32):
                 own = self.reference(**inputs, **params)
         except Exception:  # noqa: BLE001 - the task's own code: unmeasured, nothing widened
             return math.nan
