@@ -12,6 +12,7 @@ from pathlib import Path
 
 import torch
 
+from kernelloop.evaluate.trusted.bench import benchmark
 from kernelloop.evaluate.trusted.run import evaluate
 from kernelloop.task import load_task
 from kernelloop.task.torch_precision import pin, pinned
@@ -99,3 +100,17 @@ def test_the_judges_own_model_runs_at_the_contract_so_tf32_does_not_widen_the_to
     allowed = _task(tmp_path, tf32=True, margin=True, tf32_model=True)
     rec = evaluate(allowed, HERE / "biased_5e4.py", **ONE)
     assert rec.verdict.accepted, rec.verdict.reasons
+
+
+def test_the_timing_workers_run_implementations_at_the_contract(tmp_path):
+    # The benchmark's own workers (one per implementation) pin the flags too: the timed
+    # outputs are audited against the float64 reference, so the flag reader's timed calls
+    # are right at `tf32 = false` and 1% off — caught by the audit — where TF32 is allowed.
+    audit = "the timed output differs from the reference"
+    bench = {"device": "cpu", "shapes": "256x1024", "max_s_per_shape": 0.3, "aa": False}
+    full = _task(tmp_path, tf32=False)
+    rec = benchmark(full, HERE / "flag_reader.py", screen=False, **bench)
+    assert not any(audit in p for p in rec.problems), rec.problems
+    allowed = _task(tmp_path, tf32=True)
+    rec = benchmark(allowed, HERE / "flag_reader.py", screen=False, **bench)
+    assert any(audit in p and "candidate" in p for p in rec.problems), rec.problems

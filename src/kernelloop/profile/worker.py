@@ -27,6 +27,7 @@ from pathlib import Path
 from kernelloop.evaluate.worker import main as worker  # noqa: F401  sets up the channel: import before any candidate code
 from kernelloop.evaluate.worker.main import _import_file, _tail, send
 from kernelloop.profile.ncu_driver import NVTX_RANGE
+from kernelloop.task import torch_precision
 
 torch = worker.torch
 
@@ -85,6 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     worker._key = job.pop("channel_key", "")
     path.unlink(missing_ok=True)
     send("hello", env=worker.inworker.environment(job.get("device", "cpu")))
+    torch_precision.pin(bool(job.get("tf32", False)))  # as the evaluation's workers do
     try:
         module = _import_file(job["impl"], "kernelloop_profile_candidate")
         fn = getattr(module, job["entry"])
