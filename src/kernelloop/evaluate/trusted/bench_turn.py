@@ -21,7 +21,7 @@ from kernelloop.evaluate.trusted.clock.bench_fill import impl_timing
 from kernelloop.evaluate.trusted.clock.bench_record import (
     BenchmarkRecord,
     CompiledTurn,
-    paired_speedup,
+    compiled_speedup,
     speedup,
 )
 from kernelloop.evaluate.trusted.clock.interleave import Evidence, Session, run_timing
@@ -97,7 +97,9 @@ def _fill(rec: BenchmarkRecord, out) -> str:
         if len(rec.warnings) > said:  # no samples, or below the floor: not a number to show
             missing.append(sb.shape)
             continue
-        ratio = paired_speedup(base, comp)
+        ratio, why = compiled_speedup(base, comp)
+        if why:
+            rec.warnings.append(f"{sb.shape} (in turn, the baseline against it): {why}")
         sb.compiled_in_turn = CompiledTurn(
             baseline_ms=base.median_ms, compiled_ms=comp.median_ms, baseline_vs_compiled=ratio
         )

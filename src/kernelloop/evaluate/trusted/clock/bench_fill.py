@@ -10,8 +10,8 @@ from kernelloop.evaluate.trusted.clock.bench_record import (
     BenchmarkRecord,
     ImplTiming,
     ShapeBench,
+    compiled_speedup,
     noise,
-    speedup,
 )
 from kernelloop.evaluate.trusted.clock.interleave import Outcome, SlotResult
 from kernelloop.evaluate.trusted.clock.timing_checks import BUSY
@@ -64,7 +64,11 @@ def fill_shapes(
                 it = impl_timing(slot, got[slot], floor_ms, rec.warnings, shape.label, hint)
                 if len(rec.warnings) == said:  # no samples, or below the floor: left out
                     sb.impls[slot] = it
-        sb.speedup_vs_compiled = speedup(sb, COMPILED)
+        cand, comp = sb.impls.get("candidate"), sb.impls.get(COMPILED)
+        if cand is not None and comp is not None:
+            sb.speedup_vs_compiled, why = compiled_speedup(cand, comp)
+            if why:
+                rec.warnings.append(f"{shape.label}: {why}")
         missing = [s for s in slots if s not in sb.impls]
         if missing and not rec.problems:
             rec.problems.append(f"{shape.label}: no timing for {', '.join(missing)}")
