@@ -17,6 +17,7 @@ from kernelloop.evaluate.trusted.run import evaluate
 from kernelloop.task import load_task
 from kernelloop.task.kernelbench import import_problem
 from kernelloop.task.kernelbench_cases import _miss, unfit_cases
+from kernelloop.task.kernelbench_inputs import CASES
 
 EXTRA = Path(__file__).parent / "fixtures" / "kernelbench_extra"
 CPU = {"device": "cpu", "timing": False}
@@ -72,7 +73,7 @@ def test_a_case_the_problems_own_model_misses_is_kept_and_judged_against_its_err
                             warn=said.append)  # fmt: skip
     text = (folder / "task.toml").read_text()
     spec = tomllib.loads(text)
-    assert spec["suites"]["extreme"] == ["mixed_sign", "large_magnitude"], text
+    assert spec["suites"]["extreme"] == list(CASES), text
     assert spec["tolerances"]["float32"] == {"atol": 0.01, "rtol": 0.01, "model_margin": 4}
     # The measured basis, per case, is written above the tolerance.
     assert "# The float32 check: atol 0.01, rtol 0.01 against float64. At import" in text
@@ -118,7 +119,7 @@ def test_a_problem_its_own_model_meets_keeps_every_case(tmp_path):
                             rtol=1e-2, warn=said.append)  # fmt: skip
     assert said == []
     text = (folder / "task.toml").read_text()
-    assert tomllib.loads(text)["suites"]["extreme"] == ["mixed_sign", "large_magnitude"]
+    assert tomllib.loads(text)["suites"]["extreme"] == list(CASES)
 
 
 def test_a_cpu_shape_too_small_for_the_problems_own_model_is_grown_until_it_meets_it(tmp_path):
@@ -171,6 +172,14 @@ def test_a_model_whose_float32_output_rounding_decides_is_refused_as_proving_not
     assert tomllib.loads((folder / "task.toml").read_text())["tolerances"]["float32"] == {
         "atol": 0.01, "rtol": 0.01, "model_margin": 4}  # fmt: skip
     assert any("refused as proving nothing" in w for w in said), said
+    # Its inputs x 1e-3 (`small_magnitude`, issue 45) put sin(3e7 x) where float32 holds
+    # it: that case rejects a constant, so the evaluation proves something there.
+    rec = evaluate(load_task(folder), folder / "baseline.py", **CPU)
+    assert rec.verdict.accepted, rec.verdict
+    assert any(c.suite == "sensitivity" and c.passed for c in rec.checks), rec.checks
+    # Without that case every element is noise again: refused as proving nothing.
+    toml = folder / "task.toml"
+    toml.write_text(toml.read_text().replace("'small_magnitude', ", ""))
     rec = evaluate(load_task(folder), folder / "baseline.py", **CPU)
     assert not rec.verdict.accepted and rec.verdict.category == "setup", rec.verdict
     assert any("no planned check rejects a trivial output" in r for r in rec.verdict.reasons)

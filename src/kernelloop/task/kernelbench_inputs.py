@@ -181,10 +181,44 @@ def _cast(value, dtype: torch.dtype):
 # applied to the floating-point forward arguments (never the weights) after they are made.
 # KernelBench draws most inputs from torch.rand, in [0, 1): there ReLU is the identity and a
 # kernel that copies its input passes; mixed signs and large magnitudes tell them apart.
+#
+# `small_magnitude` (x 1e-3) makes a normalisation's eps matter (a row's variance of ~1e-7
+# against LayerNorm's 1e-5: a kernel that drops eps or adds it outside the root was
+# accepted, issue 45); `near_one` (1 + 0.01 (2t - 1)) keeps a long product alive (a
+# cumprod of torch.rand drives every row to 0 within ~200 columns, so a kernel that reads
+# only its first 1024 columns was accepted).
 CASES = {
     "mixed_sign": lambda t: t * 2 - 1,
     "large_magnitude": lambda t: t * 100,
+    "small_magnitude": lambda t: t * 1e-3,
+    "near_one": lambda t: 1 + 0.01 * (2 * t - 1),
 }
+
+
+def _trained_like(model: torch.nn.Module) -> None:
+    """Parameters as a trained model has them, not as `Model.__init__` leaves them: every
+    parameter initialised to one constant c (a norm layer's weight 1 and bias 0) drawn
+    around it at its own scale — c(1 + 0.5 N), any sign as trained weights are; 0.1 N for
+    c = 0 — and a BatchNorm's running statistics away from
+    0 and 1. With the init's constants a LayerNorm that ignores its weight and bias is
+    correct on every input (issue 45: accepted on the H100). Randomly initialised
+    parameters keep their draw (already secret per call). Runs under the call's seeded
+    global generator, on both sides of the boundary alike."""
+    with torch.no_grad():
+        for name, t in _state(model):
+            stat = name.endswith(("running_mean", "running_var"))
+            if not (stat or isinstance(t, torch.nn.Parameter)) or not t.is_floating_point():
+                continue  # other buffers (a causal mask) are the problem's definition
+            if t.numel() == 0 or bool((t != t.flatten()[0]).any()):
+                continue
+            c = float(t.flatten()[0])
+            noise = torch.randn(t.shape, device=t.device, dtype=t.dtype)
+            if name.endswith("running_var"):
+                t.copy_(torch.exp(0.5 * noise))  # a variance stays positive
+            elif t.numel() == 1:  # a scalar keeps its sign (a scale, a temperature)
+                t.copy_(c * torch.exp(0.25 * noise) if c != 0 else 0.1 * noise)
+            else:  # its own scale, any sign (~2% of a weight of ones below zero)
+                t.copy_(c * (1 + 0.5 * noise) if c != 0 else 0.1 * noise)
 
 
 def make(
@@ -208,6 +242,7 @@ def make(
         init = list(mod.get_init_inputs())
         torch.manual_seed(seed ^ 0x5EED)
         model = mod.Model(*init)
+        _trained_like(model)
     names = forward_args(mod.Model, len(args))
     if case in CASES:
         args = [

@@ -10,6 +10,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from kernelloop.task.domain import ParamDomain, check_domain
 from kernelloop.task.generic_cases import CASES as GENERIC_CASES
 
 DTYPE_NAMES = ("float32", "float16", "bfloat16", "float64")
@@ -143,6 +144,15 @@ class Suites(_Strict):
             "dimensions the extreme cases' numerics do not depend on (a row count): the "
             "extreme suite runs once per distinct value of the other dimensions, with these "
             "set to the smallest value any selected shape has"
+        ),
+    )
+
+    at_params: list[str] = Field(
+        default_factory=list,
+        description=(
+            "extreme cases that run at the task's [params] values instead of drawing them "
+            "from [domain]: cases ill-conditioned elsewhere in the domain (a constant row at "
+            "eps = 1e-12)"
         ),
     )
 
@@ -304,6 +314,8 @@ class Precision(_Strict):
 class TaskSpec(_Strict):
     task: TaskInfo
     params: dict[str, float | int | bool | str] = Field(default_factory=dict)
+    # Each scalar parameter's real-use domain (task/domain.py): judged calls draw from it.
+    domain: dict[str, ParamDomain] = Field(default_factory=dict)
     dtypes: list[str]
     tolerances: dict[str, Tolerance]
     shapes: list[Shape]
@@ -354,7 +366,18 @@ class TaskSpec(_Strict):
             )
         if self.e2e is not None:
             self._check_e2e(self.e2e)
+        self._check_domain()
+        unknown = [c for c in self.suites.at_params if c not in self.suites.extreme_cases]
+        if unknown:
+            raise ValueError(
+                f"suites.at_params names {unknown}, which are not extreme cases of this task; "
+                f"use names from {self.suites.extreme_cases}"
+            )
         return self
+
+    def _check_domain(self) -> None:
+        st = self.stochastic
+        check_domain(self.domain, self.params, (st.rate_param, st.seed_param) if st else ())
 
     def _check_e2e(self, e2e: E2E) -> None:
         dtypes = e2e.dtypes if e2e.dtypes is not None else self.dtypes

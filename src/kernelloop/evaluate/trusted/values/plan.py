@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from kernelloop.evaluate.trusted.values.undeclared import undeclared_shapes, unseen_shape  # noqa: F401
 from kernelloop.task import Shape, Task
+from kernelloop.task.domain import Sampler
 
 LARGE_NUMEL = 4 << 20  # above this, one random draw and one stochastic rate
 
@@ -123,8 +124,18 @@ def plan_calls(
     # but one residual-free case let a kernel be wrong exactly where the op is used).
     used = used_rate(task)
 
-    def params(name: str, rate: float | None = None, seed: int | None = None) -> dict:
-        p: dict = {}
+    sampler = Sampler(spec.domain, spec.params, seeds.rng)
+
+    def params(
+        name: str,
+        rate: float | None = None,
+        seed: int | None = None,
+        stratum: str | None = "random",
+    ) -> dict:
+        # The declared scalars (eps, ...) drawn from their real-use domain per call or group
+        # (task/domain.py), in strata by case; `stratum=None`: the task's own values (e2e
+        # calls, sized at them, and the extreme cases of `[suites] at_params`).
+        p: dict = sampler.params(name, stratum) if stratum is not None else {}
         if rate_name is not None:
             p[rate_name] = 0.0 if rate is None else rate
         if seed_name is not None:
@@ -135,7 +146,8 @@ def plan_calls(
         cid: str, suite: str, case: str, shape: Shape, dtype: str, inputs: str = "", **kw
     ) -> None:
         """One call; `inputs` names the seed of its inputs (a group shares one)."""
-        kw.setdefault("params", params(cid))
+        if "params" not in kw:  # not drawn where given: a draw advances its stratum
+            kw["params"] = params(cid)
         seed = seeds.input_seed(inputs or cid)
         plan.calls.append(Call(cid, suite, case, shape, dtype, seed, **kw))
 
@@ -219,7 +231,8 @@ def plan_calls(
                 extreme.append((small, dtype, case))
     for shape, dtype, case, rate in _extreme_rates(extreme, used, seeds):
         cid = f"{shape.label}-{dtype}-extreme-{case}" + (f"-p{rate:g}" if rate else "")
-        add(cid, "extreme", case, shape, dtype, params=params(cid, rate), rate=rate)
+        stratum = None if case in spec.suites.at_params else f"extreme:{case}"
+        add(cid, "extreme", case, shape, dtype, params=params(cid, rate, None, stratum), rate=rate)
     # Undeclared shapes (undeclared.py): drawn now from the secret seeds, no file names
     # them, each in a dtype drawn too; none where the task declares its shapes closed.
     rng = seeds.rng("unseen")
@@ -240,7 +253,7 @@ def plan_calls(
             cid = f"e2e-{shape.label}-{dtype}"
             # Dropout off: the model's output is then a deterministic function of its
             # inputs, compared against the float64 model (docs/task.md, "End-to-end").
-            p = {**params(cid, 0.0), **(spec.e2e.params if spec.e2e else {})}
+            p = {**params(cid, 0.0, None, None), **(spec.e2e.params if spec.e2e else {})}
             if rate_name is not None:
                 p[rate_name] = 0.0
             add(cid, "e2e", "model", shape, dtype, params=p, audit=False, stage="e2e")
