@@ -104,6 +104,11 @@ def test_every_candidate_of_an_answer_gets_a_row_a_verdict_and_feedback(tmp_path
     assert not re.search(r"^\d+\. ", told, re.M), told  # not numbered "1." and "2."
     # The long prediction is shown, cut at a word and marked, never inside a word.
     assert "you predicted: register0 pressure drops" in told, told
+    # The digest of the same prompt does not say those reasons a second time.
+    digest = prompt.split("## History")[1].split("\n## ")[0]
+    assert "Parent #98 is not an earlier candidate" not in digest, digest
+    assert "timings on this device do not count" not in digest, digest
+    assert "see last round's feedback" in digest, digest
     words = set(PREDICTION.split())
     for m in re.finditer(r"(\S+)…", told):
         assert m.group(1) in words or m.group(1) == "[", (m.group(0), told)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import replace
 
 from kernelloop.history.models import Attempt
 
@@ -45,11 +46,20 @@ def _ordered(attempts: Sequence[Attempt]) -> list[Attempt]:
     return out + groups[3]
 
 
-def render_digest(attempts: Sequence[Attempt], *, budget_tokens: int = 1500) -> str:
+# In place of the reasons of an attempt the same prompt's feedback section gives in full.
+IN_FEEDBACK = "see last round's feedback"
+
+
+def render_digest(
+    attempts: Sequence[Attempt], *, budget_tokens: int = 1500, told_run: int | None = None
+) -> str:
     """Every attempt gets one line; the most informative get the full form while the
-    budget lasts; if even the one-liners do not fit, the least informative are named."""
+    budget lasts; if even the one-liners do not fit, the least informative are named.
+    `told_run`: the run whose latest decided round the agent's feedback section tells in
+    full; those attempts' reasons are not said a second time here."""
     decided = ("evaluated", "refused", "infrastructure")
     shown = [a for a in attempts if a.status in decided and a.round > 0]
+    shown = _without_told(shown, told_run)
     if not shown:
         return "No earlier attempts on this task."
     best = [a for a in attempts if a.was_best and a.objective is not None]
@@ -77,3 +87,23 @@ def render_digest(attempts: Sequence[Attempt], *, budget_tokens: int = 1500) -> 
         ids = ", ".join(f"#{a.id}" for a in omitted[:12])
         lines.append(f"({len(omitted)} less informative attempts left out: {ids}.)")
     return "\n".join(lines)
+
+
+def _without_told(shown: list[Attempt], told_run: int | None) -> list[Attempt]:
+    """The attempts, those of `told_run`'s latest decided round without their reasons (the
+    feedback section of the same prompt carries them: no text said twice)."""
+    mine = [a.round for a in shown if a.run_id == told_run]
+    if told_run is None or not mine:
+        return shown
+    last = max(mine)
+
+    def brief(a: Attempt) -> Attempt:
+        if a.run_id != told_run or a.round != last:
+            return a
+        if a.status == "refused":
+            return replace(a, refused_reason=IN_FEEDBACK)
+        if a.status == "infrastructure":
+            return replace(a, infra_reason=IN_FEEDBACK)
+        return replace(a, reasons=(IN_FEEDBACK,) if a.reasons else ())
+
+    return [brief(a) for a in shown]

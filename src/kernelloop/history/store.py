@@ -323,7 +323,11 @@ class HistoryStore(RunsMixin, BestMixin):
             source, hypothesis, parent_source, prior, parent_id=parent_id, measured=measured
         )
 
-    def digest(self, task_name: str, *, budget_tokens: int = 1500) -> str:
+    def digest(
+        self, task_name: str, *, budget_tokens: int = 1500, told_run: int | None = None
+    ) -> str:
         from kernelloop.history.digest import render_digest
 
-        return render_digest(self.attempts(task_name), budget_tokens=budget_tokens)
+        return render_digest(
+            self.attempts(task_name), budget_tokens=budget_tokens, told_run=told_run
+        )
