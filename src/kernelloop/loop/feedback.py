@@ -37,7 +37,7 @@ def outcome_text(word: str, reasons: list[str], ev: Evaluated, best_label: str) 
         total = len(record.checks)
         lines = [f"{word}: first failing check: {reasons[0] if reasons else '?'}"]
         if failed:
-            lines.append(f"{len(failed)} of {total} checks failed.")
+            lines.append(f"{len(failed)} of the {total} checks that ran failed.{never_ran(record)}")
         lines += [f"also: {r}" for r in reasons[1 : 1 + MORE_REASONS]]
         return "\n".join(lines)
     lines += [f"also: {r}" for r in reasons[1 : 1 + MORE_REASONS]]
@@ -55,6 +55,15 @@ def outcome_text(word: str, reasons: list[str], ev: Evaluated, best_label: str) 
             need = f" (needed > {1 + gate.required_gain:.4f}x)" if gate.required_gain else ""
             lines.append(f"weighted geomean vs the best: {gate.objective:.4f}x{need}")
     return "\n".join(lines)
+
+
+def never_ran(record) -> str:
+    """' Never ran: smoke, full, e2e (…)' for the stages an evaluation did not reach (it
+    stops at its first failing stage), so "2 of 11 checks" is not read as the whole suite."""
+    skipped = [s.name for s in record.stages if s.status == "not run"]
+    if not skipped:
+        return ""
+    return f" Never ran: {', '.join(skipped)} (an evaluation stops at the first stage that fails)."
 
 
 # Lines of a profile summary (profile/render.py) worth a candidate's feedback: its compile
