@@ -34,6 +34,20 @@ def _section(n: int, direction: str, source: str, parent: str = "", predicted: s
     )
 
 
+def _multi_path(fused: str) -> str:
+    """The fused kernel with a second path for wide rows: `_wide_kernel` (the same body)
+    where cols > 1024, so its compile facts differ by shape (BLOCK up to 32768)."""
+    start = fused.index("@triton.jit")
+    end = fused.index("def forward(")
+    wide = fused[start:end].replace("def _fused_kernel(", "def _wide_kernel(")
+    out = fused[:end] + wide + fused[end:]
+    call = "    _fused_kernel[(rows,)]("
+    assert call in out
+    return out.replace(
+        call, "    kernel = _fused_kernel if cols <= 1024 else _wide_kernel\n    kernel[(rows,)]("
+    )
+
+
 def _rows(task) -> list[tuple]:
     store, _ = open_task_memory(task)
     return store._conn.execute(
@@ -47,18 +61,19 @@ def test_every_candidate_of_an_answer_gets_a_row_a_verdict_and_feedback(tmp_path
     fused = (folder / "candidates" / "fused_naive.py").read_text()
     four = fused.replace("NUM_WARPS = 8", "NUM_WARPS = 4")
     two = fused.replace("NUM_WARPS = 8", "NUM_WARPS = 2")
+    multi = _multi_path(fused)
     first = (
         _section(1, "fewer warps on a parent it may not name", four, parent="#99")
-        + _section(2, "fuse the three kernels", fused, predicted=PREDICTION)
-        + _section(3, "fuse again, same file", fused)
+        + _section(2, "fuse the three kernels", multi, predicted=PREDICTION)
+        + _section(3, "fuse again, same file", multi)
     )
     # The retry asks for the unusable section only; the model names a bad parent again.
     retry = _section(1, "two warps on another parent it may not name", two, parent="#98")
     # Round 2: the same file again (a repeat of an idea already judged: refused, no run).
-    again = _section(1, "fuse the three kernels once more", fused)
+    again = _section(1, "fuse the three kernels once more", multi)
     server = ModelServer("openai").start()
     try:
-        server.script.extend([Reply(first), Reply(retry), Reply(again)])
+        server.script.extend([Reply(first), Reply(retry), Reply(again), Reply(again)])
         task = load_task(folder)
         agent = make_llm_agent(
             "openai:gpt-4.1",
@@ -69,12 +84,12 @@ def test_every_candidate_of_an_answer_gets_a_row_a_verdict_and_feedback(tmp_path
             backoff_base_s=0.001,
             timeout_s=10.0,
         )
-        options = Options(device="cpu", rounds=2, **FAST)
+        options = Options(device="cpu", rounds=3, **FAST)
         summary = run_loop(task, agent, options, RunView(live_enabled=False))
     finally:
         server.stop()
     assert summary["status"] == "finished", summary
-    assert len(server.received) == 3, [r.prompt_text()[-300:] for r in server.received]
+    assert len(server.received) == 4, [r.prompt_text()[-300:] for r in server.received]
 
     # The retry quotes the parent problem with the ids that may be named, and asks for
     # the unusable one only.
@@ -104,6 +119,16 @@ def test_every_candidate_of_an_answer_gets_a_row_a_verdict_and_feedback(tmp_path
     assert not re.search(r"^\d+\. ", told, re.M), told  # not numbered "1." and "2."
     # The long prediction is shown, cut at a word and marked, never inside a word.
     assert "you predicted: register0 pressure drops" in told, told
+    # Compile facts per shape where they differ (issue 47: they came from the heaviest
+    # shape only): the wide path at the wide shapes, the tile path at 65536x1024, the
+    # block with the most spills first.
+    assert "Compile facts (Triton, sm_90) by shape, the most spills first" in told, told
+    facts = told.split("the most spills first")[1]
+    assert "`_wide_kernel`" in facts and "`_fused_kernel`" in facts, facts
+    lines = re.findall(r"^- ([^:]+): (.*)$", facts, re.M)
+    assert lines[0][0] == "1024x32768" and "BLOCK=32768" in lines[0][1], lines
+    assert "occupancy" in lines[0][1] and "spills 0 B" not in lines[0][1], lines
+    assert "65536x1024" in [shapes for shapes, _ in lines], lines
     # The digest of the same prompt does not say those reasons a second time.
     digest = prompt.split("## History")[1].split("\n## ")[0]
     assert "Parent #98 is not an earlier candidate" not in digest, digest
@@ -112,3 +137,9 @@ def test_every_candidate_of_an_answer_gets_a_row_a_verdict_and_feedback(tmp_path
     words = set(PREDICTION.split())
     for m in re.finditer(r"(\S+)…", told):
         assert m.group(1) in words or m.group(1) == "[", (m.group(0), told)
+
+    # Round 3: round 1's compile facts are still there, in the digest (issue 47: they
+    # vanished after one round).
+    later = server.received[3].prompt_text().split("## History")[1].split("\n## ")[0]
+    assert f"#{judged[0]} r1" in later, later
+    assert "compile facts (sm_90): 1024x32768: `_wide_kernel`" in later, later

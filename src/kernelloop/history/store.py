@@ -328,6 +328,14 @@ class HistoryStore(RunsMixin, BestMixin):
     ) -> str:
         from kernelloop.history.digest import render_digest
 
+        # Each candidate's compile facts in short (loop/feedback.py stores them), so the
+        # digest keeps them after the round that told them.
+        facts = dict(
+            self._conn.execute(
+                "SELECT proposal_id, summary_text FROM profiles "
+                "WHERE json_extract(metrics_json, '$.compile_facts_line') IS NOT NULL"
+            ).fetchall()
+        )
         return render_digest(
-            self.attempts(task_name), budget_tokens=budget_tokens, told_run=told_run
+            self.attempts(task_name), budget_tokens=budget_tokens, told_run=told_run, facts=facts
         )

@@ -265,7 +265,7 @@ def _record_outcome(
     e.told = outcome_text(word, reasons, ev, best_label)
     if parent is not None and wants_profile(run, ev):
         run.view.status(f"profiling candidate {r}.{e.k} for its feedback")
-        e.told += "\n" + candidate_profile(run, e.prop.source, f"r{r}_{e.k}", parent)
+        e.told += "\n" + candidate_profile(run, e.prop.source, f"r{r}_{e.k}", parent, e.pid)
     run.view.candidate(r, e.k, e.prop, word, "; ".join(reasons), stage_line(ev))
 
 

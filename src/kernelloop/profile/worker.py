@@ -64,6 +64,20 @@ def run_facts(job: dict, fn, module) -> None:
         for launch in recorder.launches
     ]
     send("facts", kernels=facts, notes=recorder.notes)
+    for i, (label, dims) in enumerate(job.get("more_shapes", [])):
+        # Each shape from a fresh import (the recorder replaced the kernels' `run`), in
+        # this one run: a sandbox and torch per shape cost ~4 s each on a CPU box.
+        try:
+            mod = _import_file(job["impl"], f"kernelloop_profile_shape_{i}")
+            rec = record_launches(
+                getattr(mod, job["entry"]), make_inputs, mod, dims, dtype, job["params"]
+            )
+            at = [
+                compile_launch(x, job.get("arch", 90)).model_dump(mode="json") for x in rec.launches
+            ]
+            send("facts_at", shape=label, kernels=at)
+        except Exception as e:  # noqa: BLE001 - reported; the other shapes still count
+            send("facts_at", shape=label, error=_tail(e))
     if job.get("device") == "cuda":
         from kernelloop.profile.fallback import torch_profiler_timings
 

@@ -137,20 +137,37 @@ class Asker:
 def feedback_text(outcomes: list[tuple[Proposal, str]], budget_tokens: int = 900) -> str:
     """What became of the agent's candidates of its last round, as the loop told it
     (`observe`), each named by its history id: the verdict with the first failing check,
-    the compiler's first lines or the per-shape ratios, and its own compile facts. Each
-    candidate gets an equal share of the section's budget, cut at a line with a marker,
-    so the last one is never squeezed out. The history digest keeps the older rounds."""
-    share = max(budget_tokens // max(len(outcomes), 1) - 10, 60)
-    lines = []
+    the compiler's first lines or the per-shape ratios, and its own compile facts. The
+    section's budget is shared so that a short outcome (a refusal) takes only what it
+    needs and the long ones split the rest; each is cut at a line with a marker, so the
+    last one is never squeezed out. The history digest keeps the older rounds."""
+    entries = []
     for i, (prop, outcome) in enumerate(outcomes, start=1):
         name = f"#{prop.proposal_id}" if prop.proposal_id is not None else f"candidate {i}"
         what = clip(prop.direction or prop.hypothesis, 120) or "(no direction given)"
         head = f"{name} ({what})"
         if prop.predicted_effect:
             head += f"; you predicted: {clip(prop.predicted_effect, 160)}"
-        body = fit(outcome, share - approx_tokens(head) - 1, f"{name}'s feedback")
+        entries.append((name, head, outcome))
+    shares = _shares(
+        [approx_tokens(h) + approx_tokens(o) + 2 for _, h, o in entries], budget_tokens
+    )
+    lines = []
+    for (name, head, outcome), share in zip(entries, shares, strict=True):
+        body = fit(outcome, max(share - approx_tokens(head) - 2, 40), f"{name}'s feedback")
         lines.append(f"{head}\n{body}")
     return "\n".join(lines)
+
+
+def _shares(costs: list[int], budget: int) -> list[int]:
+    """Each entry's token share of `budget`: the smallest first, each at most an equal
+    split of what is left (so what a short entry does not need goes to the long ones)."""
+    shares = [0] * len(costs)
+    left, n = budget, len(costs)
+    for i in sorted(range(len(costs)), key=lambda i: costs[i]):
+        shares[i] = min(costs[i], left // n)
+        left, n = left - shares[i], n - 1
+    return shares
 
 
 def to_proposal(c: ParsedCandidate, agent: str, model: str) -> Proposal:
