@@ -7,8 +7,9 @@ Modes (job["mode"]):
   autotuning happen here, outside the range), then run ONE call inside the NVTX push/pop
   range `kernelloop_profile`, which is all `ncu --nvtx-include kernelloop_profile/` profiles.
 - "facts": no counters. Record the candidate's Triton launches at the profiled shape
-  (meta tensors, nothing runs) and compile each for the job's target arch; on a GPU, also
-  time one real call with torch.profiler.
+  (meta tensors, nothing runs) and compile each for the job's target arch, then the same
+  at each of the job's `more_shapes` (one `facts_at` message each, from a fresh import);
+  on a GPU, also time one real call with torch.profiler.
 
 The job comes in a file, not on stdin: ncu sits between the sandbox and this process; it
 carries the run's channel key and is deleted before the candidate is imported. Messages go
