@@ -29,7 +29,8 @@ def values(name: str) -> dict[str, object]:
 
     ctx = replace(context(round_index=3), contract=CONTRACT)
     fb = feedback_text(
-        [(Proposal(source="", hypothesis="h", direction="one Philox call per 4 elements"),
+        [(Proposal(source="", hypothesis="h", direction="one Philox call per 4 elements",
+                   predicted_effect="-20% median time", proposal_id=12),
           "rejected [stochastic]: first failing check: stochastic/distinguishable 7x129 "
           "float32: p=0.1: dropped fraction 0.2000 over 903 elements")]
     )  # fmt: skip

@@ -67,6 +67,22 @@ def test_a_value_neither_kept_nor_dropped_names_both_candidates():
     assert "worst at [1, 3]: kept value 2, dropped value 0, got 1" in inf.reason
 
 
+def test_a_wrong_value_is_described_as_a_value_before_any_dropout_term():
+    """Issue 47: a LayerNorm variance bug (1/(n-1)) read "neither a kept nor a dropped
+    value". The value check's own diagnosis leads: which reference value the output is
+    nearest, expected and got, and that the error is in the computed values."""
+    keep = torch.linspace(-1, 1, 8, dtype=torch.float64).reshape(2, 4)
+    drop = torch.full((2, 4), 3.0, dtype=torch.float64)
+    out = (keep * 1.004).to(torch.float32)  # every kept value scaled by a wrong rstd
+    out[0, 0] = 3.0  # one element dropped, right
+    inf = infer_mask(out, keep, drop, TOL)
+    assert not inf.ok
+    lead, _, dropout = inf.reason.partition("; in dropout terms, ")
+    assert "elements are wrong values" in lead and "its kept value" in lead, inf.reason
+    assert "worst at [1, 3]: expected 1, its kept value, got 1.004" in lead, inf.reason
+    assert "neither a kept nor a dropped value" in dropout and "neither" not in lead
+
+
 def _compile_error_text() -> str:
     src = "def k(x_ptr, BLOCK: tl.constexpr):\n    x = tl.load(x_ptr)\n    y = tl.foo(x)\n"
     node = ast.parse(src).body[0].body[1]

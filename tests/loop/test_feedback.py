@@ -41,8 +41,27 @@ def test_a_wrong_candidate_hears_the_first_failing_check_with_its_worst_element(
     text = outcome_text("rejected [wrong]", reasons, Evaluated(rec), "#3")
     first, *rest = text.splitlines()
     assert first == f"rejected [wrong]: first failing check: {FIRST}"  # word: the outcome
-    assert "2 of 3 checks failed." in rest and f"also: {reasons[1]}" in rest
+    assert "2 of the 3 checks that ran failed." in rest and f"also: {reasons[1]}" in rest
     assert text.startswith("rejected")  # the tuner reads the first word
+
+
+def test_the_stages_that_never_ran_are_named_beside_the_failed_count():
+    """Issue 47: "2 of 11 checks failed" read as the whole suite when smoke, full and e2e
+    never ran (the evaluation stops at its first failing stage)."""
+    from kernelloop.evaluate.trusted.values.record import StageTime
+
+    reasons = [FIRST]
+    rec = record(False, "wrong", reasons, [check(True), check(False)])
+    rec.stages = [
+        StageTime(name="static"),
+        StageTime(name="start"),
+        StageTime(name="compile", status="failed"),
+        StageTime(name="smoke", status="not run"),
+        StageTime(name="full", status="not run"),
+        StageTime(name="e2e", status="not run"),
+    ]
+    text = outcome_text("rejected [wrong]", reasons, Evaluated(rec), "#3")
+    assert "1 of the 2 checks that ran failed. Never ran: smoke, full, e2e" in text, text
 
 
 def test_a_slower_candidate_hears_its_ratio_on_every_shape():

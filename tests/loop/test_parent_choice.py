@@ -49,3 +49,31 @@ def test_a_named_correct_parent_is_counted_against_and_a_wrong_one_refused(tmp_p
     _, bad = _prechecks(run, 2, 3, Proposal(tweak, "from a wrong one", parent=str(wrong)), best)
     assert any(f"parent #{wrong} is not an earlier candidate" in r for r in bad), bad
     store.close()
+
+
+def test_an_earlier_runs_baseline_is_not_offered_beside_the_identical_best(tmp_path):
+    """Issue 47: the Parent list offered the previous run's baseline beside the current
+    best, the same source under two ids; it offers each source once (the best's id)."""
+    from kernelloop.agents.base import AgentContext
+    from kernelloop.agents.llm.prompts import parent_choice
+    from kernelloop.loop.context import parent_choices
+
+    task = load_task(FLAGSHIP)
+    base = task.baseline_path.read_text()
+    fused = (FLAGSHIP / "candidates" / "fused_naive.py").read_text()
+    store = HistoryStore.open(tmp_path / "h.sqlite")
+    old_run = store.start_run(task.name, "d")
+    old = store.add_proposal(old_run, 0, source=base, hypothesis="baseline")
+    store.add_evaluation(old, make_record(), objective=1.0, per_shape={})
+    f = store.add_proposal(old_run, 1, source=fused, hypothesis="fuse", parent_id=old)
+    store.add_evaluation(f, make_record(), objective=None, per_shape={})
+    run_id = store.start_run(task.name, "d")
+    b = store.add_proposal(run_id, 0, source=base, hypothesis="baseline")
+    store.add_evaluation(b, make_record(), objective=1.0, per_shape={})
+    run = SimpleNamespace(task=task, store=store, id=run_id, measured=False)
+    parents = parent_choices(task, run, Best(b, base, None, 1.0))
+    assert set(parents) == {str(f), str(b)}, parents
+    ctx = AgentContext("t", "", "triton", "forward", base, str(b), "", "", "", 2, 3)
+    text = parent_choice(ctx.__class__(**{**ctx.__dict__, "parents": parents}))
+    assert f"#{f}" in text and f"#{old}," not in text and f"#{old} " not in text, text
+    store.close()

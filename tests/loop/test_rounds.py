@@ -299,6 +299,7 @@ def test_the_same_source_twice_in_a_round_is_refused_the_second_time(tmp_path):
 
     scripted = [FAST_, ("03_fast_copy.py", "fast.py", "Again.")]
     task, _ = measured_round(tmp_path, scripted, run)
-    rows = _rows(task, "SELECT round, k, status, refused_reason FROM proposals WHERE round = 1")
+    rows = _rows(task, "SELECT id, round, k, status, refused_reason FROM proposals WHERE round = 1")
     assert [(r["k"], r["status"]) for r in rows] == [(1, "evaluated"), (2, "refused")]
-    assert "the same source as candidate 1.1 of this round" in rows[1]["refused_reason"]
+    # named by its history id, as everywhere the agent reads (issue 47)
+    assert f"the same source as candidate #{rows[0]['id']} of" in rows[1]["refused_reason"]

@@ -41,7 +41,7 @@ async def _conversation(folder: Path) -> dict:
     out: dict = {}
     t0 = time.monotonic()
     async with stdio_client(_params(folder)) as (read, write), ClientSession(read, write) as s:
-        await s.initialize()
+        out["init"] = await s.initialize()
         out["tools"] = {t.name: t for t in (await s.list_tools()).tools}
         out["connect_s"] = time.monotonic() - t0
         t1 = time.monotonic()
@@ -55,6 +55,7 @@ async def _conversation(folder: Path) -> dict:
         out["second"] = second
         hist = await s.call_tool("history", {}, read_timeout_seconds=300)
         out["history"] = hist
+        out["task"] = await s.call_tool("task", {}, read_timeout_seconds=300)
     return out
 
 
@@ -122,3 +123,16 @@ def test_schemas_fast_connect_and_a_free_retry_for_unparsable_source(tmp_path):
     assert out["second_s"] < 60, out["second_s"]
     hist = out["history"].structured_content or json.loads(out["history"].content[0].text)
     assert hist["attempts"] == []  # nothing evaluated: the refused round waits for round 0
+    # Issue 47: every field a tool returns is in its output schema (the task's 17, a
+    # submission's history fields), descriptions without the docstrings' indentation, and
+    # the server says its version.
+    task = out["task"].structured_content or json.loads(out["task"].content[0].text)
+    assert len(task) == 17, sorted(task)
+    assert set(task) <= set(tools["task"].output_schema["properties"]), sorted(task)
+    assert set(second) <= set(sub.output_schema["properties"]), sorted(second)
+    assert set(got) <= set(sub.output_schema["properties"]), sorted(got)
+    for name, tool in tools.items():
+        assert "\n " not in tool.description, (name, tool.description)
+    from kernelloop import __version__
+
+    assert out["init"].server_info.version == __version__, out["init"].server_info

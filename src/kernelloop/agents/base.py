@@ -64,6 +64,12 @@ class Proposal:
     model: str = ""
     attribution: str = ""
     parent: str = ""  # a proposal id from `AgentContext.parents`; "" = the current best
+    # Why the agent's own reading of its answer found this candidate unusable (a parent
+    # that may not be named, a diff that does not apply, …): the loop records it and
+    # refuses it with this reason, so no candidate of an answer disappears.
+    refused: str = ""
+    # The history's id for it, set by the loop once recorded (None before).
+    proposal_id: int | None = None
 
 
 @runtime_checkable

@@ -8,7 +8,8 @@ least informative entries to one line and, past that, naming what was left out.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
 from kernelloop.history.models import Attempt
 
@@ -45,11 +46,27 @@ def _ordered(attempts: Sequence[Attempt]) -> list[Attempt]:
     return out + groups[3]
 
 
-def render_digest(attempts: Sequence[Attempt], *, budget_tokens: int = 1500) -> str:
+# In place of the reasons of an attempt the same prompt's feedback section gives in full.
+IN_FEEDBACK = "see last round's feedback"
+
+
+def render_digest(
+    attempts: Sequence[Attempt],
+    *,
+    budget_tokens: int = 1500,
+    told_run: int | None = None,
+    facts: Mapping[int, str] | None = None,
+) -> str:
     """Every attempt gets one line; the most informative get the full form while the
-    budget lasts; if even the one-liners do not fit, the least informative are named."""
+    budget lasts; if even the one-liners do not fit, the least informative are named.
+    `told_run`: the run whose latest decided round the agent's feedback section tells in
+    full; those attempts' reasons are not said a second time here. `facts`: a candidate's
+    compile facts in short, by proposal id, added to its full form (not to a told one's)."""
     decided = ("evaluated", "refused", "infrastructure")
     shown = [a for a in attempts if a.status in decided and a.round > 0]
+    told = _told_ids(shown, told_run)
+    shown = _without_told(shown, told)
+    facts = {k: v for k, v in (facts or {}).items() if k not in told}
     if not shown:
         return "No earlier attempts on this task."
     best = [a for a in attempts if a.was_best and a.objective is not None]
@@ -69,6 +86,8 @@ def render_digest(attempts: Sequence[Attempt], *, budget_tokens: int = 1500) -> 
         costs.pop()
     for i, a in enumerate(ordered):
         full = a.format_for_prompt()
+        if a.id in facts:
+            full += f"\n  compile facts (sm_90): {facts[a.id]}"
         extra = approx_tokens(full) + 1 - costs[i]
         if sum(costs) + extra <= limit:
             texts[i], costs[i] = full, costs[i] + extra
@@ -77,3 +96,27 @@ def render_digest(attempts: Sequence[Attempt], *, budget_tokens: int = 1500) -> 
         ids = ", ".join(f"#{a.id}" for a in omitted[:12])
         lines.append(f"({len(omitted)} less informative attempts left out: {ids}.)")
     return "\n".join(lines)
+
+
+def _told_ids(shown: list[Attempt], told_run: int | None) -> set[int]:
+    """The attempts of `told_run`'s latest decided round: the feedback section of the same
+    prompt tells them in full."""
+    mine = [a.round for a in shown if a.run_id == told_run]
+    if told_run is None or not mine:
+        return set()
+    return {a.id for a in shown if a.run_id == told_run and a.round == max(mine)}
+
+
+def _without_told(shown: list[Attempt], told: set[int]) -> list[Attempt]:
+    """The attempts, the told ones without their reasons (no text said twice)."""
+
+    def brief(a: Attempt) -> Attempt:
+        if a.id not in told:
+            return a
+        if a.status == "refused":
+            return replace(a, refused_reason=IN_FEEDBACK)
+        if a.status == "infrastructure":
+            return replace(a, infra_reason=IN_FEEDBACK)
+        return replace(a, reasons=(IN_FEEDBACK,) if a.reasons else ())
+
+    return [brief(a) for a in shown]

@@ -323,7 +323,19 @@ class HistoryStore(RunsMixin, BestMixin):
             source, hypothesis, parent_source, prior, parent_id=parent_id, measured=measured
         )
 
-    def digest(self, task_name: str, *, budget_tokens: int = 1500) -> str:
+    def digest(
+        self, task_name: str, *, budget_tokens: int = 1500, told_run: int | None = None
+    ) -> str:
         from kernelloop.history.digest import render_digest
 
-        return render_digest(self.attempts(task_name), budget_tokens=budget_tokens)
+        # Each candidate's compile facts in short (loop/feedback.py stores them), so the
+        # digest keeps them after the round that told them.
+        facts = dict(
+            self._conn.execute(
+                "SELECT proposal_id, summary_text FROM profiles "
+                "WHERE json_extract(metrics_json, '$.compile_facts_line') IS NOT NULL"
+            ).fetchall()
+        )
+        return render_digest(
+            self.attempts(task_name), budget_tokens=budget_tokens, told_run=told_run, facts=facts
+        )

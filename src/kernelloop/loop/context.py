@@ -56,11 +56,17 @@ def agent_context(
 
 
 def parent_choices(task: Task, run: Run | None, best: Best) -> dict[str, str]:
-    """The correct earlier candidates a proposal may start from, by id (the best too)."""
+    """The correct earlier candidates a proposal may start from, by id (the best too),
+    each source once: an earlier row with the best's very source (an earlier run's
+    baseline) is the best, not a second choice."""
     store = getattr(run, "store", None)
     if store is None:
         return {}
-    found = {str(pid): src for pid, src in store.correct_sources(task.name).items()}
+    found = {
+        str(pid): src
+        for pid, src in store.correct_sources(task.name).items()
+        if src.strip() != best.source.strip()
+    }
     return {**found, str(best.pid): best.source}
 
 

@@ -116,6 +116,9 @@ def _rounds(run: Run, opts: Options, state: RunState | None, best: Best, t0: flo
     # With a model agent and --overlap, the next round is asked for while this one is
     # judged (loop/overlap.py).
     ahead = Ahead(agent) if opts.overlap and overlaps(agent) else None
+    # A model agent's feedback section tells its last round in full (from the second
+    # round this process played): the digest does not say those reasons twice.
+    told = run.id if getattr(agent, "candidate_profiles", False) else None
     try:
         for r in range(first_round, last_round + 1 if stop is None else first_round):
             if stop := budget_check(r - 1, _spent(agent), time.monotonic() - t0, task.spec.rules):
@@ -125,7 +128,8 @@ def _rounds(run: Run, opts: Options, state: RunState | None, best: Best, t0: flo
             store.start_round(run.id, r)
             proposals = ahead.take(r) if ahead is not None else None
             if proposals is None:
-                ctx = agent_context(task, store.digest(task.name), best, r, last_round, run)
+                digest = store.digest(task.name, told_run=told if r > first_round else None)
+                ctx = agent_context(task, digest, best, r, last_round, run)
                 proposals = skip_replayed(agent, ctx, replayed)
             _record_model_calls(store, agent, run.id, r)
             if not proposals:
@@ -133,7 +137,14 @@ def _rounds(run: Run, opts: Options, state: RunState | None, best: Best, t0: flo
                 store.finish_round(run.id, r, why)
                 break
             if ahead is not None and r < last_round:
-                nxt = agent_context(task, store.digest(task.name), best, r + 1, last_round, run)
+                nxt = agent_context(
+                    task,
+                    store.digest(task.name, told_run=told if r > first_round else None),
+                    best,
+                    r + 1,
+                    last_round,
+                    run,
+                )
                 ahead.request(nxt, proposals, r)
             played = play_round(run, r, proposals, best)
             best = played.best

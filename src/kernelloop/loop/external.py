@@ -45,3 +45,13 @@ class ProgressView(RunView):
         super().status(message)
         if self.on_status is not None:
             self.on_status(message)
+
+    def finish(self, summary: dict) -> None:
+        """The closing lines without the candidates again: each one's line was printed
+        as it was judged (there is no live display on stderr), and the client got each
+        verdict (issue 47: the closing table printed every candidate a second time)."""
+        rows, self.rows = self.rows, []
+        try:
+            super().finish(summary)
+        finally:
+            self.rows = rows

@@ -53,33 +53,73 @@ class BestState(_Open):
         None, description="weighted geomean speedup over the baseline"
     )
     pct_of_floor: float | None = Field(None, description="% of the roofline floor")
+    per_shape: list[dict[str, Any]] | None = Field(
+        None, description="the best's row per shape: speedup, % of floor, times"
+    )
+    source: str | None = Field(None, description="the best's source (the `task` tool only)")
+    what: str | None = Field(None, description="before round 0: what the best will be")
+
+
+class ShapeInfo(_Open):
+    shape: str = Field(description='the shape label, e.g. "16384x8192"')
+    weight: float = Field(description="its weight in the objective's geometric mean")
+    tag: str = ""
 
 
 class TaskInfo(_Open):
     contract: str = Field(description="the task's contract, as the loop's own agents read it")
     task: str
+    description: str = Field(description="the task's description, in its author's words")
+    language: str
     entry: str = Field(description="the entry function a candidate defines")
     entry_signature: str
-    language: str
+    params: dict[str, Any] = Field(description="the entry's fixed keyword arguments")
     device: str = Field(description="where candidates are judged: cuda | cpu")
     timings_count: bool = Field(description="False: correctness only, nothing is promoted")
+    shapes: list[ShapeInfo] = Field(description="the shapes judged in this run")
+    dtypes: list[str] = Field(description="the dtypes judged in this run")
+    tolerances: dict[str, dict[str, Any]] = Field(description="per dtype: atol, rtol")
+    tunables: list[str] = Field(description="the module constants a tuner may vary")
     rules: str = Field(description="the policy rules in words")
     baseline_source: str
     best: BestState
     run: RunState
 
 
-class HistoryRow(_Open):
-    id: int
-    round: int
-    verdict: str = Field(
-        description='the outcome word (docs/loop.md): "accepted", "rejected [wrong]", …'
-    )
-    status: str = Field(description="proposed | refused | evaluated | infrastructure")
+class _Row(_Open):
+    """A history row (history/models.history_row), every field optional."""
+
+    id: int | None = None
+    run: int | None = Field(None, description="the run's id")
+    round: int | None = None
+    k: int | None = Field(None, description="its place among its round's proposals")
+    parent: int | None = Field(None, description="the proposal it was counted against")
+    agent: str = ""
+    model: str = ""
     direction: str = ""
     claim: str = ""
+    prediction: str = ""
+    status: str = Field("", description="proposed | refused | evaluated | infrastructure")
+    verdict: str = Field(
+        "", description='the outcome word (docs/loop.md): "accepted", "rejected [wrong]", …'
+    )
+    accepted: bool | None = None
+    category: str | None = Field(None, description="the verdict's category (wrong, slower, …)")
     reasons: list[str] = Field(default_factory=list)
-    parent: int | None = Field(None, description="the proposal it was counted against")
+    refused_reason: str | None = None
+    infra_reason: str | None = None
+    objective_vs_baseline: float | None = None
+    gain_vs_parent: float | None = None
+    per_shape_vs_baseline: dict[str, float] | None = None
+    commit: str | None = None
+    branch: str | None = None
+    cost_usd: float | None = None
+    was_best: bool | None = None
+
+
+class HistoryRow(_Row):
+    id: int
+    round: int
 
 
 class History(_Open):
@@ -87,12 +127,13 @@ class History(_Open):
     attempts: list[HistoryRow]
 
 
-class Submission(_Open):
+class Submission(_Row):
     verdict: str = Field(
         description="the outcome (docs/loop.md, 'Outcomes'): accepted | accepted, not "
         "promoted | correct, not timed | rejected [CATEGORY] | refused | not evaluated | "
         "unparsable (the free retry: no round spent)"
     )
+    id: int | None = Field(None, description="the proposal's history id; None when unparsable")
     outcome: str = Field(description="the feedback the loop's agents get, compile facts included")
     round_spent: bool = Field(True, description="False only for the free retry of unusable source")
     new_best: bool = False

@@ -10,6 +10,7 @@ a stray print — ours, a library's or a sandboxed child's — cannot corrupt it
 
 from __future__ import annotations
 
+import inspect
 import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Annotated, Any
@@ -21,6 +22,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
 
+from kernelloop import __version__
 from kernelloop.errors import KernelloopError
 from kernelloop.loop import mcp_schemas as S
 
@@ -97,9 +99,14 @@ async def _op(lazy: LazySession, name: str, *args: Any) -> Any:
 
 
 def build_server(lazy: LazySession) -> MCPServer:
-    server = MCPServer(name="kernelloop", instructions=INSTRUCTIONS)
+    server = MCPServer(name="kernelloop", instructions=INSTRUCTIONS, version=__version__)
 
-    @server.tool(name="task")
+    def tool(name: str) -> Callable[[Callable[..., Any]], Any]:
+        """`server.tool`, with the docstring dedented as the tool's description (a client
+        shows it as written: the source's indentation is noise)."""
+        return lambda fn: server.tool(name=name, description=inspect.cleandoc(fn.__doc__ or ""))(fn)
+
+    @tool("task")
     async def task_tool() -> S.TaskInfo:
         """The task: `contract` (the text the loop's LLM agents read: the judged device and
         the torch/triton versions, the reference source, the input generator and the cases
@@ -111,7 +118,7 @@ def build_server(lazy: LazySession) -> MCPServer:
         current best and the rounds used and left."""
         return S.TaskInfo.model_validate(await _op(lazy, "describe"))
 
-    @server.tool(name="history")
+    @tool("history")
     async def history_tool(
         limit: Annotated[int, Field(description=S.LIMIT, ge=1)] = 20,
     ) -> S.History:
@@ -121,7 +128,7 @@ def build_server(lazy: LazySession) -> MCPServer:
         reasons, commit and branch. Ids of correct candidates can be a submission's `parent`."""
         return S.History.model_validate(await _op(lazy, "history", limit))
 
-    @server.tool(name="profile")
+    @tool("profile")
     async def profile_tool(
         ctx: Context,
         source: Annotated[str | None, Field(description=S.PROFILE_SOURCE)] = None,
@@ -134,7 +141,7 @@ def build_server(lazy: LazySession) -> MCPServer:
         the run's profile budget (`run.profiles_left`)."""
         return S.Profile.model_validate(await _op(lazy, "profile", source, _progress(ctx)))
 
-    @server.tool(name="submit_candidate")
+    @tool("submit_candidate")
     async def submit_tool(
         source: Annotated[str, Field(description=S.SOURCE)],
         claim: Annotated[str, Field(description=S.CLAIM)],
@@ -158,7 +165,7 @@ def build_server(lazy: LazySession) -> MCPServer:
         )
         return S.Submission.model_validate(out)
 
-    @server.tool(name="variant")
+    @tool("variant")
     async def variant_tool(ref: Annotated[str, Field(description=S.REF)] = "best") -> S.Variant:
         """The source of any recorded generation (a proposal id from `history`, 'best', or
         a git revision) with its commit, to read or build on. Making an older generation the

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from concurrent.futures import FIRST_COMPLETED, Future, wait
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from kernelloop.agents.base import Proposal
 from kernelloop.errors import KernelloopError
@@ -200,10 +200,11 @@ def record_round(
     seen: dict[str, int] = {}
     for k, prop in enumerate(proposals, start=1):
         pid, refused = _prechecks(run, r, k, prop, best)
-        if screened is not None:
+        prop = replace(prop, proposal_id=pid)
+        if screened is not None and not prop.refused:
             refused[:0] = screened[k - 1]
-        if (first := seen.setdefault(prop.source, k)) != k:
-            refused.insert(0, f"the same source as candidate {r}.{first} of this round")
+        if not prop.refused and (first := seen.setdefault(prop.source, pid)) != pid:
+            refused.insert(0, f"the same source as candidate #{first} of this round")
         entries.append(Entry(k, prop, pid, refused))
     for e in entries:
         if e.refused:
@@ -264,7 +265,7 @@ def _record_outcome(
     e.told = outcome_text(word, reasons, ev, best_label)
     if parent is not None and wants_profile(run, ev):
         run.view.status(f"profiling candidate {r}.{e.k} for its feedback")
-        e.told += "\n" + candidate_profile(run, e.prop.source, f"r{r}_{e.k}", parent)
+        e.told += "\n" + candidate_profile(run, e.prop.source, f"r{r}_{e.k}", parent, e.pid)
     run.view.candidate(r, e.k, e.prop, word, "; ".join(reasons), stage_line(ev))
 
 
@@ -294,7 +295,7 @@ def close_round(run: Run, r: int, best: Best, entries: list[Entry], note: str = 
         if e.pid in decision.gains and not won:
             assert decision.winner is not None
             e.told = (
-                f"{NOT_PROMOTED}: candidate {r}.{decision.winner.k} of "
+                f"{NOT_PROMOTED}: candidate #{decision.winner.id} of "
                 f"this round gained more ({decision.gain:+.1%} against "
                 f"{decision.gains[e.pid]:+.1%}); {e.told.partition(': ')[2]}"
             )
@@ -335,14 +336,18 @@ def _prechecks(run: Run, r: int, k: int, prop: Proposal, best: Best) -> tuple[in
     (`Proposal.parent`); the gate compares with the current best all the same."""
     entry = run.task.spec.task.entry
     parent_id, parent_source, refused = best.pid, best.source, []
+    if prop.refused:  # the agent could not read it as a candidate: recorded, then refused
+        pid = run.store.add_proposal_from(run.id, r, prop, k=k, parent_id=parent_id)
+        return pid, [prop.refused]
     if prop.parent and prop.parent != str(best.pid):
         choices = run.store.correct_sources(run.task.name, limit=1_000_000)
         if prop.parent.isdigit() and int(prop.parent) in choices:
             parent_id, parent_source = int(prop.parent), choices[int(prop.parent)]
         else:
+            allowed = ", ".join(f"#{i}" for i in sorted({*choices, best.pid})[-12:])
             refused.append(
                 f"parent #{prop.parent} is not an earlier candidate of this task judged correct; "
-                "name one from the history, or none to start from the current best"
+                f"name one of {allowed}, or none to start from the current best"
             )
     decisions = check_proposal(run.task.spec.rules, parent_source, prop.source, entry)
     try:

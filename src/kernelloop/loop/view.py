@@ -131,11 +131,12 @@ class RunView:
             self._live = None
         title = f"{summary['task']}: {summary['status']}"
         table = _table(self.rows, self.console.width)
-        if isinstance(table, Table):
+        if isinstance(table, Table) and self.rows:
             table.title = title
         else:
             self.console.print(title, style="bold", markup=False, highlight=False)
-        self.console.print(table)
+        if self.rows:  # none: no candidate, or each already printed (external.ProgressView)
+            self.console.print(table)
         if summary.get("best_per_shape"):
             self.console.print(_shape_table(summary["best_per_shape"], self.console.width < WIDE))
         self.console.print(

@@ -41,6 +41,8 @@ class Collected:
 
     kernels: list[KernelProfile] = field(default_factory=list)
     facts: list[CompileFact] = field(default_factory=list)
+    # Compile facts at the `more_shapes` asked for (facts mode), by shape label.
+    facts_by_shape: dict[str, list[CompileFact]] = field(default_factory=dict)
     timings: list[KernelTiming] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)
     device_name: str | None = None
@@ -57,11 +59,14 @@ def collect(
     device: str,
     sandbox: str,
     timeout_s: float,
+    more_shapes: tuple[Shape, ...] = (),
 ) -> Collected:
-    """Run the profile worker on one source: under ncu when possible, else for compile facts."""
+    """Run the profile worker on one source: under ncu when possible, else for compile facts
+    (with `more_shapes`, at each of those too, in the same run: `Collected.facts_by_shape`)."""
     t0 = time.monotonic()
     got = Collected()
     job = {**_job(task, Path("impl") / "candidate.py", shape, dtype, device), "name": name}
+    job["more_shapes"] = [(s.label, dict(s.dims)) for s in more_shapes]
     ncu = find_ncu() if device == "cuda" else None
     if device != "cuda":
         got.missing.append(
@@ -232,6 +237,7 @@ def _run_facts(got: Collected, job: dict, cfg: SandboxConfig, source: bytes) -> 
         )
     msgs = _messages(res.stdout, run_job["channel_key"])
     _check_import(msgs, job.get("name") or "the candidate")
+    asked = {label for label, _ in job.get("more_shapes", [])}  # the worker names no others
     if job["device"] == "cuda":
         got.device_name = got.device_name or _device_name(msgs)
     for m in msgs:
@@ -239,6 +245,10 @@ def _run_facts(got: Collected, job: dict, cfg: SandboxConfig, source: bytes) -> 
             got.facts = _valid(CompileFact, m.get("kernels"), got, "compile facts")
             notes = m.get("notes") if isinstance(m.get("notes"), list) else []
             got.missing += [f"note: {clean(n, 300)}" for n in notes[:10]]
+        elif m["type"] == "facts_at" and m.get("shape") in asked and "kernels" in m:
+            got.facts_by_shape[m["shape"]] = _valid(
+                CompileFact, m.get("kernels"), got, f"compile facts at {m['shape']}"
+            )
         elif m["type"] == "timings":
             got.timings = _valid(KernelTiming, m.get("kernels"), got, "kernel timings")
         elif m["type"] == "error":

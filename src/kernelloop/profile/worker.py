@@ -7,8 +7,9 @@ Modes (job["mode"]):
   autotuning happen here, outside the range), then run ONE call inside the NVTX push/pop
   range `kernelloop_profile`, which is all `ncu --nvtx-include kernelloop_profile/` profiles.
 - "facts": no counters. Record the candidate's Triton launches at the profiled shape
-  (meta tensors, nothing runs) and compile each for the job's target arch; on a GPU, also
-  time one real call with torch.profiler.
+  (meta tensors, nothing runs) and compile each for the job's target arch, then the same
+  at each of the job's `more_shapes` (one `facts_at` message each, from a fresh import);
+  on a GPU, also time one real call with torch.profiler.
 
 The job comes in a file, not on stdin: ncu sits between the sandbox and this process; it
 carries the run's channel key and is deleted before the candidate is imported. Messages go
@@ -64,6 +65,20 @@ def run_facts(job: dict, fn, module) -> None:
         for launch in recorder.launches
     ]
     send("facts", kernels=facts, notes=recorder.notes)
+    for i, (label, dims) in enumerate(job.get("more_shapes", [])):
+        # Each shape from a fresh import (the recorder replaced the kernels' `run`), in
+        # this one run: a sandbox and torch per shape cost ~4 s each on a CPU box.
+        try:
+            mod = _import_file(job["impl"], f"kernelloop_profile_shape_{i}")
+            rec = record_launches(
+                getattr(mod, job["entry"]), make_inputs, mod, dims, dtype, job["params"]
+            )
+            at = [
+                compile_launch(x, job.get("arch", 90)).model_dump(mode="json") for x in rec.launches
+            ]
+            send("facts_at", shape=label, kernels=at)
+        except Exception as e:  # noqa: BLE001 - reported; the other shapes still count
+            send("facts_at", shape=label, error=_tail(e))
     if job.get("device") == "cuda":
         from kernelloop.profile.fallback import torch_profiler_timings
 

@@ -39,7 +39,7 @@ def cut_marker(what: str, dropped_lines: int, budget_tokens: int) -> str:
 def fit(text: str, budget_tokens: int, what: str = "text") -> str:
     """`text` whole when its estimate is within `budget_tokens`, else its first lines and a
     marked cut (the marker counted inside the budget). Never cuts inside a line unless the
-    first line alone is over the budget."""
+    first line alone is over the budget, and then at a word."""
     if approx_tokens(text) <= budget_tokens:
         return text
     lines = text.split("\n")
@@ -54,8 +54,8 @@ def fit(text: str, budget_tokens: int, what: str = "text") -> str:
         kept.append(line)
         used += cost
     if not kept and lines and room > 0:
-        # One line over the budget on its own: keep its start.
-        kept.append(lines[0][: room * 2])
+        # One line over the budget on its own: keep its start, cut at a word.
+        kept.append(clip(lines[0], room * 2))
     dropped = len(lines) - len(kept)
     return "\n".join([*kept, cut_marker(what, max(dropped, 1), budget_tokens)])
 

@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING
 
 from kernelloop.agents.llm.agent import LLMAgent
 from kernelloop.agents.llm.cascade import CascadeAgent
-from kernelloop.agents.llm.keyholder import make_provider
 from kernelloop.agents.llm.ledger import CostLedger, LedgerEntry
 from kernelloop.agents.llm.prices import PriceTable, load_price_table
 from kernelloop.agents.llm.prompts import load_prompts
@@ -67,6 +66,11 @@ def make_llm_agent(
     model; `screen_base_url` / `final_base_url` override it per stage (e.g. a local vLLM
     screen in front of a hosted final model).
     """
+    # Imported here, not at the package's top: the launcher runs the key holder as
+    # `python -m kernelloop.agents.llm.keyholder`, which imports this package first; had
+    # the package imported the module too, runpy would warn on every run (issue 47).
+    from kernelloop.agents.llm.keyholder import make_provider
+
     provider, _ = parse_model_spec(spec)
     retry = RetryPolicy(max_attempts=max_attempts, base_s=backoff_base_s, max_s=backoff_max_s)
     common = dict(

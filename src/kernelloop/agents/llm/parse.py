@@ -56,6 +56,9 @@ class ParsedCandidate:
     source: str | None = None  # None: a direction without a draft (screen answers only)
     from_diff: bool = False
     parent: str = ""  # the proposal id named on a `Parent: #N` line ("" = the current best)
+    # Set on a section that cannot be judged: why, in one sentence for the model (the
+    # source is then the section's full file where it has one, for the history row).
+    problem: str = ""
 
 
 @dataclass(frozen=True)
@@ -222,51 +225,121 @@ def parse_answer(
     `native`: a cuda task's entry parameters (as written, and their names), with which a
     C++ source in a ```cuda block stands for a candidate. `parents`: the earlier correct
     candidates a `Parent: #N` line may name (id -> source); a diff then applies to it."""
+    usable, _, errors = parse_sections(
+        text,
+        base_source,
+        entry,
+        require_source=require_source,
+        truncated=truncated,
+        native=native,
+        parents=parents,
+    )
+    return usable, errors
+
+
+def parse_sections(
+    text: str,
+    base_source: str,
+    entry: str,
+    *,
+    require_source: bool = True,
+    truncated: bool = False,
+    native: tuple[str, tuple[str, ...]] | None = None,
+    parents: Mapping[str, str] | None = None,
+) -> tuple[list[ParsedCandidate], list[ParsedCandidate], list[str]]:
+    """(usable candidates, unusable sections, one sentence per problem): as
+    `parse_answer`, and each section that cannot be judged as a `ParsedCandidate` whose
+    `problem` says why, so the loop can record and refuse it rather than drop it."""
     parents = parents or {}
     candidates: list[ParsedCandidate] = []
+    unusable: list[ParsedCandidate] = []
     errors: list[str] = []
     sections = _split_sections(text or "")
     for n, lines in enumerate(sections, start=1):
         where = f"candidate {n}: " if len(sections) > 1 else ""
         blocks, prose, open_fence = _blocks_and_prose(lines)
-        if open_fence:
-            cut = " (the answer was cut off at the token limit; answer more briefly)"
-            errors.append(f"{where}a code block is never closed{cut if truncated else ''}")
-            continue
         fields = _fields(prose)
-        hypothesis = fields.get("hypothesis", "")
-        direction = fields.get("direction", "")
-        if not hypothesis and not (direction and not require_source):
-            errors.append(f"{where}there is no 'Hypothesis:' line saying why it should be faster")
-            continue
-        parent, problem = _parent(fields.get("parent", ""), parents)
+        cand, problem = _read_section(
+            blocks,
+            fields,
+            open_fence,
+            base_source,
+            entry,
+            require_source,
+            truncated,
+            native,
+            parents,
+        )
         if problem:
             errors.append(f"{where}{problem}")
-            continue
-        base = parents[parent] if parent else base_source
-        source, from_diff, problem = _source_from(blocks, base, entry, native)
-        if problem and require_source:
-            errors.append(f"{where}{problem}")
-            continue
-        if source is None and require_source:
-            errors.append(
-                f"{where}there is no code: put the complete new source in a ```python block "
-                "or a unified diff against the current best in a ```diff block"
+        if cand is None:
+            hypothesis, direction = fields.get("hypothesis", ""), fields.get("direction", "")
+            unusable.append(
+                ParsedCandidate(
+                    hypothesis=hypothesis or direction,
+                    predicted_effect=fields.get("predicted_effect", ""),
+                    direction=direction or _first_sentence(hypothesis),
+                    source=_full_file(blocks, entry),
+                    parent=fields.get("parent", "").strip().strip("*`#").strip(),
+                    problem=f"{where}{problem}",
+                )
             )
-            continue
-        if problem:  # a screen draft that is broken: keep the direction, drop the draft
-            errors.append(f"{where}{problem} (kept the direction without the draft)")
-        cand = ParsedCandidate(
-            hypothesis=hypothesis or direction,
-            predicted_effect=fields.get("predicted_effect", ""),
-            direction=direction or _first_sentence(hypothesis),
-            difficulty=_difficulty(fields.get("difficulty", "")),
-            source=source,
-            from_diff=from_diff,
-            parent=parent,
+        else:
+            candidates.append(cand)
+    return candidates, unusable, errors
+
+
+def _read_section(
+    blocks: list[_Block],
+    fields: dict[str, str],
+    open_fence: bool,
+    base_source: str,
+    entry: str,
+    require_source: bool,
+    truncated: bool,
+    native: tuple[str, tuple[str, ...]] | None,
+    parents: Mapping[str, str],
+) -> tuple[ParsedCandidate | None, str]:
+    """(the section's candidate, "") or (None, why it cannot be judged); a screen
+    draft that is broken keeps its direction: (candidate, the draft's problem)."""
+    if open_fence:
+        cut = " (the answer was cut off at the token limit; answer more briefly)"
+        return None, f"a code block is never closed{cut if truncated else ''}"
+    hypothesis = fields.get("hypothesis", "")
+    direction = fields.get("direction", "")
+    if not hypothesis and not (direction and not require_source):
+        return None, "there is no 'Hypothesis:' line saying why it should be faster"
+    parent, problem = _parent(fields.get("parent", ""), parents)
+    if problem:
+        return None, problem
+    base = parents[parent] if parent else base_source
+    source, from_diff, problem = _source_from(blocks, base, entry, native)
+    if problem and require_source:
+        return None, problem
+    if source is None and require_source:
+        return None, (
+            "there is no code: put the complete new source in a ```python block "
+            "or a unified diff against the current best in a ```diff block"
         )
-        candidates.append(cand)
-    return candidates, errors
+    cand = ParsedCandidate(
+        hypothesis=hypothesis or direction,
+        predicted_effect=fields.get("predicted_effect", ""),
+        direction=direction or _first_sentence(hypothesis),
+        difficulty=_difficulty(fields.get("difficulty", "")),
+        source=source,
+        from_diff=from_diff,
+        parent=parent,
+    )
+    # a screen draft that is broken: keep the direction, drop the draft
+    return cand, f"{problem} (kept the direction without the draft)" if problem else ""
+
+
+def _full_file(blocks: list[_Block], entry: str) -> str | None:
+    """The section's last complete Python file (defines the entry), if it has one."""
+    for b in reversed(blocks):
+        if b.lang in _CODE_LANGS and not looks_like_diff(b.body) and f"def {entry}" in b.body:
+            return b.body
+    return None
 
 
 def _parent(text: str, parents: Mapping[str, str]) -> tuple[str, str]:

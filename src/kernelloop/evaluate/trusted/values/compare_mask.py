@@ -111,8 +111,15 @@ def infer_mask(
         got = float(o_flat[worst].item())
         gap = abs(keep - drop)
         bound = tol.atol + tol.rtol * gap
+        # The value check's own words first (issue 47: a LayerNorm variance bug read as a
+        # dropout problem): the output is off its nearest reference value.
+        which, near = ("kept", keep) if abs(got - keep) <= abs(got - drop) else ("dropped", drop)
         return MaskInference(
             False,
+            f"{n_neither} of {o_flat.numel()} elements are wrong values, outside the tolerance "
+            f"of both reference values (worst at {at}: expected {near:.6g}, its {which} "
+            f"value, got {got:.6g}, {abs(got - near):.3g} off): an error in the computed "
+            "values, before any question of which elements are dropped; in dropout terms, "
             f"{n_neither} elements are neither a kept nor a dropped value (worst at {at}: kept "
             f"value {keep:.6g}, dropped value {drop:.6g}, got {got:.6g}; each must be within "
             f"atol + rtol·|kept − dropped| = {bound:.3g} of one, plus one unit of "
