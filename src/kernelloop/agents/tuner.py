@@ -2,12 +2,12 @@
 applies structural rewrites where the task marks the spots.
 
 Each round it proposes, best first, up to `per_round` candidates (the loop judges them
-all in the round and promotes the best accepted one):
+all in the round and promotes the best that gained):
 1. structural moves from the pattern library (tuner_patterns.toml) at the spots the
    kernel marks with `# kernelloop: spot NAME` ("one Philox call for several elements");
 2. single-literal moves: the rule table (tuner_rules.toml) maps profile symptoms to moves
    ("occupancy limited by registers -> fewer warps or a smaller block"), a direction just
-   accepted is continued, the opposite of one measured slower comes next, and a
+   gained is continued, the opposite of one measured slower comes next, and a
    neighbourhood search steps each tunable one notch up and down;
 3. the sweep (tuner_sweep.py): the cartesian product of the tunables within two notches,
    pruned by the rule table, the edit-point limit and compile facts (spills, registers,
@@ -50,6 +50,7 @@ from kernelloop.agents.tuner_table import (
     load_table,
     render,
 )
+from kernelloop.task import words
 
 if TYPE_CHECKING:
     from kernelloop.task.load import Task
@@ -245,7 +246,8 @@ class TunerAgent:
             yield source, lambda _k, c=config, i=i, s=source: self._swept(c, i, n, pruned, s)
 
     def observe(self, proposal: Proposal, outcome: str) -> None:
-        """`outcome` starting with "accepted" is a success; anything else a failure."""
+        """An outcome that gained (task/words.py: promoted, or judged correct and faster but
+        not promoted) is a success; anything else a failure."""
         self.outcomes.append((proposal, outcome))
         move = self._moves.get(_digest(proposal.source))
         if move is None:
@@ -253,7 +255,7 @@ class TunerAgent:
         direction = (move.tunable, move.step)
         self._reverse = None
         text = outcome.strip().lower()
-        if text.startswith("accepted"):
+        if words.gained(text):
             self._momentum = direction
             self._failed.pop(direction, None)
         else:
@@ -262,7 +264,9 @@ class TunerAgent:
                 self._momentum = None
             # Measured slower (not wrong, not refused): a launch parameter's time is
             # usually unimodal in it, so the other way from the same value comes next.
-            if text.startswith("rejected") and ("slower" in text or re.search(r"speedup \d", text)):
+            if text.startswith(words.REJECTED) and (
+                "slower" in text or re.search(r"speedup \d", text)
+            ):
                 self._reverse = (move.tunable, "up" if move.step == "down" else "down")
 
     def _candidate_moves(
@@ -314,7 +318,7 @@ class TunerAgent:
             direction = f"{move.rule.name}: {move.tunable} {move.step}"
         else:
             if self._momentum == (move.tunable, move.step):
-                why = "it was just accepted, so the tuner keeps going that way"
+                why = "it just gained (promoted), so the tuner keeps going that way"
             elif self._reverse == (move.tunable, move.step):
                 why = (
                     f"the opposite move from {move.old} was just measured slower, "

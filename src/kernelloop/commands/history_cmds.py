@@ -22,6 +22,8 @@ from kernelloop.versions import Versions
 
 
 def _shape_text(a: Attempt) -> str:
+    if not a.measured:
+        return "–"
     changes = sorted(a.shape_changes().items(), key=lambda kv: abs(kv[1] - 1), reverse=True)
     return ", ".join(f"{s} {(r - 1) * 100:+.1f}%" for s, r in changes[:3])
 
@@ -44,6 +46,8 @@ def _objective_cell(a: Attempt) -> str:
     required beside it, so "+3.0%" next to "rejected [slower]" reads as short of the bar."""
     if a.objective is None:
         return "–"
+    if not a.measured:
+        return "not timed"
     cell = f"{a.objective:.3f}x"
     if a.gain is None:
         return cell
@@ -120,9 +124,8 @@ def history(
         console.print(table)
         best, pending = store.promoted_best(task.name), store.pending_best(task.name)
         if best:
-            console.print(
-                f"best: #{best.id} ({best.objective or 0:.3f}x), branch kernelloop/{task.name}/best"
-            )
+            speed = f"{best.objective or 0:.3f}x" if best.measured else "not timed"
+            console.print(f"best: #{best.id} ({speed}), branch kernelloop/{task.name}/best")
         if pending:
             console.print(
                 f"[yellow]awaiting approval:[/] #{pending.id}; run `kernelloop approve {task_dir}`"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 import shutil
@@ -20,7 +21,7 @@ from kernelloop.commands.progress import progress_lines
 from kernelloop.errors import KernelloopError
 from kernelloop.evaluate.trusted.values.record import NOT_THE_CANDIDATES, EvaluationRecord
 from kernelloop.evaluate.trusted.values.stages import summary as stage_summary
-from kernelloop.task import load_task
+from kernelloop.task import load_task, words
 
 TEMPLATE = Path(__file__).resolve().parent.parent / "task" / "template"
 
@@ -209,7 +210,9 @@ def evaluate_cmd(
             workers=workers,
         )
     if json_out:
-        sys.stdout.write(record.model_dump_json(indent=2) + "\n")
+        # The record as stored, plus the outcome in the one vocabulary (task/words.py).
+        data = {**json.loads(record.model_dump_json()), "outcome": outcome(record)}
+        sys.stdout.write(json.dumps(data, indent=2) + "\n")
     else:
         print_record(record, Console())
     if record.verdict.accepted:
@@ -285,7 +288,11 @@ def print_record(record: EvaluationRecord, console: Console) -> None:
         console.print(tt)
     v = record.verdict
     if v.accepted:
-        console.print("[bold green]ACCEPTED[/]: every check passed")
+        timed = "" if record.timings_count else ", not timed"
+        console.print(
+            f"[bold green]{words.JUDGED_CORRECT_HEADLINE}{timed}[/]: every check passed"
+            + ("" if record.timings_count else " (timings on this device do not count)")
+        )
         if v.judged_on:
             console.print(f"  {v.judged_on}", highlight=False, markup=False)
     else:
@@ -295,3 +302,12 @@ def print_record(record: EvaluationRecord, console: Console) -> None:
             v.reasons,
             note=" (not run)" if record.environment.sandbox == "not started" else "",
         )
+
+
+def outcome(record: EvaluationRecord) -> str:
+    """`evaluate`'s outcome: judged correct (not timed where timings do not count) or
+    rejected [category]."""
+    v = record.verdict
+    if not v.accepted:
+        return f"{words.REJECTED} [{v.category}]"
+    return words.JUDGED_CORRECT if record.timings_count else words.NOT_TIMED

@@ -73,7 +73,7 @@ class HistoryRow(_Open):
     id: int
     round: int
     verdict: str = Field(
-        description='the outcome word (docs/loop.md): "accepted", "rejected [wrong]", …'
+        description='the outcome word (docs/loop.md): "promoted", "rejected [wrong]", …'
     )
     status: str = Field(description="proposed | refused | evaluated | infrastructure")
     direction: str = ""
@@ -89,8 +89,8 @@ class History(_Open):
 
 class Submission(_Open):
     verdict: str = Field(
-        description="the outcome (docs/loop.md, 'Outcomes'): accepted | accepted, not "
-        "promoted | correct, not timed | rejected [CATEGORY] | refused | not evaluated | "
+        description="the outcome (docs/loop.md, 'Outcomes'): promoted | judged correct, not "
+        "promoted | judged correct, not timed | rejected [CATEGORY] | refused | not evaluated | "
         "unparsable (the free retry: no round spent)"
     )
     outcome: str = Field(description="the feedback the loop's agents get, compile facts included")
