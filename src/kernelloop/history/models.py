@@ -269,6 +269,7 @@ class RunOwner:
     pid: int
     host: str
     heartbeat_at: str
+    claimed_at: str | None = None  # when its stretch of the run began
 
 
 @dataclass(frozen=True)

@@ -152,7 +152,8 @@ def owner(run: sqlite3.Row) -> RunOwner | None:
     and for runs written before owners were recorded."""
     if run["finished_at"] or run["owner_pid"] is None or not run["heartbeat_at"]:
         return None
-    return RunOwner(int(run["owner_pid"]), run["owner_host"], run["heartbeat_at"])
+    claimed = run["claimed_at"] if "claimed_at" in run.keys() else None
+    return RunOwner(int(run["owner_pid"]), run["owner_host"], run["heartbeat_at"], claimed)
 
 
 def run_info(r: sqlite3.Row) -> RunInfo:
