@@ -25,6 +25,13 @@ if TYPE_CHECKING:
     from kernelloop.loop.driver import RunInterrupted
 
 
+# `run --help` in groups (issue 47: 21 options in one panel, 137 lines at 80 columns).
+AGENT = "Who proposes"
+ROUNDS = "Rounds"
+JUDGED = "What is judged"
+FILES = "History, files and the sandbox"
+
+
 def register(app: typer.Typer) -> None:
     app.command("run")(run_cmd)
 
@@ -32,59 +39,88 @@ def register(app: typer.Typer) -> None:
 def run_cmd(
     task: Annotated[Path, typer.Argument(metavar="TASK", help="task folder (with task.toml)")],
     agent: Annotated[
-        str, typer.Option(help="tuner | scripted:DIR | openai:MODEL | anthropic:MODEL")
+        str,
+        typer.Option(
+            rich_help_panel=AGENT, help="tuner | scripted:DIR | openai:MODEL | anthropic:MODEL"
+        ),
     ] = "tuner",
     screen_model: Annotated[
-        str | None, typer.Option(help="cheap model that lists directions and drafts")
+        str | None,
+        typer.Option(rich_help_panel=AGENT, help="cheap model that lists directions and drafts"),
     ] = None,
     final_model: Annotated[
-        str | None, typer.Option(help="strong model for the hardest 2–3 directions")
+        str | None,
+        typer.Option(rich_help_panel=AGENT, help="strong model for the hardest 2–3 directions"),
     ] = None,
     base_url: Annotated[
         str | None,
-        typer.Option(help="OpenAI-compatible endpoint (vLLM, SGLang, llama.cpp, Ollama)"),
+        typer.Option(
+            rich_help_panel=AGENT,
+            help="OpenAI-compatible endpoint (vLLM, SGLang, llama.cpp, Ollama)",
+        ),
     ] = None,
     rounds: Annotated[
-        int | None, typer.Option(min=1, help="at most this many rounds (≤ the task's max_rounds)")
+        int | None,
+        typer.Option(
+            min=1, rich_help_panel=ROUNDS, help="at most this many rounds (≤ the task's max_rounds)"
+        ),
     ] = None,
     candidates: Annotated[
         int | None,
         typer.Option(
             min=1,
             max=64,
+            rich_help_panel=ROUNDS,
             help="proposals per round, all judged in the round (default: the task's "
             "rules.candidates, else 2 for model agents and the tuner, 1 for scripted)",
         ),
     ] = None,
-    device: Annotated[str, typer.Option(help="auto | cuda | cpu")] = "auto",
+    device: Annotated[str, typer.Option(rich_help_panel=JUDGED, help="auto | cuda | cpu")] = "auto",
     shapes: Annotated[
-        str | None, typer.Option(help="cpu | gpu | all | labels (default: the device's shapes)")
+        str | None,
+        typer.Option(
+            rich_help_panel=JUDGED, help="cpu | gpu | all | labels (default: the device's shapes)"
+        ),
     ] = None,
     dtypes: Annotated[
-        str | None, typer.Option(help="comma-separated dtypes (default: all)")
+        str | None,
+        typer.Option(rich_help_panel=JUDGED, help="comma-separated dtypes (default: all)"),
     ] = None,
     resume: Annotated[
-        bool, typer.Option("--resume", help="continue the last unfinished run of this task")
+        bool,
+        typer.Option(
+            "--resume", rich_help_panel=ROUNDS, help="continue the last unfinished run of this task"
+        ),
     ] = False,
     workspace: Annotated[
-        Path | None, typer.Option(help="history/versions folder (default TASK/.kernelloop)")
+        Path | None,
+        typer.Option(
+            rich_help_panel=FILES, help="history/versions folder (default TASK/.kernelloop)"
+        ),
     ] = None,
     sandbox: Annotated[
-        str, typer.Option(help="auto (= bwrap) | bwrap | none (no isolation: see docs/security.md)")
+        str,
+        typer.Option(
+            rich_help_panel=FILES,
+            help="auto (= bwrap) | bwrap | none (no isolation: see docs/security.md)",
+        ),
     ] = "auto",
     allow_unsandboxed: Annotated[
         bool,
         typer.Option(
-            help="let a best evaluated with --sandbox none be promoted without `kernelloop approve`"
+            rich_help_panel=FILES,
+            help="let a best evaluated with --sandbox none be promoted without "
+            "`kernelloop approve`",
         ),
     ] = False,
     summary_json: Annotated[
-        Path | None, typer.Option(help="also write the run summary here")
+        Path | None, typer.Option(rich_help_panel=FILES, help="also write the run summary here")
     ] = None,
     compiled: Annotated[
         bool,
         typer.Option(
             "--compiled",
+            rich_help_panel=JUDGED,
             help="every benchmark also times the reference under torch.compile (the "
             "summary's speedup over torch.compile; never the gate's)",
         ),
@@ -93,6 +129,7 @@ def run_cmd(
         bool,
         typer.Option(
             "--profile/--no-profile",
+            rich_help_panel=JUDGED,
             help="profile each new best under Nsight Compute for the agent and the report; "
             "--no-profile: compile facts only (a scripted agent reads no profile)",
         ),
@@ -101,6 +138,7 @@ def run_cmd(
         bool,
         typer.Option(
             "--overlap",
+            rich_help_panel=AGENT,
             help="with a model agent, ask for the next round's proposals while this round "
             "is judged (docs/loop.md, 'Overlap')",
         ),
