@@ -62,6 +62,9 @@ def check_inputs(task: Task) -> None:
     follow the task's declared dims and dtypes; return quietly otherwise."""
     import torch
 
+    from kernelloop.task.names_check import check_cases, check_names
+
+    check_names(task)
     make = task.load_function("inputs")
     shapes = sorted(task.spec.cpu_shapes, key=lambda s: _numel(s.dims))[:2]
     where = f"{task.spec.task.inputs} of task {task.name}"
@@ -89,6 +92,8 @@ def check_inputs(task: Task) -> None:
                     )
             got[(i, d)] = out
     _check_dtypes(got, task.spec.dtypes, where)
+    if shapes:
+        check_cases(task, make, shapes[0].dims, task.spec.dtypes[0])
     if len(shapes) == 2:
         _check_dims(got, shapes[0].dims, shapes[1].dims, task.spec.dtypes[0], where)
 
