@@ -95,3 +95,13 @@ def test_one_word_set_across_cli_report_and_json(tmp_path):
     assert [r["timed"] for r in rows] == [False, False], rows
     assert rows[1]["accepted"] is True and rows[1]["category"] == "accepted", rows[1]
     assert ev_json["outcome"] == words.NOT_TIMED and ev_json["verdict"]["accepted"], ev_json
+    # The share of the tolerance used (docs/task.md "Tolerances"): in the verdict and JSON.
+    used = ev_json["tol_used_max"]
+    assert 0 < used["share"] <= 1 and used["check"].split("/")[0] in {
+        "random",
+        "extreme",
+        "stochastic",
+        "e2e",
+    }
+    assert max(c["tol_used"] or 0 for c in ev_json["checks"]) == used["share"], used
+    assert "of the tolerance used (" in ev.stdout, ev.stdout

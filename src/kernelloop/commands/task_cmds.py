@@ -212,6 +212,7 @@ def evaluate_cmd(
     if json_out:
         # The record as stored, plus the outcome in the one vocabulary (task/words.py).
         data = {**json.loads(record.model_dump_json()), "outcome": outcome(record)}
+        data["tol_used_max"] = tolerance_used(record)
         sys.stdout.write(json.dumps(data, indent=2) + "\n")
     else:
         print_record(record, Console())
@@ -233,16 +234,20 @@ def print_record(record: EvaluationRecord, console: Console) -> None:
     suites: dict[tuple[str, str], list] = {}
     for c in record.checks:
         suites.setdefault((c.suite, c.dtype), []).append(c)
-    table = Table("suite", "dtype", "checks", "passed", "max rel err", title="correctness")
+    table = Table(
+        "suite", "dtype", "checks", "passed", "max rel err", "tol used", title="correctness"
+    )
     for (suite, dtype), cs in sorted(suites.items()):
         n_ok = sum(c.passed for c in cs)
         rels = [c.max_rel_err for c in cs if c.max_rel_err is not None]
+        used = [c.tol_used for c in cs if c.tol_used is not None]
         table.add_row(
             suite,
             dtype,
             str(len(cs)),
             f"[{'green' if n_ok == len(cs) else 'red'}]{n_ok}[/]",
             f"{max(rels):.2e}" if rels else "-",
+            _share(max(used)) if used else "-",
         )
     if record.checks:
         console.print(table)
@@ -293,6 +298,13 @@ def print_record(record: EvaluationRecord, console: Console) -> None:
             f"[bold green]{words.JUDGED_CORRECT_HEADLINE}{timed}[/]: every check passed"
             + ("" if record.timings_count else " (timings on this device do not count)")
         )
+        if (used := tolerance_used(record)) is not None:
+            console.print(
+                f"  at most {_share(used['share'])} of the tolerance used ({used['check']}; "
+                'docs/task.md, "Tolerances")',
+                highlight=False,
+                markup=False,
+            )
         if v.judged_on:
             console.print(f"  {v.judged_on}", highlight=False, markup=False)
     else:
@@ -311,3 +323,19 @@ def outcome(record: EvaluationRecord) -> str:
     if not v.accepted:
         return f"{words.REJECTED} [{v.category}]"
     return words.JUDGED_CORRECT if record.timings_count else words.NOT_TIMED
+
+
+def tolerance_used(record: EvaluationRecord) -> dict | None:
+    """The largest share of its tolerance any value check used, max |out - ref| / (atol +
+    rtol·|ref|) (1 is the limit), and the check it was in; None where nothing was compared."""
+    used = [c for c in record.checks if c.tol_used is not None]
+    if not used:
+        return None
+    worst = max(used, key=lambda c: c.tol_used or 0.0)
+    check = f"{worst.suite}/{worst.case} {worst.shape} {worst.dtype}"
+    return {"share": worst.tol_used, "check": check}
+
+
+def _share(x: float) -> str:
+    """A share of the tolerance: "39%", "0.4%", "<0.1%"."""
+    return f"{x:.0%}" if x >= 0.1 else f"{x:.1%}" if x >= 0.001 else "<0.1%"
