@@ -307,5 +307,5 @@ def test_a_metric_the_profile_lacks_reads_not_measured_in_the_hypothesis(task):
     first = TunerAgent(task, per_round=1).propose(
         context(FUSED, {"occupancy_limiter": "registers", "registers_per_thread": 168})
     )[0]
-    assert "achieved occupancy not measured)" in first.hypothesis, first.hypothesis
+    assert "theoretical occupancy not measured, achieved not measured)" in first.hypothesis
     assert "?" not in first.hypothesis and "%" not in first.hypothesis

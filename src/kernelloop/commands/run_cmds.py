@@ -19,7 +19,7 @@ from kernelloop.commands.executor_opts import (
     RayAddressOpt,
     make_executor,
 )
-from kernelloop.task import load_task
+from kernelloop.task import Task, load_task
 
 if TYPE_CHECKING:
     from kernelloop.loop.driver import RunInterrupted
@@ -173,6 +173,8 @@ def run_cmd(
             base_url=base_url,
             per_round=per_round,
         )
+        if callable(getattr(the_agent, "avoid", None)):  # the tuner reads the history first
+            the_agent.avoid(*known_to_history(t, workspace, resolve_device(device)))
         opts = Options(
             device=device,
             shapes=shapes,
@@ -228,3 +230,31 @@ def _interrupted(stop: RunInterrupted, resumed: bool) -> NoReturn:
             markup=False,
         )
     raise typer.Exit(interrupt.EXIT_INTERRUPTED)
+
+
+def known_to_history(task: Task, workspace: Path | None, device: str):
+    """(why the loop would refuse a source as a duplicate of one the task's history judged,
+    the coming run's number): what the tuner reads before proposing, so a second run of
+    the same job spends no round on a refusal (issue 47). The history is read afresh on
+    each question (the loop writes it between rounds); no history yet: nothing is known."""
+    from kernelloop.evaluate.trusted.run import timings_count
+    from kernelloop.history import HistoryStore
+    from kernelloop.history.workspace import DB_NAME
+
+    db = task.workspace(workspace) / DB_NAME
+    measured = timings_count(device, False, task.spec.task.language)
+
+    def known(source: str, hypothesis: str, parent_id: str) -> str | None:
+        if not db.is_file():
+            return None
+        with HistoryStore.open(db) as store:
+            found = store.check_duplicate(
+                task.name, source, hypothesis, int(parent_id), measured=measured
+            )
+        return found.message if found else None
+
+    runs = 0
+    if db.is_file():
+        with HistoryStore.open(db) as store:
+            runs = len(store.runs(task.name))
+    return known, runs + 1
