@@ -1,6 +1,7 @@
 """The `kernelloop` command line.
 
-Exit codes: 0 accepted/success, 1 rejected, 2 usage/setup error, 130 interrupted (Ctrl-C).
+Exit codes: 0 success (judged correct, promoted or passed), 1 rejected, 2 usage or setup
+error, 130 interrupted (Ctrl-C).
 """
 
 from __future__ import annotations
@@ -98,8 +99,8 @@ def _root(
     ),
 ) -> None:
     """Closed-loop GPU kernel optimization behind a verification gate built to resist being
-    fooled (known gaps: docs/security.md). Exit codes: 0 success (accepted), 1 rejected,
-    2 usage or setup error, 130 interrupted."""
+    fooled (known gaps: docs/security.md). Exit codes: 0 success (judged correct), 1
+    rejected, 2 usage or setup error, 130 interrupted."""
 
 
 def main() -> None:

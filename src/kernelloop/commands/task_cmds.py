@@ -185,7 +185,7 @@ def evaluate_cmd(
     ] = None,
 ) -> None:
     """Check a candidate for correctness (and time it on a GPU) in a sandboxed worker.
-    Exit 0 accepted, 1 rejected, 2 not judged: a usage or setup error (a bad candidate
+    Exit 0 judged correct, 1 rejected, 2 not judged: a usage or setup error (a bad candidate
     file, the task's inputs or reference failing) or kernelloop's own failure."""
     t = load_task(task)
     check_candidate_file(candidate)
