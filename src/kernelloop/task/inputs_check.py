@@ -29,10 +29,15 @@ _ENV_KEEP = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "PYTHONPATH", "VIRTUAL_
 TIMEOUT_S = 300.0
 
 
+def scrubbed_env() -> dict[str, str]:
+    """The environment a child that runs task code gets: no model key of this process."""
+    return {k: os.environ[k] for k in _ENV_KEEP if k in os.environ}
+
+
 def check_inputs_apart(task: Task) -> None:
     """`check_inputs` in a child process with a scrubbed environment; its one-sentence
     error raised here."""
-    env = {k: os.environ[k] for k in _ENV_KEEP if k in os.environ}
+    env = scrubbed_env()
     try:
         done = subprocess.run(
             [sys.executable, "-m", "kernelloop.task.inputs_check", str(task.folder)],
