@@ -1,6 +1,7 @@
 """The `kernelloop` command line.
 
-Exit codes: 0 accepted/success, 1 rejected, 2 usage/setup error, 130 interrupted (Ctrl-C).
+Exit codes: 0 success (judged correct, promoted or passed), 1 rejected, 2 usage or setup
+error, 130 interrupted (Ctrl-C).
 """
 
 from __future__ import annotations
@@ -42,6 +43,43 @@ def _flags_without_a_value() -> None:
 
 _flags_without_a_value()
 
+
+def _help_at_80_columns() -> None:
+    """Typer lays an options panel out as six columns (name, short name, `--no-` name, its
+    short name, type, help) sized alike: at 80 columns `run --help` was 137 lines with flag
+    names cut (`--allow-unsandbo…`) and one word a line of help (issue 47). Here a flag's
+    names share one column, never cut (a `--no-` form on the line below), the short names
+    one more, and the help takes the rest, its type or range ("<int range> [x>=1]") at its
+    end ("<str>", which says nothing, left out). A no-op where typer lacks the hook."""
+    from rich.columns import Columns
+    from rich.table import Table
+    from rich.text import Text
+    from typer import rich_utils
+
+    if getattr(rich_utils, "Table", None) is not Table:
+        return
+
+    class OptionsTable(Table):
+        def add_row(self, *cells, **kw) -> None:  # noqa: ANN003 - rich's own signature
+            if len(cells) not in (6, 7):  # not an options panel's row: as typer drew it
+                return super().add_row(*cells, **kw)
+            required = cells[:-6]
+            long, short, no_long, no_short, types, help_ = cells[-6:]
+            names = Text("\n").join(t for t in (long, no_long) if t.plain)
+            shorts = Text("\n").join(t for t in (short, no_short) if t.plain)
+            kind = " ".join(types.plain.split())
+            if kind and kind != "<str>" and isinstance(help_, Columns):
+                help_.renderables.append(Text(kind, style="dim"))
+            super().add_row(*required, names, shorts, help_, **kw)
+            for column in self.columns[:-1]:
+                column.no_wrap = True
+            self.columns[-1].ratio = 1
+
+    rich_utils.Table = OptionsTable
+
+
+_help_at_80_columns()
+
 for _name in COMMAND_MODULES:
     importlib.import_module(_name).register(app)
 
@@ -61,8 +99,8 @@ def _root(
     ),
 ) -> None:
     """Closed-loop GPU kernel optimization behind a verification gate built to resist being
-    fooled (known gaps: docs/security.md). Exit codes: 0 success (accepted), 1 rejected,
-    2 usage or setup error, 130 interrupted."""
+    fooled (known gaps: docs/security.md). Exit codes: 0 success (judged correct), 1
+    rejected, 2 usage or setup error, 130 interrupted."""
 
 
 def main() -> None:

@@ -117,9 +117,9 @@ def test_an_accepted_direction_is_continued_and_a_failed_one_tried_last(task):
     agent = TunerAgent(task, per_round=1)
     (up,) = agent.propose(context(FUSED))
     assert up.direction == "neighbourhood search: ROWS_PER_PROGRAM up"
-    agent.observe(up, "accepted: 1.06x over the best")
+    agent.observe(up, "promoted: 1.06x over the best")
     (again,) = agent.propose(context(up.source))
-    assert "ROWS_PER_PROGRAM = 16" in again.source and "just accepted" in again.hypothesis
+    assert "ROWS_PER_PROGRAM = 16" in again.source and "just gained" in again.hypothesis
     agent.observe(again, "rejected (slower)")
     # From the same best, ROWS_PER_PROGRAM up has now failed: other tunables come first.
     (nxt,) = agent.propose(context(up.source))
@@ -151,7 +151,7 @@ def test_a_move_measured_slower_is_followed_by_the_opposite_one(task):
     (first3,) = agent3.propose(context(FUSED))
     agent3.observe(
         first3,
-        "correct, not timed: timings on this device do not count (interpreter): "
+        "judged correct, not timed: timings on this device do not count (interpreter): "
         "a speedup can only be accepted from GPU measurements",
     )
     (nxt3,) = agent3.propose(context(FUSED))
@@ -161,7 +161,7 @@ def test_a_move_measured_slower_is_followed_by_the_opposite_one(task):
 def test_it_never_proposes_a_previous_best(task):
     agent = TunerAgent(task, per_round=1)
     (up,) = agent.propose(context(FUSED))
-    agent.observe(up, "accepted")
+    agent.observe(up, "promoted")
     seen: list[str] = []
     while batch := agent.propose(context(up.source)):
         seen += [p.source for p in batch]
@@ -307,5 +307,5 @@ def test_a_metric_the_profile_lacks_reads_not_measured_in_the_hypothesis(task):
     first = TunerAgent(task, per_round=1).propose(
         context(FUSED, {"occupancy_limiter": "registers", "registers_per_thread": 168})
     )[0]
-    assert "achieved occupancy not measured)" in first.hypothesis, first.hypothesis
+    assert "theoretical occupancy not measured, achieved not measured)" in first.hypothesis
     assert "?" not in first.hypothesis and "%" not in first.hypothesis

@@ -27,7 +27,7 @@ REFUSED = (
         ("slower", False, "PERFORMANCE GATE: FAIL (slower)"),
         ("policy", False, "REFUSED by the loop's rules (policy)"),
         ("internal", False, "NOT JUDGED: kernelloop's trusted side failed (internal)"),
-        ("accepted", True, "ACCEPTED"),
+        ("accepted", True, "JUDGED CORRECT"),
     ],
 )
 def test_headline_names_the_stage(category, accepted, text):
@@ -40,7 +40,7 @@ def test_every_category_has_a_stage():
     from kernelloop.evaluate.trusted.values.record import Category
 
     assert {stage(c) for c in get_args(Category)} == {
-        "accepted",
+        "judged correct",
         "static screen",
         "policy",
         "performance gate",

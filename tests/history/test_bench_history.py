@@ -299,7 +299,7 @@ def test_benchmark_markdown_shows_the_record_and_the_gate(tmp_path):
         0.5 * math.log(0.9 / 0.8) + 0.1 * math.log(0.9) + 0.1 * math.log(0.9 / 0.95)
     )
     assert f"over best: **{objective:.4f}x**; required at least 1.0050x (a gain of 0.50%" in md
-    assert "Verdict: **rejected** (slower)." in md
+    assert "Gate verdict: **rejected** (slower)." in md
     assert "- 2048x16: 10.0% slower than the best (limit 5% per shape)" in md
     assert "- warning: second timer (profiler kernel durations) unavailable" in md
     assert "different bytes" not in md
@@ -339,7 +339,7 @@ def test_no_gate_stored_is_said_and_nothing_is_invented(tmp_path):
     assert _row(
         md, "256x1024", "bfloat16", "common", "0.5", "0.4000", "–", "0.21%", "0.10%", "–", "–"
     )
-    assert "GateResult JSON" not in md and "Verdict: **" not in md
+    assert "GateResult JSON" not in md and "Gate verdict: **" not in md
 
 
 # ---- kernelloop export, end to end -------------------------------------------------------------
@@ -406,7 +406,7 @@ def test_export_of_a_gpu_best_carries_its_benchmark_and_the_trailer(task_dir):
     assert trailers["Kernelloop-Bench-Sha256"] == hashlib.sha256(stored.encode()).hexdigest()
     assert trailers["Kernelloop-Proposal"] == str(pid)
     assert "  benchmark: NVIDIA H200 (cuda), method cuda-events, timings count: yes" in msg
-    assert "  gate: accepted (accepted), 1.2500x over baseline (required 1.0050x)" in msg
+    assert "  gate: faster by the gate's margin, 1.2500x over baseline (required 1.0050x)" in msg
     assert "Device: NVIDIA H200 (cuda), compute capability 9.0, driver 570.86" in md
     assert _row(md, "512x512", "candidate", "0.8000", "0.7920–0.8080", "100", "50.0%")
     assert _row(md, "512x512", "baseline (best)", "1.0000", "0.9900–1.0100", "100", "40.0%")
@@ -426,7 +426,7 @@ def test_export_of_a_gpu_best_carries_its_benchmark_and_the_trailer(task_dir):
     )
     assert (
         "over baseline: **1.2500x**; required at least 1.0050x" in md
-        and "Verdict: **accepted** (accepted)." in md
+        and "Gate verdict: **faster by the gate's margin**." in md
     )
     assert stored in md and "No GPU benchmark record" not in md
 

@@ -106,7 +106,7 @@ def test_history_table_and_json(task_dir):
     for text in (
         "Process 4 rows per program",
         "rejected [slower]",
-        "accepted",
+        "promoted ★",
         "1.250x (+25.0%)",
         "0.940x (-6.0%)",
         "1024x32768 +37.5%",
@@ -157,7 +157,7 @@ def test_export_makes_a_reviewable_branch_with_the_record(task_dir):
         check=True,
     ).stdout
     assert msg.startswith("kernelloop: softmax best kernel, 1.250x over baseline")
-    assert "1024x32768: 1.375x" in msg and "verdict: accepted" in msg
+    assert "1024x32768: 1.375x" in msg and "verdict: judged correct" in msg
     assert f"Kernelloop-Proposal: {ids['fast']}" in msg and "Kernelloop-Device: NVIDIA H200" in msg
     show = subprocess.run(
         [*git, "show", "kernelloop/softmax/export:kernel/baseline.py"],

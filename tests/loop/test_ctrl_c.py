@@ -6,11 +6,14 @@ silence before this (the launcher waited out the worker's timeout)."""
 
 from __future__ import annotations
 
+import json
 import shlex
 import signal
 import subprocess
 import sys
 import time
+
+import pytest
 
 from tests.loop.test_kill_resume import (
     FAST,
@@ -21,9 +24,11 @@ from tests.loop.test_kill_resume import (
     _killpg,
     _logs,
     _marked,
+    _report,
     _rows,
     _settled,
     _start,
+    _wall_line,
 )
 from tests.loop.test_run import _task_copy
 
@@ -59,6 +64,7 @@ def test_first_ctrl_c_stops_the_run_records_it_and_prints_the_resume_command(tmp
         "2",  # stopped in round 1; the resumed run plays round 2 (a static refusal: quick)
     ]
     log = tmp_path / "first"
+    started = time.monotonic()
     first = _start(cmd, log)
     try:
         workers = _until_in_flight(first, folder, log)
@@ -101,6 +107,15 @@ def test_first_ctrl_c_stops_the_run_records_it_and_prints_the_resume_command(tmp
     assert done["status"] == "finished", dict(done)
     [stop] = _rows(folder, "SELECT * FROM interruptions")
     assert stop["resumed_at"] and stop["resumed_at"] >= stop["at"], dict(stop)
+    # The report's wall time is every stretch the run ran, not only the last (issue 47:
+    # 53 s of ~101 s): the first stretch ran from the process's start to the Ctrl-C.
+    assert stop["kind"] == "ctrl-c" and 0 < stop["ran_s"] <= t0 + took - started, dict(stop)
+    summary = json.loads((folder / ".kernelloop" / f"run-{done['id']}-summary.json").read_text())
+    assert summary["wall_s"] == pytest.approx(
+        summary["wall_s_last_stretch"] + stop["ran_s"], abs=0.11
+    ), summary
+    md = _report(folder)
+    assert "| Ctrl-C |" in md and _wall_line(md) == pytest.approx(summary["wall_s"], abs=0.6), md
 
 
 def test_a_second_ctrl_c_exits_at_once(tmp_path):

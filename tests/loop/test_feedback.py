@@ -103,9 +103,9 @@ def attempt(**kw) -> Attempt:
 
 def test_a_correct_but_unmeasured_attempt_is_not_called_accepted():
     a = attempt(accepted=True, category="accepted", objective=None)
-    assert a.verdict_label == a.outcome == "correct, not timed"
-    assert a.headline().startswith("#2 r1 correct, not timed")
+    assert a.verdict_label == a.outcome == "judged correct, not timed"
+    assert a.headline().startswith("#2 r1 judged correct, not timed")
     assert "accepted" not in a.format_for_prompt(compact=True)
     measured = attempt(accepted=True, category="accepted", objective=1.2, parent_objective=1.0)
-    assert measured.outcome == "accepted, not promoted"  # not the best
-    assert attempt(accepted=True, objective=1.2, was_best=True).outcome == "accepted"
+    assert measured.outcome == "judged correct, not promoted"  # not the best
+    assert attempt(accepted=True, objective=1.2, was_best=True).outcome == "promoted"

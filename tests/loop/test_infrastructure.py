@@ -211,7 +211,9 @@ def test_the_mcp_session_records_a_sandbox_that_could_not_start_and_takes_the_re
     ), lost
     assert "sandbox could not start" in lost["infra_reason"] and lost["new_best"] is False
     assert "not the candidate's fault" in lost["outcome"] and "may be sent again" in lost["outcome"]
-    assert resent["verdict"] == "correct, not timed" and resent["refused_reason"] == "", resent
+    assert resent["verdict"] == "judged correct, not timed" and resent["refused_reason"] == "", (
+        resent
+    )
     assert resent["run"]["rounds_used"] == 2
     assert [a["status"] for a in history["attempts"]] == [
         "evaluated",

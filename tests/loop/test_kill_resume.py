@@ -142,6 +142,23 @@ def _start(cmd: list[str], log: Path) -> subprocess.Popen:
         )
 
 
+def _report(folder: Path) -> str:
+    """`kernelloop report` on the task, through the CLI: its report.md."""
+    out = subprocess.run(
+        [sys.executable, "-m", "kernelloop.cli", "report", str(folder)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    return next((folder / ".kernelloop" / "reports").glob("run-*/report.md")).read_text()
+
+
+def _wall_line(md: str) -> float:
+    """The report's "Wall time of the run: N s", as a number."""
+    return float(md.split("- Wall time of the run: ", 1)[1].split(" s", 1)[0])
+
+
 def _logs(log: Path) -> str:
     return "\n".join(
         f"--- {p.name}\n{p.read_text(errors='replace')[-3000:]}"
@@ -293,6 +310,21 @@ def test_sigkill_during_an_evaluation_then_resume_finishes_the_run_once(tmp_path
     summary = json.loads((folder / ".kernelloop" / f"run-{run['id']}-summary.json").read_text())
     assert summary["run_id"] == run["id"] and summary["status"] == "finished", summary
     assert summary["best_objective_vs_baseline"] == 1.0 and "not measured" in summary["reason"]
+    # The kill left no trace of its own; --resume found the run's owner never let go and
+    # wrote the crash down at its last heartbeat, with the stretch it ended (issue 47: the
+    # report said "The run was never interrupted", and its wall time was the last stretch's).
+    [crash] = _rows(folder, "SELECT * FROM interruptions")
+    assert crash["kind"] == "crash" and crash["round"] == lost["round"], dict(crash)
+    assert crash["at"] == run["heartbeat_at"] and crash["resumed_at"] > crash["at"], dict(crash)
+    assert crash["ran_s"] > 0, dict(crash)
+    assert summary["interruptions"] == 1 and summary["wall_s_complete"], summary
+    assert summary["wall_s"] == pytest.approx(
+        summary["wall_s_last_stretch"] + crash["ran_s"], abs=0.11
+    ), summary
+    md = _report(folder)
+    assert "The run was never interrupted" not in md, md
+    assert "| crash (killed; last heartbeat) |" in md, md
+    assert _wall_line(md) == pytest.approx(summary["wall_s"], abs=0.6), md
 
     # 8. The git variants: one branch per versioned proposal, holding its source; nothing
     #    else of this run (the in-flight round's branch was rewritten, not duplicated).

@@ -21,15 +21,17 @@ OTHER = "def forward(x):\n    y = x * 1\n    return y + 1\n"
 
 
 def test_one_word_per_outcome():
-    assert outcome_word("evaluated", True, "accepted", False, False) == "correct, not timed"
-    assert outcome_word("evaluated", True, "accepted", True, True) == "accepted"
-    assert outcome_word("evaluated", True, "accepted", True, False) == "accepted, not promoted"
+    assert outcome_word("evaluated", True, "accepted", False, False) == "judged correct, not timed"
+    assert outcome_word("evaluated", True, "accepted", True, True) == "promoted"
+    assert (
+        outcome_word("evaluated", True, "accepted", True, False) == "judged correct, not promoted"
+    )
     assert outcome_word("evaluated", False, "slower", True, False) == "rejected [slower]"
     assert outcome_word("refused", None, "", False, False) == "refused"
     assert outcome_word("infrastructure", None, "", False, False) == "not evaluated"
     assert outcome_word("proposed", None, "", False, False) == "pending"
     # The history table says the same words.
-    assert "correct, not timed" in _verdict_cell(attempt(accepted=True, objective=None))
+    assert "judged correct, not timed" in _verdict_cell(attempt(accepted=True, objective=None))
 
 
 def test_text_is_cut_at_a_word_with_a_mark():

@@ -30,7 +30,7 @@ def test_a_named_correct_parent_is_counted_against_and_a_wrong_one_refused(tmp_p
     store.add_evaluation(b, make_record(), objective=1.0, per_shape={})
     store.set_best(run_id, b)
     f = store.add_proposal(run_id, 1, source=fused, hypothesis="fuse", parent_id=b)
-    store.add_evaluation(f, make_record(), objective=None, per_shape={})  # correct, not timed
+    store.add_evaluation(f, make_record(), objective=None, per_shape={})  # not timed
     wrong = store.add_proposal(run_id, 1, source=fused + "\n#x\n", hypothesis="w", k=2)
     store.add_evaluation(wrong, make_record(False, "wrong", ("off",)), objective=None, per_shape={})
     assert set(store.correct_sources(task.name)) == {b, f}

@@ -147,7 +147,7 @@ def test_two_candidates_are_judged_in_one_round_and_the_better_one_promoted(tmp_
     assert st["misses"] == st["kept"] > 0 and st["hits"] > st["misses"], st
     # The agent heard both verdicts of the round.
     told = {p.hypothesis: o for p, o in agent.outcomes}
-    assert told[SLOW[2]].startswith("rejected") and told[FAST_[2]].startswith("accepted")
+    assert told[SLOW[2]].startswith("rejected") and told[FAST_[2]].startswith("promoted")
     # The history and the report show the round's two candidates side by side.
     out = CliRunner().invoke(app, ["history", str(folder)], terminal_width=250)
     assert out.exit_code == 0, out.output
@@ -158,7 +158,8 @@ def test_two_candidates_are_judged_in_one_round_and_the_better_one_promoted(tmp_
     [r1] = rounds(rr)
     assert r1["round"] == 1 and len(r1["candidates"]) == 2
     assert r1["candidates"][0].startswith("r1-1") and "rejected" in r1["candidates"][0]
-    assert r1["candidates"][1].startswith("r1-2") and "★ promoted" in r1["candidates"][1]
+    assert r1["candidates"][1].startswith("r1-2") and "promoted" in r1["candidates"][1]
+    assert r1["candidates"][1].endswith("★")
 
 
 class _DiesOnJob(InTurn):

@@ -242,11 +242,11 @@ def test_llm_agent_drives_the_loop_over_loopback_and_its_calls_are_ledgered(tmp_
     got = list(_outcomes(task).values())
     assert got and got[0][0] == "accepted", got  # correct (speed unmeasured on the CPU)
     first = summary["attempts"][0]
-    assert first["verdict"] == "correct, not timed" and first["accepted"] is True, first
+    assert first["verdict"] == "judged correct, not timed" and first["accepted"] is True, first
     req, req2 = server.received
     told = req2.prompt_text().split("## What became of your candidates last round")[1]
     told = told.split("\n## ")[0]
-    assert "correct, not timed: timings on this device do not count" in told, told
+    assert "judged correct, not timed: timings on this device do not count" in told, told
     # per shape where they differ (issue 47): BLOCK follows the row width
     assert "Compile facts (Triton, sm_90) by shape" in told and "`_fused_kernel`" in told, told
     assert "registers/thread" in told and "occupancy is theoretical" in told, told

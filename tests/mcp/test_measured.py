@@ -126,7 +126,7 @@ def test_winner_is_promoted_and_flat_rounds_stop_for_review(tmp_path):
     # The CPU has no approved runs in this history, so the new best awaits a person's sign-off;
     # the session builds on it (as the loop does) while git and the history keep the old best.
     assert (
-        fast["verdict"] == "accepted" and fast["new_best"] and fast["pending_approval"] is True
+        fast["verdict"] == "promoted" and fast["new_best"] and fast["pending_approval"] is True
     ), fast
     assert fast["best"]["id"] == fast["id"] and fast["best"]["objective_vs_baseline"] > 1.0
     assert fast["best"]["per_shape"] and all(r["median_ms"] for r in fast["best"]["per_shape"])

@@ -207,7 +207,7 @@ def test_honest_candidate_passes_the_same_gate_as_a_loop_round(served):
     folder, _, out = served
     h = out["honest"]
     # Correct in the interpreter, but interpreter timings never promote a kernel.
-    assert h["verdict"] == "correct, not timed" and h["category"] == "accepted", h
+    assert h["verdict"] == "judged correct, not timed" and h["category"] == "accepted", h
     assert h["new_best"] is False and h["best"]["objective_vs_baseline"] == 1.0
     assert "do not count" in h["outcome"]
     assert h["round"] == 2 and h["run"]["rounds_left"] == ROUNDS - 2

@@ -96,7 +96,7 @@ def test_per_shape_and_claims_are_the_stored_numbers(measured_run, run_copy, tmp
             )
         else:
             assert measured.startswith(f"{a.objective:.3f}x over baseline")
-            assert verdict.startswith("accepted" if a.accepted else "rejected (slower)")
+            assert verdict.startswith(a.outcome) and "accept" not in verdict
             assert a.reasons[0][:40] in reasons
     assert "★ best" in rows[pid][7]
 
@@ -112,13 +112,15 @@ def test_chart_has_one_point_per_proposal(measured_run, run_copy, tmp_path):
             if a.status == "refused"
             else "baseline"
             if a.round == 0
-            else "accepted"
+            else "promoted"
+            if a.was_best
+            else "correct"
             if a.accepted
             else "rejected"
         )
         for a in attempts
     }
-    assert sorted(states.values()) == ["accepted", "baseline", "refused", "rejected"]
+    assert sorted(states.values()) == ["baseline", "promoted", "refused", "rejected"]
     assert sorted(int(x) for x in re.findall(r'<g id="point-(\d+)"', html)) == sorted(states)
     for pid in states:  # each group draws its marker
         group = html.split(f'<g id="point-{pid}"', 1)[1].split("</g>", 1)[0]

@@ -126,4 +126,6 @@ def test_interruptions_are_shown_with_the_time_stopped(tmp_path):
         )
         store._conn.commit()
         md = write_report(store, task.name, task.spec.rules, tmp_path / "r").markdown.read_text()
-    assert "| 2 | 2026-12-03T10:00:00+00:00 | 2026-12-03T10:00:30+00:00 | 30 s |" in md, md
+    assert (
+        "| 2 | Ctrl-C | 2026-12-03T10:00:00+00:00 | – | 2026-12-03T10:00:30+00:00 | 30 s |" in md
+    ), md

@@ -72,13 +72,13 @@ def test_unmeasured_unfinished_run(tmp_path):
         "- [ ] **n/a** The best carries its benchmark record" in md
     )  # the baseline is still the best
     assert "- [ ] **fail** The run ended without calling for review: the run has not finished" in md
-    assert "| 2 | r1-1 | tuner | bigger block | none given | correct, not timed" in md
-    assert "| #2 | r1-1 | rejected | – |" in md
+    assert "| 2 | r1-1 | tuner | bigger block | none given | judged correct, not timed" in md
+    assert "| #2 | r1-1 | rejected [timing] | – |" in md
     # Correct but never timed is said so in the tables, never "accepted" (the gate's word).
     assert (
-        "| tuner | fused rows | none given | correct, not timed (timings on this device do not "
-        "count) | – | correct, not timed |" in md
+        "| tuner | fused rows | none given | judged correct, not timed (timings on this device "
+        "do not count) | – | judged correct, not timed |" in md
     ), md
-    assert "r2-1 #3 correct, not timed" in md, md
-    assert "| #3 | r2-1 | correct, not timed | – |" in md and "| accepted |" not in md, md
+    assert "r2-1 #3 judged correct, not timed" in md, md
+    assert "| #3 | r2-1 | judged correct, not timed | – |" in md and "| accepted |" not in md, md
     assert "x86_64 (cpu, Triton interpreter)" in md and "Wall time of the run: not known" in md

@@ -2,12 +2,12 @@
 applies structural rewrites where the task marks the spots.
 
 Each round it proposes, best first, up to `per_round` candidates (the loop judges them
-all in the round and promotes the best accepted one):
+all in the round and promotes the best that gained):
 1. structural moves from the pattern library (tuner_patterns.toml) at the spots the
    kernel marks with `# kernelloop: spot NAME` ("one Philox call for several elements");
 2. single-literal moves: the rule table (tuner_rules.toml) maps profile symptoms to moves
    ("occupancy limited by registers -> fewer warps or a smaller block"), a direction just
-   accepted is continued, the opposite of one measured slower comes next, and a
+   gained is continued, the opposite of one measured slower comes next, and a
    neighbourhood search steps each tunable one notch up and down;
 3. the sweep (tuner_sweep.py): the cartesian product of the tunables within two notches,
    pruned by the rule table, the edit-point limit and compile facts (spills, registers,
@@ -18,15 +18,18 @@ all in the round and promotes the best accepted one):
 Every edit rewrites module-level literals (or one marked statement) and leaves every
 other byte as it was.
 
-It never proposes a source it has proposed or seen as a best before, tries directions
-that failed last, and returns [] when the library, the neighbours and the sweep of the
-current best are used up. The same contexts and outcomes always give the same proposals,
-so it doubles as a test double.
+It never proposes a source it has proposed or seen as a best before, nor one the task's
+history already judged (`known`: the loop's own duplicate check, set by `kernelloop run`,
+so a second run of the same job spends no round on a refusal), tries directions that
+failed last, and returns [] when the library, the neighbours and the sweep of the current
+best are used up. Its neighbourhood probes start at a tunable chosen by `seed` (the run's
+number), so two runs try different neighbours first; the same seed, contexts and outcomes
+always give the same proposals, so it doubles as a test double. Its claims come from the
+profile it read: an occupancy "limiter" is cited only where occupancy is below 100%.
 """
 
 from __future__ import annotations
 
-import ast
 import dataclasses
 import hashlib
 import itertools
@@ -36,9 +39,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from kernelloop import pyast
 from kernelloop.agents.base import AgentContext, Proposal
-from kernelloop.agents.tuner_kernels import Split, line_offset, per_kernel_names, split_shared
+from kernelloop.agents.tuner_kernels import Split, per_kernel_names, split_shared
+from kernelloop.agents.tuner_literals import TunableLiteral, find_tunables, rewrite
 from kernelloop.agents.tuner_patterns import DEFAULT_PATTERNS, Rewrite, load_patterns, rewrites
 from kernelloop.agents.tuner_sweep import Change, Config, sweep
 from kernelloop.agents.tuner_table import (
@@ -47,9 +50,11 @@ from kernelloop.agents.tuner_table import (
     Rule,
     RuleTable,
     TunerRulesError,
+    binding,
     load_table,
     render,
 )
+from kernelloop.task import words
 
 if TYPE_CHECKING:
     from kernelloop.task.load import Task
@@ -59,60 +64,12 @@ NEIGHBOURHOOD = "neighbourhood search"
 
 
 @dataclass(frozen=True)
-class TunableLiteral:
-    """Where a tunable's integer literal sits in the source (character offsets)."""
-
-    name: str
-    value: int
-    start: int
-    end: int
-
-
-@dataclass(frozen=True)
 class Move:
     tunable: str
     old: int
     new: int
     step: Step
     rule: Rule | None  # None: neighbourhood search
-
-
-def find_tunables(source: str, names: list[str] | tuple[str, ...]) -> dict[str, TunableLiteral]:
-    """Module-level `NAME = <int>` (or `NAME: int = <int>`) for each requested name.
-
-    A name assigned more than once takes its last assignment, as Python does; names
-    without an integer literal are left out (the tuner cannot move them).
-    """
-    try:
-        tree = pyast.parse(source)
-    except SyntaxError:
-        return {}
-    line_starts = [0] + [m.end() for m in re.finditer(r"\r\n|\r|\n", source)]
-    found: dict[str, TunableLiteral] = {}
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and len(node.targets) == 1:
-            target, value = node.targets[0], node.value
-        elif isinstance(node, ast.AnnAssign) and node.value is not None:
-            target, value = node.target, node.value
-        else:
-            continue
-        if not (isinstance(target, ast.Name) and target.id in names):
-            continue
-        if not (isinstance(value, ast.Constant) and type(value.value) is int):
-            found.pop(target.id, None)
-            continue
-        assert value.end_lineno is not None and value.end_col_offset is not None
-        start = _offset(source, line_starts, value.lineno, value.col_offset)
-        end = _offset(source, line_starts, value.end_lineno, value.end_col_offset)
-        found[target.id] = TunableLiteral(target.id, value.value, start, end)
-    return {n: found[n] for n in names if n in found}  # the task's order, not the file's
-
-
-_offset = line_offset  # ast columns count UTF-8 bytes (tuner_kernels.line_offset)
-
-
-def rewrite(source: str, lit: TunableLiteral, new: int) -> str:
-    return source[: lit.start] + str(new) + source[lit.end :]
 
 
 class TunerAgent:
@@ -147,13 +104,23 @@ class TunerAgent:
         self._momentum: tuple[str, Step] | None = None
         self._reverse: tuple[str, Step] | None = None  # the opposite of a move just measured slower
         self.outcomes: list[tuple[Proposal, str]] = []
+        # (source, hypothesis, parent id) -> why the history refuses it, or None
+        self.known: Callable[[str, str, str], str | None] | None = None
+        self.seed = 0
+        self.skipped: list[str] = []  # why each source the history knew was not proposed
+
+    def avoid(self, known: Callable[[str, str, str], str | None], seed: int) -> None:
+        """Read the task's history before proposing: `known` says why the loop would
+        refuse a source (a duplicate of one judged before); `seed` (the run's number)
+        varies the order of the neighbourhood probes from run to run."""
+        self.known, self.seed = known, seed
 
     def propose(self, context: AgentContext) -> list[Proposal]:
         base = context.best_source
         self._seen.add(_digest(base))
         names = per_kernel_names(base, self.tunables or context.tunables)
         literals = find_tunables(base, names)
-        metrics = context.profile_metrics
+        metrics = binding(context.profile_metrics)
         split = split_shared(
             base,
             {t: lit.value for t, lit in literals.items()},
@@ -174,7 +141,13 @@ class TunerAgent:
             if key in self._seen:
                 continue
             self._seen.add(key)
-            proposals.append(make(key))
+            proposal = make(key)
+            if self.known is not None and (
+                why := self.known(source, proposal.hypothesis, context.best_id)
+            ):
+                self.skipped.append(why)  # judged before, in this run or an earlier one
+                continue
+            proposals.append(proposal)
             if len(proposals) == self.per_round:
                 break
         return proposals
@@ -245,7 +218,8 @@ class TunerAgent:
             yield source, lambda _k, c=config, i=i, s=source: self._swept(c, i, n, pruned, s)
 
     def observe(self, proposal: Proposal, outcome: str) -> None:
-        """`outcome` starting with "accepted" is a success; anything else a failure."""
+        """An outcome that gained (task/words.py: promoted, or judged correct and faster but
+        not promoted) is a success; anything else a failure."""
         self.outcomes.append((proposal, outcome))
         move = self._moves.get(_digest(proposal.source))
         if move is None:
@@ -253,7 +227,7 @@ class TunerAgent:
         direction = (move.tunable, move.step)
         self._reverse = None
         text = outcome.strip().lower()
-        if text.startswith("accepted"):
+        if words.gained(text):
             self._momentum = direction
             self._failed.pop(direction, None)
         else:
@@ -262,7 +236,9 @@ class TunerAgent:
                 self._momentum = None
             # Measured slower (not wrong, not refused): a launch parameter's time is
             # usually unimodal in it, so the other way from the same value comes next.
-            if text.startswith("rejected") and ("slower" in text or re.search(r"speedup \d", text)):
+            if text.startswith(words.REJECTED) and (
+                "slower" in text or re.search(r"speedup \d", text)
+            ):
                 self._reverse = (move.tunable, "up" if move.step == "down" else "down")
 
     def _candidate_moves(
@@ -279,7 +255,11 @@ class TunerAgent:
                     targets = [t for t in literals if (r := self._role(t)) and r.name == m.role]
                     moves += self._moves_for(literals, [(t, m.step) for t in targets], rule)
         steps: list[Step] = ["up", "down"]
-        moves += self._moves_for(literals, [(t, s) for t in literals for s in steps], None)
+        probes = [(t, s) for t in literals for s in steps]
+        if probes:  # the run's seed picks where the probes start (rotated, none dropped)
+            cut = self.seed % len(probes)
+            probes = probes[cut:] + probes[:cut]
+        moves += self._moves_for(literals, probes, None)
         # Directions that failed before go last; sorted() is stable, so order is kept otherwise.
         return sorted(moves, key=lambda mv: self._failed.get((mv.tunable, mv.step), 0))
 
@@ -314,7 +294,7 @@ class TunerAgent:
             direction = f"{move.rule.name}: {move.tunable} {move.step}"
         else:
             if self._momentum == (move.tunable, move.step):
-                why = "it was just accepted, so the tuner keeps going that way"
+                why = "it just gained (promoted), so the tuner keeps going that way"
             elif self._reverse == (move.tunable, move.step):
                 why = (
                     f"the opposite move from {move.old} was just measured slower, "

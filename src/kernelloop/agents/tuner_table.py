@@ -174,3 +174,14 @@ def _as_float(v: float | str) -> float | None:
         return float(v)
     except (TypeError, ValueError):
         return None
+
+
+def binding(metrics: dict[str, float | str]) -> dict[str, float | str]:
+    """The metrics as the rules read them: the profiler names an occupancy "limiter" even
+    where nothing limits (theoretical occupancy 100%); such a limiter is dropped, as the
+    profile's own summary drops it (profile/render.py), so no rule claims "occupancy is
+    limited by registers" against a profile that says 100% (issue 47)."""
+    theoretical = metrics.get("theoretical_occupancy_pct")
+    if isinstance(theoretical, int | float) and theoretical >= 99.5:
+        return {k: v for k, v in metrics.items() if k != "occupancy_limiter"}
+    return metrics

@@ -75,7 +75,7 @@ def bench_cmd(
 ) -> None:
     """Time CANDIDATE, the best and the baseline interleaved, each in its own sandboxed
     worker; print per-shape medians, speedups, noise and roofline position.
-    Exit 0 if the performance gate would accept it, 1 if not, 2 usage or setup error."""
+    Exit 0 if it is faster by the performance gate's margin, 1 if not, 2 usage or setup error."""
     from kernelloop.evaluate.trusted.bench import benchmark
     from kernelloop.gate import performance_gate
 

@@ -33,6 +33,15 @@ def show(
     ] = None,
     json_out: Annotated[bool, typer.Option("--json", help="print {section: text} as JSON")] = False,
     workspace: WorkspaceOpt = None,
+    reference_error: Annotated[
+        bool,
+        typer.Option(
+            "--reference-error",
+            help="also run the task's reference in each judged dtype against itself in "
+            "float64 at the shapes (random and extreme cases): how much of each tolerance "
+            "PyTorch's own arithmetic uses (docs/task.md, 'Tolerances')",
+        ),
+    ] = False,
 ) -> None:
     """Print the task's contract — the text the LLM prompt and the MCP `task` tool carry:
     reference, input cases, shapes with weights and floor times, tolerances, what the
@@ -54,10 +63,50 @@ def show(
         shapes,
         [d.strip() for d in dtypes.split(",")] if dtypes else None,
     )
+    errors = _reference_error(t, shapes, dtypes) if reference_error else None
     if json_out:
-        sys.stdout.write(json.dumps(contract.sections, indent=2) + "\n")
+        out = dict(contract.sections)
+        if errors is not None:
+            out["reference_error"] = errors  # type: ignore[assignment]
+        sys.stdout.write(json.dumps(out, indent=2) + "\n")
     else:
         sys.stdout.write(contract.text() + "\n")
+        if errors is not None:
+            sys.stdout.write(_error_text(errors) + "\n")
+
+
+def _reference_error(task, shapes: str | None, dtypes: str | None) -> list[dict]:
+    """The reference's own error, measured on the CPU: at the task's CPU shapes unless
+    --shapes names others (gpu, all, or labels; GPU sizes in float64 take a while)."""
+    from kernelloop.task.reference_error import measure_apart
+
+    which = shapes or "cpu"
+    if which in ("cpu", "gpu", "all"):
+        picked = {"cpu": task.spec.cpu_shapes, "gpu": task.spec.shapes}.get(
+            which, [*task.spec.cpu_shapes, *task.spec.shapes]
+        )
+    else:
+        picked = [task.find_shape(label.strip()) for label in which.split(",")]
+    wanted = [d.strip() for d in dtypes.split(",")] if dtypes else list(task.spec.dtypes)
+    return measure_apart(task, [s.label for s in picked], wanted)
+
+
+def _error_text(rows: list[dict]) -> str:
+    """Per dtype, the worst of every shape and case (`--json` keeps every row)."""
+    lines = [
+        "",
+        "### The reference's own error (in the dtype against float64, on the CPU)",
+        f"{len(rows)} runs (shapes × dtypes × cases); per dtype the worst:",
+        "| dtype | worst shape, case | max rel err | tolerance used |",
+        "|---|---|---|---|",
+    ]
+    for d in dict.fromkeys(r["dtype"] for r in rows):
+        r = max((r for r in rows if r["dtype"] == d), key=lambda r: r["tol_used"] or 0.0)
+        lines.append(
+            f"| {d} | {r['shape']}, {r['case']} | {r['max_rel_err']:.2e} | "
+            f"{r['tol_used']:.2g} of atol {r['atol']:g}, rtol {r['rtol']:g} |"
+        )
+    return "\n".join(lines)
 
 
 def _recorded_best(task, workspace):

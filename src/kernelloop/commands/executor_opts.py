@@ -10,22 +10,29 @@ import typer
 from kernelloop.errors import KernelloopError
 from kernelloop.executor import Executor
 
+WHERE = "Where evaluations run"  # the help panel of these options
 ExecutorOpt = Annotated[
     str,
     typer.Option(
         "--executor",
+        rich_help_panel=WHERE,
         help="local (this host: one job per GPU, or --jobs on the CPU) | ray (a Ray cluster, "
         "one actor per GPU; needs the cluster extra)",
     ),
 ]
 GpusOpt = Annotated[
     str | None,
-    typer.Option("--gpus", help="GPUs to judge on, e.g. 0,1 (default: every visible GPU)"),
+    typer.Option(
+        "--gpus",
+        rich_help_panel=WHERE,
+        help="GPUs to judge on, e.g. 0,1 (default: every visible GPU)",
+    ),
 ]
 JobsOpt = Annotated[
     int | None,
     typer.Option(
         "--jobs",
+        rich_help_panel=WHERE,
         min=1,
         max=64,
         help="on the CPU: evaluations at once (default 1); with "
@@ -36,6 +43,7 @@ RayAddressOpt = Annotated[
     str | None,
     typer.Option(
         "--ray-address",
+        rich_help_panel=WHERE,
         help="auto | HOST:PORT of a running Ray cluster (default: a local Ray instance)",
     ),
 ]

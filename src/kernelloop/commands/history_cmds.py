@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich import box
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
@@ -22,8 +23,66 @@ from kernelloop.versions import Versions
 
 
 def _shape_text(a: Attempt) -> str:
+    """Every shape's change, the largest first, one a line (four shapes once showed three,
+    the fourth dropped without a word)."""
+    if not a.measured:
+        return "–"
     changes = sorted(a.shape_changes().items(), key=lambda kv: abs(kv[1] - 1), reverse=True)
-    return ", ".join(f"{s} {(r - 1) * 100:+.1f}%" for s, r in changes[:3])
+    return "\n".join(f"{s} {(r - 1) * 100:+.1f}%" for s, r in changes)
+
+
+# The verdict's longest word ("promoted," "[correctness]"): its column is never narrower,
+# so a verdict wraps at its spaces and is never cut ("accept… ★").
+VERDICT_MIN = 14
+
+
+def _table(task_name: str, attempts: list[Attempt], width: int) -> Table:
+    """The attempts, one row each, a round's candidates together. Every column fits 80
+    columns without a cut word: the run column only where several runs are shown (else
+    the title names the run), the agent under the idea, the cost only where a model was
+    called (the total is printed below either way)."""
+    runs = sorted({a.run_id for a in attempts})
+    priced = any(a.model or a.cost_usd for a in attempts)
+    title = f"kernelloop history: {task_name}" + (f", run {runs[0]}" if len(runs) == 1 else "")
+    # Narrower than 120 columns the table drops its vertical rules and padding: one
+    # blank column between two columns.
+    narrow = width < 120
+    thin = {"box": box.SIMPLE_HEAD, "padding": (0, 0), "pad_edge": False} if narrow else {}
+    table = Table(title=title, show_lines=False, **thin)
+    several = len(runs) > 1
+    if narrow:  # id, run and round in one column, one a line
+        table.add_column("\n".join(["ID", *(["run"] if several else []), "round"]), no_wrap=True)
+    else:
+        table.add_column("ID", no_wrap=True)
+        if several:
+            table.add_column("Run", no_wrap=True)
+        table.add_column("Round", no_wrap=True)
+    table.add_column("Hypothesis (agent)", overflow="fold", ratio=1, min_width=16)
+    table.add_column("Verdict", min_width=VERDICT_MIN)
+    table.add_column("Objective", min_width=8)
+    table.add_column("Per-shape change", no_wrap=True)
+    if priced:
+        table.add_column("Cost", no_wrap=True)
+    previous = None
+    for a in attempts:
+        if previous is not None and (a.run_id, a.round) != previous:
+            table.add_section()  # a round's candidates stay together, one block per round
+        previous = (a.run_id, a.round)
+        # The Direction line (else the hypothesis), cut at a word with a mark; every
+        # text escaped, so "E[x^2]-E[x]^2" is not eaten as markup.
+        hyp = escape(clip(a.title, 160))
+        who = "/".join(x for x in (a.agent, a.model) if x)
+        hyp += f"\n[dim]({escape(who)})[/]" if who else ""
+        if a.status == "refused":
+            hyp += f"\n[yellow]{escape(a.refused_reason)}[/]"
+        if a.status == "infrastructure":
+            hyp += f"\n[magenta]{escape(a.infra_reason)}[/]"
+        ids = [str(a.id)] + ([str(a.run_id)] if several else [])
+        ids.append("base" if a.round == 0 else f"r{a.round}-{a.k}")
+        row = ["\n".join(ids)] if narrow else ids
+        row += [hyp, _verdict_cell(a), _objective_cell(a), _shape_text(a)]
+        table.add_row(*row, *([_cost(a)] if priced else []))
+    return table
 
 
 def _verdict_cell(a: Attempt) -> str:
@@ -44,6 +103,8 @@ def _objective_cell(a: Attempt) -> str:
     required beside it, so "+3.0%" next to "rejected [slower]" reads as short of the bar."""
     if a.objective is None:
         return "–"
+    if not a.measured:
+        return "not timed"
     cell = f"{a.objective:.3f}x"
     if a.gain is None:
         return cell
@@ -79,50 +140,13 @@ def history(
                 f"no attempts recorded for task {task.name}{f' in run {run}' if run else ''}; "
                 f"run `kernelloop run {task_dir}` first."
             )
-        table = Table(title=f"kernelloop history: {task.name}", show_lines=False)
-        for col in (
-            "ID",
-            "Run",
-            "Round",
-            "Agent",
-            "Hypothesis",
-            "Verdict",
-            "Objective",
-            "Per-shape change",
-            "Cost",
-        ):
-            table.add_column(col, overflow="fold" if col == "Hypothesis" else "ellipsis")
-        previous = None
-        for a in attempts:
-            if previous is not None and (a.run_id, a.round) != previous:
-                table.add_section()  # a round's candidates stay together, one block per round
-            previous = (a.run_id, a.round)
-            obj = _objective_cell(a)
-            # The Direction line (else the hypothesis), cut at a word with a mark; every
-            # text escaped, so "E[x^2]-E[x]^2" is not eaten as markup.
-            hyp = escape(clip(a.title, 160)) + (
-                f"\n[yellow]{escape(a.refused_reason)}[/]" if a.status == "refused" else ""
-            )
-            if a.status == "infrastructure":
-                hyp += f"\n[magenta]{escape(a.infra_reason)}[/]"
-            table.add_row(
-                str(a.id),
-                str(a.run_id),
-                "base" if a.round == 0 else f"r{a.round}-{a.k}",
-                "/".join(x for x in (a.agent, a.model) if x),
-                hyp,
-                _verdict_cell(a),
-                obj,
-                _shape_text(a),
-                _cost(a),
-            )
         console = Console()
+        table = _table(task.name, attempts, console.width)
         console.print(table)
         best, pending = store.promoted_best(task.name), store.pending_best(task.name)
         if best:
-            console.print(
-                f"best: #{best.id} ({best.objective or 0:.3f}x), branch kernelloop/{task.name}/best"
-            )
+            speed = f"{best.objective or 0:.3f}x" if best.measured else "not timed"
+            console.print(f"best: #{best.id} ({speed}), branch kernelloop/{task.name}/best")
         if pending:
             console.print(
                 f"[yellow]awaiting approval:[/] #{pending.id}; run `kernelloop approve {task_dir}`"

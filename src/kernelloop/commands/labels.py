@@ -8,6 +8,8 @@ result or a slow kernel.
 
 from __future__ import annotations
 
+from kernelloop.task import words
+
 # Categories decided before any candidate code runs.
 STATIC = "static"
 # Categories the performance gate decides from a benchmark record.
@@ -15,9 +17,10 @@ PERFORMANCE = {"timing", "slower", "no_record"}
 
 
 def stage(category: str) -> str:
-    """static screen | policy | performance gate | correctness | accepted."""
+    """static screen | policy | performance gate | correctness | judged correct (the
+    record's category "accepted", said in the one vocabulary, task/words.py)."""
     if category == "accepted":
-        return "accepted"
+        return words.JUDGED_CORRECT
     if category == STATIC:
         return "static screen"
     if category == "policy":
@@ -32,7 +35,7 @@ def stage(category: str) -> str:
 def headline(category: str, accepted: bool) -> str:
     """The verdict's first line, without markup: e.g. "REJECTED at the static screen (policy)"."""
     if accepted:
-        return "ACCEPTED"
+        return words.JUDGED_CORRECT_HEADLINE
     where = stage(category)
     if where == "static screen":
         return "REJECTED at the static screen (policy)"

@@ -19,10 +19,17 @@ from kernelloop.commands.executor_opts import (
     RayAddressOpt,
     make_executor,
 )
-from kernelloop.task import load_task
+from kernelloop.task import Task, load_task
 
 if TYPE_CHECKING:
     from kernelloop.loop.driver import RunInterrupted
+
+
+# `run --help` in groups (issue 47: 21 options in one panel, 137 lines at 80 columns).
+AGENT = "Who proposes"
+ROUNDS = "Rounds"
+JUDGED = "What is judged"
+FILES = "History, files and the sandbox"
 
 
 def register(app: typer.Typer) -> None:
@@ -32,59 +39,88 @@ def register(app: typer.Typer) -> None:
 def run_cmd(
     task: Annotated[Path, typer.Argument(metavar="TASK", help="task folder (with task.toml)")],
     agent: Annotated[
-        str, typer.Option(help="tuner | scripted:DIR | openai:MODEL | anthropic:MODEL")
+        str,
+        typer.Option(
+            rich_help_panel=AGENT, help="tuner | scripted:DIR | openai:MODEL | anthropic:MODEL"
+        ),
     ] = "tuner",
     screen_model: Annotated[
-        str | None, typer.Option(help="cheap model that lists directions and drafts")
+        str | None,
+        typer.Option(rich_help_panel=AGENT, help="cheap model that lists directions and drafts"),
     ] = None,
     final_model: Annotated[
-        str | None, typer.Option(help="strong model for the hardest 2–3 directions")
+        str | None,
+        typer.Option(rich_help_panel=AGENT, help="strong model for the hardest 2–3 directions"),
     ] = None,
     base_url: Annotated[
         str | None,
-        typer.Option(help="OpenAI-compatible endpoint (vLLM, SGLang, llama.cpp, Ollama)"),
+        typer.Option(
+            rich_help_panel=AGENT,
+            help="OpenAI-compatible endpoint (vLLM, SGLang, llama.cpp, Ollama)",
+        ),
     ] = None,
     rounds: Annotated[
-        int | None, typer.Option(min=1, help="at most this many rounds (≤ the task's max_rounds)")
+        int | None,
+        typer.Option(
+            min=1, rich_help_panel=ROUNDS, help="at most this many rounds (≤ the task's max_rounds)"
+        ),
     ] = None,
     candidates: Annotated[
         int | None,
         typer.Option(
             min=1,
             max=64,
+            rich_help_panel=ROUNDS,
             help="proposals per round, all judged in the round (default: the task's "
             "rules.candidates, else 2 for model agents and the tuner, 1 for scripted)",
         ),
     ] = None,
-    device: Annotated[str, typer.Option(help="auto | cuda | cpu")] = "auto",
+    device: Annotated[str, typer.Option(rich_help_panel=JUDGED, help="auto | cuda | cpu")] = "auto",
     shapes: Annotated[
-        str | None, typer.Option(help="cpu | gpu | all | labels (default: the device's shapes)")
+        str | None,
+        typer.Option(
+            rich_help_panel=JUDGED, help="cpu | gpu | all | labels (default: the device's shapes)"
+        ),
     ] = None,
     dtypes: Annotated[
-        str | None, typer.Option(help="comma-separated dtypes (default: all)")
+        str | None,
+        typer.Option(rich_help_panel=JUDGED, help="comma-separated dtypes (default: all)"),
     ] = None,
     resume: Annotated[
-        bool, typer.Option("--resume", help="continue the last unfinished run of this task")
+        bool,
+        typer.Option(
+            "--resume", rich_help_panel=ROUNDS, help="continue the last unfinished run of this task"
+        ),
     ] = False,
     workspace: Annotated[
-        Path | None, typer.Option(help="history/versions folder (default TASK/.kernelloop)")
+        Path | None,
+        typer.Option(
+            rich_help_panel=FILES, help="history/versions folder (default TASK/.kernelloop)"
+        ),
     ] = None,
     sandbox: Annotated[
-        str, typer.Option(help="auto (= bwrap) | bwrap | none (no isolation: see docs/security.md)")
+        str,
+        typer.Option(
+            rich_help_panel=FILES,
+            help="auto (= bwrap) | bwrap | none (no isolation: see docs/security.md)",
+        ),
     ] = "auto",
     allow_unsandboxed: Annotated[
         bool,
         typer.Option(
-            help="let a best evaluated with --sandbox none be promoted without `kernelloop approve`"
+            rich_help_panel=FILES,
+            help="let a best evaluated with --sandbox none be promoted without "
+            "`kernelloop approve`",
         ),
     ] = False,
     summary_json: Annotated[
-        Path | None, typer.Option(help="also write the run summary here")
+        Path | None, typer.Option(rich_help_panel=FILES, help="also write the run summary here")
     ] = None,
     compiled: Annotated[
         bool,
         typer.Option(
             "--compiled",
+            rich_help_panel=JUDGED,
             help="every benchmark also times the reference under torch.compile (the "
             "summary's speedup over torch.compile; never the gate's)",
         ),
@@ -93,6 +129,7 @@ def run_cmd(
         bool,
         typer.Option(
             "--profile/--no-profile",
+            rich_help_panel=JUDGED,
             help="profile each new best under Nsight Compute for the agent and the report; "
             "--no-profile: compile facts only (a scripted agent reads no profile)",
         ),
@@ -101,6 +138,7 @@ def run_cmd(
         bool,
         typer.Option(
             "--overlap",
+            rich_help_panel=AGENT,
             help="with a model agent, ask for the next round's proposals while this round "
             "is judged (docs/loop.md, 'Overlap')",
         ),
@@ -135,6 +173,8 @@ def run_cmd(
             base_url=base_url,
             per_round=per_round,
         )
+        if callable(getattr(the_agent, "avoid", None)):  # the tuner reads the history first
+            the_agent.avoid(*known_to_history(t, workspace, resolve_device(device)))
         opts = Options(
             device=device,
             shapes=shapes,
@@ -190,3 +230,31 @@ def _interrupted(stop: RunInterrupted, resumed: bool) -> NoReturn:
             markup=False,
         )
     raise typer.Exit(interrupt.EXIT_INTERRUPTED)
+
+
+def known_to_history(task: Task, workspace: Path | None, device: str):
+    """(why the loop would refuse a source as a duplicate of one the task's history judged,
+    the coming run's number): what the tuner reads before proposing, so a second run of
+    the same job spends no round on a refusal (issue 47). The history is read afresh on
+    each question (the loop writes it between rounds); no history yet: nothing is known."""
+    from kernelloop.evaluate.trusted.run import timings_count
+    from kernelloop.history import HistoryStore
+    from kernelloop.history.workspace import DB_NAME
+
+    db = task.workspace(workspace) / DB_NAME
+    measured = timings_count(device, False, task.spec.task.language)
+
+    def known(source: str, hypothesis: str, parent_id: str) -> str | None:
+        if not db.is_file():
+            return None
+        with HistoryStore.open(db) as store:
+            found = store.check_duplicate(
+                task.name, source, hypothesis, int(parent_id), measured=measured
+            )
+        return found.message if found else None
+
+    runs = 0
+    if db.is_file():
+        with HistoryStore.open(db) as store:
+            runs = len(store.runs(task.name))
+    return known, runs + 1

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 import shutil
@@ -20,7 +21,7 @@ from kernelloop.commands.progress import progress_lines
 from kernelloop.errors import KernelloopError
 from kernelloop.evaluate.trusted.values.record import NOT_THE_CANDIDATES, EvaluationRecord
 from kernelloop.evaluate.trusted.values.stages import summary as stage_summary
-from kernelloop.task import load_task
+from kernelloop.task import load_task, words
 
 TEMPLATE = Path(__file__).resolve().parent.parent / "task" / "template"
 
@@ -184,7 +185,7 @@ def evaluate_cmd(
     ] = None,
 ) -> None:
     """Check a candidate for correctness (and time it on a GPU) in a sandboxed worker.
-    Exit 0 accepted, 1 rejected, 2 not judged: a usage or setup error (a bad candidate
+    Exit 0 judged correct, 1 rejected, 2 not judged: a usage or setup error (a bad candidate
     file, the task's inputs or reference failing) or kernelloop's own failure."""
     t = load_task(task)
     check_candidate_file(candidate)
@@ -209,7 +210,10 @@ def evaluate_cmd(
             workers=workers,
         )
     if json_out:
-        sys.stdout.write(record.model_dump_json(indent=2) + "\n")
+        # The record as stored, plus the outcome in the one vocabulary (task/words.py).
+        data = {**json.loads(record.model_dump_json()), "outcome": outcome(record)}
+        data["tol_used_max"] = tolerance_used(record)
+        sys.stdout.write(json.dumps(data, indent=2) + "\n")
     else:
         print_record(record, Console())
     if record.verdict.accepted:
@@ -230,16 +234,20 @@ def print_record(record: EvaluationRecord, console: Console) -> None:
     suites: dict[tuple[str, str], list] = {}
     for c in record.checks:
         suites.setdefault((c.suite, c.dtype), []).append(c)
-    table = Table("suite", "dtype", "checks", "passed", "max rel err", title="correctness")
+    table = Table(
+        "suite", "dtype", "checks", "passed", "max rel err", "tol used", title="correctness"
+    )
     for (suite, dtype), cs in sorted(suites.items()):
         n_ok = sum(c.passed for c in cs)
         rels = [c.max_rel_err for c in cs if c.max_rel_err is not None]
+        used = [c.tol_used for c in cs if c.tol_used is not None]
         table.add_row(
             suite,
             dtype,
             str(len(cs)),
             f"[{'green' if n_ok == len(cs) else 'red'}]{n_ok}[/]",
             f"{max(rels):.2e}" if rels else "-",
+            _share(max(used)) if used else "-",
         )
     if record.checks:
         console.print(table)
@@ -285,7 +293,18 @@ def print_record(record: EvaluationRecord, console: Console) -> None:
         console.print(tt)
     v = record.verdict
     if v.accepted:
-        console.print("[bold green]ACCEPTED[/]: every check passed")
+        timed = "" if record.timings_count else ", not timed"
+        console.print(
+            f"[bold green]{words.JUDGED_CORRECT_HEADLINE}{timed}[/]: every check passed"
+            + ("" if record.timings_count else " (timings on this device do not count)")
+        )
+        if (used := tolerance_used(record)) is not None:
+            console.print(
+                f"  at most {_share(used['share'])} of the tolerance used ({used['check']}; "
+                'docs/task.md, "Tolerances")',
+                highlight=False,
+                markup=False,
+            )
         if v.judged_on:
             console.print(f"  {v.judged_on}", highlight=False, markup=False)
     else:
@@ -295,3 +314,28 @@ def print_record(record: EvaluationRecord, console: Console) -> None:
             v.reasons,
             note=" (not run)" if record.environment.sandbox == "not started" else "",
         )
+
+
+def outcome(record: EvaluationRecord) -> str:
+    """`evaluate`'s outcome: judged correct (not timed where timings do not count) or
+    rejected [category]."""
+    v = record.verdict
+    if not v.accepted:
+        return f"{words.REJECTED} [{v.category}]"
+    return words.JUDGED_CORRECT if record.timings_count else words.NOT_TIMED
+
+
+def tolerance_used(record: EvaluationRecord) -> dict | None:
+    """The largest share of its tolerance any value check used, max |out - ref| / (atol +
+    rtol·|ref|) (1 is the limit), and the check it was in; None where nothing was compared."""
+    used = [c for c in record.checks if c.tol_used is not None]
+    if not used:
+        return None
+    worst = max(used, key=lambda c: c.tol_used or 0.0)
+    check = f"{worst.suite}/{worst.case} {worst.shape} {worst.dtype}"
+    return {"share": worst.tol_used, "check": check}
+
+
+def _share(x: float) -> str:
+    """A share of the tolerance: "39%", "0.4%", "<0.1%"."""
+    return f"{x:.0%}" if x >= 0.1 else f"{x:.1%}" if x >= 0.001 else "<0.1%"

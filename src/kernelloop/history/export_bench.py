@@ -11,6 +11,8 @@ import hashlib
 import json
 from typing import Any
 
+from kernelloop.task import words
+
 NONE = "–"
 
 
@@ -227,8 +229,9 @@ def _gate_lines(gate: dict[str, Any] | None, best: str) -> list[str]:
             f"**{obj:.4f}x**{need}.",
             "",
         ]
-    word = "accepted" if gate.get("accepted") else "rejected"
-    lines += [f"Verdict: **{word}** ({gate.get('category', NONE)})."]
+    word = words.gate_word(bool(gate.get("accepted")))
+    cat = "" if gate.get("accepted") else f" ({gate.get('category', NONE)})"
+    lines += [f"Gate verdict: **{word}**{cat}."]
     lines += [f"- {r}" for r in gate.get("reasons") or []]
     lines += [f"- warning: {w}" for w in gate.get("warnings") or []]
     return [*lines, ""]
@@ -321,8 +324,9 @@ def message_lines(
     ]
     if gate is None:
         return [*lines, "  gate: no verdict stored"]
-    word = "accepted" if gate.get("accepted") else "rejected"
+    word = words.gate_word(bool(gate.get("accepted")))
     obj, req = gate.get("objective"), gate.get("required_gain")
     detail = f", {obj:.4f}x over {b.get('best', 'the best')}" if obj is not None else ""
     detail += f" (required {1 + req:.4f}x)" if req is not None else ""
-    return [*lines, f"  gate: {word} ({gate.get('category', NONE)}){detail}"]
+    cat = "" if gate.get("accepted") else f" ({gate.get('category', NONE)})"
+    return [*lines, f"  gate: {word}{cat}{detail}"]

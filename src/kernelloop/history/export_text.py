@@ -22,6 +22,7 @@ from kernelloop.history.export_bench import (
     message_lines,
 )
 from kernelloop.history.models import Attempt
+from kernelloop.task import words
 
 
 def _record(record_json: str) -> EvaluationRecord | None:
@@ -62,6 +63,11 @@ def _env_line(rec: EvaluationRecord) -> str:
     return ", ".join(p for p in parts if p)
 
 
+def _category(rec: EvaluationRecord) -> str:
+    """A rejection's category in parentheses ("judged correct" needs none)."""
+    return "" if rec.verdict.accepted else f" ({rec.verdict.category})"
+
+
 def benchmark_markdown(
     task_name: str,
     attempt: Attempt,
@@ -76,7 +82,9 @@ def benchmark_markdown(
         f"Kernel from kernelloop proposal #{attempt.id} (run {attempt.run_id}, round "
         f"{attempt.round})."
     )
-    if attempt.objective is not None:
+    if not attempt.measured:
+        lines.append("Its speed was not timed: no timing that counts is stored.")
+    else:
         lines.append(
             f"Weighted geometric-mean speedup over the baseline: **{attempt.objective:.3f}x**."
         )
@@ -89,7 +97,7 @@ def benchmark_markdown(
         f"- Agent's attribution: {attempt.attribution or '–'}",
         "",
     ]
-    if attempt.per_shape:
+    if attempt.per_shape and attempt.measured:
         lines += [
             _md_table(
                 ["shape", "speedup over baseline"],
@@ -135,8 +143,8 @@ def benchmark_markdown(
         lines += [
             "## Correctness verdict",
             "",
-            f"{'accepted' if rec.verdict.accepted else 'rejected'} "
-            f"({rec.verdict.category}). " + " ".join(rec.verdict.reasons),
+            f"{words.judged(rec.verdict.accepted)}{_category(rec)}. "
+            + " ".join(rec.verdict.reasons),
             "",
         ]
     lines += [
@@ -165,11 +173,7 @@ def export_message(
     gate_json: str | None = None,
 ) -> str:
     rec = _record(record_json)
-    obj = (
-        f"{attempt.objective:.3f}x over baseline"
-        if attempt.objective is not None
-        else "not measured"
-    )
+    obj = f"{attempt.objective:.3f}x over baseline" if attempt.measured else "not timed"
     lines = [f"kernelloop: {task_name} best kernel, {obj}", ""]
     if attempt.hypothesis:
         lines += [" ".join(attempt.hypothesis.split())[:400], ""]
@@ -177,10 +181,10 @@ def export_message(
     if rec is not None:
         lines.append(f"  device: {_env_line(rec)}")
         lines.append(
-            "  timings count for acceptance: "
+            "  timings count for promotion: "
             f"{'yes' if rec.timings_count else 'no (interpreter/CPU)'}"
         )
-    for shape, v in attempt.per_shape.items():
+    for shape, v in attempt.per_shape.items() if attempt.measured else ():
         lines.append(f"  {shape}: {v:.3f}x")
     if rec is not None:
         suites = rec.suites_passed()
@@ -188,10 +192,7 @@ def export_message(
             "  correctness: "
             + (", ".join(f"{s} {'pass' if ok else 'FAIL'}" for s, ok in suites.items()) or "none")
         )
-        lines.append(
-            f"  verdict: {'accepted' if rec.verdict.accepted else 'rejected'} "
-            f"({rec.verdict.category})"
-        )
+        lines.append(f"  verdict: {words.judged(rec.verdict.accepted)}{_category(rec)}")
     lines += message_lines(
         bench_json, gate_json, correctness_device=rec.environment.device if rec else None
     )

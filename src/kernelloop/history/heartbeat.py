@@ -19,15 +19,23 @@ class Heartbeat:
     """`with Heartbeat(db_path, run_id):` holds the run for this process; `start()` and
     `stop()` do the same for holders whose life is not one block (the MCP server)."""
 
-    def __init__(self, db_path: str | Path, run_id: int, every_s: float = BEAT_EVERY_S) -> None:
+    def __init__(
+        self,
+        db_path: str | Path,
+        run_id: int,
+        every_s: float = BEAT_EVERY_S,
+        since: str | None = None,
+    ) -> None:
+        """`since`: when this process's stretch of the run began (ISO time; default: now)."""
         self.db_path, self.run_id, self.every_s = Path(db_path), run_id, every_s
+        self.since = since
         self.pid = os.getpid()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
     def start(self) -> Heartbeat:
         with HistoryStore.open(self.db_path) as store:
-            store.claim_run(self.run_id, self.pid, this_host())
+            store.claim_run(self.run_id, self.pid, this_host(), self.since)
         self._thread = threading.Thread(
             target=self._beat, name=f"heartbeat-run-{self.run_id}", daemon=True
         )

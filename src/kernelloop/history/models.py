@@ -6,6 +6,7 @@ import json
 import math
 from dataclasses import dataclass, field
 
+from kernelloop.task import words
 from kernelloop.task.textbudget import clip
 
 # Rejections that say the *idea* did not pay off. A near-duplicate of one of these is
@@ -27,15 +28,17 @@ IDEA_REJECTIONS = frozenset(
 
 _clip = clip  # (task/textbudget.py: the one way text is cut for a person or a model)
 
-# The one vocabulary of outcomes (docs/loop.md, "Outcomes"): feedback, live view,
-# history, summary, MCP and report all say these words.
-ACCEPTED = "accepted"  # correct and faster by the gate's margin; promoted
-NOT_PROMOTED = "accepted, not promoted"  # another candidate of its round gained more
-NOT_TIMED = "correct, not timed"  # passed every check where timings do not count
-REJECTED = "rejected"  # + " [category]": failed a check, or the gate's timing test
-REFUSED = "refused"  # before evaluation: a rule, or a duplicate
-NOT_EVALUATED = "not evaluated"  # infrastructure: not the candidate's fault
-PENDING = "pending"  # proposed, no verdict yet
+# The one vocabulary of outcomes (task/words.py, docs/loop.md "Outcomes"): feedback, live
+# view, history, summary, MCP and report all say these words.
+PROMOTED = words.PROMOTED  # judged correct and faster by the gate's margin; the new best
+NOT_PROMOTED = words.NOT_PROMOTED  # another candidate of its round gained more
+NOT_TIMED = words.NOT_TIMED  # passed every check where timings do not count
+REJECTED = words.REJECTED  # + " [category]": failed a check, or the gate's timing test
+REFUSED = words.REFUSED  # before evaluation: a rule, or a duplicate
+NOT_EVALUATED = words.NOT_EVALUATED  # infrastructure: not the candidate's fault
+PENDING = words.PENDING  # proposed, no verdict yet
+BASELINE = words.BASELINE  # round 0: the first best by definition
+ACCEPTED = PROMOTED  # the gate's pass, as loop/round.py names it
 
 
 def outcome_word(
@@ -53,7 +56,7 @@ def outcome_word(
     if accepted and not measured:
         return NOT_TIMED
     if accepted:
-        return ACCEPTED if promoted else NOT_PROMOTED
+        return PROMOTED if promoted else NOT_PROMOTED
     return f"{REJECTED} [{category}]" if category else REJECTED
 
 
@@ -107,6 +110,9 @@ class Attempt:
     cost_usd: float = 0.0
     # Why no verdict could be had through no fault of the candidate (status infrastructure).
     infra_reason: str = ""
+    # Whether its record's timings count (False: the CPU's Triton interpreter). The
+    # baseline's objective is 1.0 by definition, timed or not: this says which.
+    timings_count: bool = True
 
     @property
     def evaluated(self) -> bool:
@@ -115,11 +121,16 @@ class Attempt:
     @property
     def outcome(self) -> str:
         """This candidate's outcome in the shared vocabulary (`outcome_word`). The
-        baseline (round 0) was accepted and is the first best."""
-        promoted = self.was_best or self.round == 0
-        return outcome_word(
-            self.status, self.accepted, self.category, self.objective is not None, promoted
-        )
+        baseline (round 0) is the first best by definition: "baseline"."""
+        if self.round == 0 and self.accepted:
+            return BASELINE
+        return outcome_word(self.status, self.accepted, self.category, self.measured, self.was_best)
+
+    @property
+    def measured(self) -> bool:
+        """Timed where timings count: its objective is a measurement (the baseline's 1.0 is
+        one only where its record's timings count)."""
+        return self.objective is not None and (self.round > 0 or self.timings_count)
 
     verdict_label = outcome
 
@@ -144,8 +155,8 @@ class Attempt:
         return out
 
     def effect_text(self) -> str:
-        if self.objective is None:
-            return "not measured"
+        if not self.measured:
+            return "not timed"
         text = f"{self.objective:.3f}x over baseline"
         if self.gain is not None:
             text += f" ({_pct(self.gain)} vs #{self.parent_id})"
@@ -234,6 +245,7 @@ def history_row(a: Attempt) -> dict[str, object]:
         "prediction": a.predicted_effect,
         "status": a.status,
         "verdict": a.outcome,  # the outcome word (docs/loop.md, "Outcomes")
+        "timed": a.measured,  # its objective is a measurement where timings count
         "accepted": a.accepted,
         "category": a.category,
         "reasons": list(a.reasons),
@@ -257,6 +269,7 @@ class RunOwner:
     pid: int
     host: str
     heartbeat_at: str
+    claimed_at: str | None = None  # when its stretch of the run began
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ from kernelloop.history.models import Attempt, RunInfo, RunOwner, RunState
 _ATTEMPTS_SQL = """
 SELECT p.*, e.accepted, e.category, e.reasons_json, e.objective, e.per_shape_json,
        e.metric_deltas_json, pe.objective AS parent_objective,
+       json_extract(e.record_json, '$.timings_count') AS timings_count,
        pe.per_shape_json AS parent_per_shape_json,
        EXISTS (SELECT 1 FROM best_changes b WHERE b.proposal_id = p.id) AS was_best
 FROM proposals p
@@ -86,6 +87,7 @@ def _attempt(r: sqlite3.Row, cost: float) -> Attempt:
         was_best=bool(r["was_best"]),
         cost_usd=cost,
         infra_reason=r["infra_reason"],
+        timings_count=r["timings_count"] is None or bool(r["timings_count"]),
     )
 
 
@@ -150,7 +152,8 @@ def owner(run: sqlite3.Row) -> RunOwner | None:
     and for runs written before owners were recorded."""
     if run["finished_at"] or run["owner_pid"] is None or not run["heartbeat_at"]:
         return None
-    return RunOwner(int(run["owner_pid"]), run["owner_host"], run["heartbeat_at"])
+    claimed = run["claimed_at"] if "claimed_at" in run.keys() else None
+    return RunOwner(int(run["owner_pid"]), run["owner_host"], run["heartbeat_at"], claimed)
 
 
 def run_info(r: sqlite3.Row) -> RunInfo:

@@ -169,6 +169,16 @@ MIGRATIONS: list[str] = [
     );
     CREATE INDEX interruptions_run ON interruptions(run_id, id);
     """,
+    # What stopped the run ('ctrl-c', or 'crash': a kill -9 or a lost machine, found by
+    # `--resume`, stopped at its last heartbeat) and how long the stretch it ended ran
+    # (NULL where not known); and since when the current owner runs it, so a crashed
+    # stretch's running time is its last heartbeat less that (issue 47: a report said
+    # "never interrupted" after kill -9, and counted only the last stretch's wall time).
+    """
+    ALTER TABLE interruptions ADD COLUMN kind TEXT NOT NULL DEFAULT 'ctrl-c';
+    ALTER TABLE interruptions ADD COLUMN ran_s REAL;
+    ALTER TABLE runs ADD COLUMN claimed_at TEXT;
+    """,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -55,9 +55,20 @@ class RunsMixin(StoreBase):
                 (status, summary_json, _now(), run_id),
             )
 
-    def add_interruption(self, run_id: int, round_index: int) -> None:
-        """A Ctrl-C stopped the run in this round (it stays unfinished, for `--resume`)."""
-        self._insert("interruptions", dict(run_id=run_id, round=round_index, at=_now()))
+    def add_interruption(
+        self,
+        run_id: int,
+        round_index: int,
+        *,
+        kind: str = "ctrl-c",
+        ran_s: float | None = None,
+        at: str | None = None,
+    ) -> None:
+        """Something stopped the run in this round (it stays unfinished, for `--resume`):
+        a Ctrl-C (now), or a crash `--resume` found (`at` its last heartbeat); `ran_s`: how
+        long the stretch it ended had run."""
+        row = dict(run_id=run_id, round=round_index, at=at or _now(), kind=kind, ran_s=ran_s)
+        self._insert("interruptions", row)
 
     def mark_resumed(self, run_id: int) -> None:
         """`--resume` took the run up again: its open interruption ends now."""
@@ -68,9 +79,11 @@ class RunsMixin(StoreBase):
             )
 
     def interruptions(self, run_id: int) -> list[dict]:
-        """The run's interruptions, oldest first: round, at, resumed_at (None: not yet)."""
+        """The run's interruptions, oldest first: round, at, resumed_at (None: not yet),
+        kind (ctrl-c | crash), ran_s (the stretch it ended; None: not known)."""
         rows = self._conn.execute(
-            "SELECT round, at, resumed_at FROM interruptions WHERE run_id = ? ORDER BY id",
+            "SELECT round, at, resumed_at, kind, ran_s FROM interruptions WHERE run_id = ? "
+            "ORDER BY id",
             (run_id,),
         )
         return [dict(r) for r in rows]
@@ -79,12 +92,14 @@ class RunsMixin(StoreBase):
         rows = self._conn.execute("SELECT * FROM runs WHERE task = ? ORDER BY id", (task_name,))
         return [queries.run_info(r) for r in rows]
 
-    def claim_run(self, run_id: int, pid: int, host: str) -> None:
-        """Record the process that runs the run from now on, with a first heartbeat."""
+    def claim_run(self, run_id: int, pid: int, host: str, since: str | None = None) -> None:
+        """Record the process that runs the run from now on, with a first heartbeat;
+        `since`: when its stretch began (default now), for a crash's running time."""
         with self._tx() as c:
             c.execute(
-                "UPDATE runs SET owner_pid = ?, owner_host = ?, heartbeat_at = ? WHERE id = ?",
-                (pid, host, _now(), run_id),
+                "UPDATE runs SET owner_pid = ?, owner_host = ?, heartbeat_at = ?, "
+                "claimed_at = ? WHERE id = ?",
+                (pid, host, _now(), since or _now(), run_id),
             )
 
     def heartbeat(self, run_id: int, pid: int) -> bool:

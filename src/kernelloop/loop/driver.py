@@ -12,6 +12,7 @@ import json
 import shutil
 import tempfile
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 from kernelloop.agents.base import Agent
@@ -21,7 +22,14 @@ from kernelloop.history.heartbeat import Heartbeat
 from kernelloop.history.models import RunState
 from kernelloop.loop.context import agent_context
 from kernelloop.loop.overlap import Ahead, overlaps
-from kernelloop.loop.resume import catch_up, refuse_if_live, restore, resumable_run, skip_replayed
+from kernelloop.loop.resume import (
+    catch_up,
+    refuse_if_live,
+    restore,
+    resumable_run,
+    skip_replayed,
+    take_up,
+)
 from kernelloop.loop.round import UNMEASURED, play_round, start_run
 from kernelloop.loop.state import Best, Options, Run, View
 from kernelloop.loop.summary import run_summary
@@ -68,7 +76,7 @@ def _run(run: Run, opts: Options) -> dict:
 
 def _run_shown(run: Run, opts: Options) -> dict:
     task, store, agent, view = run.task, run.store, run.agent, run.view
-    t0 = time.monotonic()
+    t0, started = time.monotonic(), datetime.now(UTC).isoformat(timespec="milliseconds")
     state = resumable_run(task, store) if opts.resume else None
     # The view starts before the baseline (or the resumed best) is known: its status line
     # shows their progress from the first second (issue 36: 50-80 s of blank screen).
@@ -88,14 +96,14 @@ def _run_shown(run: Run, opts: Options) -> dict:
             best = start_run(run, config)
         else:
             view.status(f"resuming run {state.run_id} at round {run.round_now}: restoring its best")
-            store.mark_resumed(state.run_id)
+            take_up(store, state)
             best = restore(run, state)
         view.set_best(best)
-        with Heartbeat(store.path, run.id):
+        with Heartbeat(store.path, run.id, since=started):
             return _rounds(run, opts, state, best, t0)
     except KeyboardInterrupt:
         if run.id:  # the run is recorded: it stays unfinished, its stop written down
-            store.add_interruption(run.id, run.round_now)
+            store.add_interruption(run.id, run.round_now, ran_s=time.monotonic() - t0)
         raise RunInterrupted(run.id, run.round_now) from None
 
 

@@ -101,7 +101,7 @@ class _Row(_Open):
     prediction: str = ""
     status: str = Field("", description="proposed | refused | evaluated | infrastructure")
     verdict: str = Field(
-        "", description='the outcome word (docs/loop.md): "accepted", "rejected [wrong]", …'
+        "", description='the outcome word (docs/loop.md): "promoted", "rejected [wrong]", …'
     )
     accepted: bool | None = None
     category: str | None = Field(None, description="the verdict's category (wrong, slower, …)")
@@ -129,8 +129,8 @@ class History(_Open):
 
 class Submission(_Row):
     verdict: str = Field(
-        description="the outcome (docs/loop.md, 'Outcomes'): accepted | accepted, not "
-        "promoted | correct, not timed | rejected [CATEGORY] | refused | not evaluated | "
+        description="the outcome (docs/loop.md, 'Outcomes'): promoted | judged correct, not "
+        "promoted | judged correct, not timed | rejected [CATEGORY] | refused | not evaluated | "
         "unparsable (the free retry: no round spent)"
     )
     id: int | None = Field(None, description="the proposal's history id; None when unparsable")

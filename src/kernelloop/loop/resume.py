@@ -8,6 +8,7 @@ the task's best)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 
 from kernelloop.agents.base import Agent, AgentContext, Proposal
 from kernelloop.errors import KernelloopError
@@ -61,6 +62,29 @@ def resumable_run(task: Task, store: HistoryStore) -> RunState:
         f"no unfinished run of {task.name} to resume{hint}; start one with "
         f"`kernelloop run {task.folder}`."
     )
+
+
+def take_up(store: HistoryStore, state: RunState) -> None:
+    """`--resume` takes the run up again: a run whose owner never let go was killed (kill
+    -9, a lost machine: no Ctrl-C was written down), so its stop is recorded now as a
+    crash at its last heartbeat, with the stretch's running time (last heartbeat less the
+    stretch's start, at most a heartbeat short); then every open stop ends now."""
+    owner = state.owner
+    if owner is not None:
+        ran_s = None
+        try:
+            if owner.claimed_at:
+                ran_s = (_iso(owner.heartbeat_at) - _iso(owner.claimed_at)).total_seconds()
+        except ValueError:
+            pass
+        store.add_interruption(
+            state.run_id, state.next_round, kind="crash", ran_s=ran_s, at=owner.heartbeat_at
+        )
+    store.mark_resumed(state.run_id)
+
+
+def _iso(text: str) -> datetime:
+    return datetime.fromisoformat(text)
 
 
 def restore(run: Run, state: RunState) -> Best:

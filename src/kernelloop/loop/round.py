@@ -44,7 +44,7 @@ from kernelloop.profile.render import prompt_text
 UNMEASURED = "; speed was not measured (interpreter timings never count), so nothing was promoted"
 # The reason of a correct candidate where timings never count (its outcome: NOT_TIMED).
 CORRECT_UNMEASURED = (
-    "timings on this device do not count (interpreter): a speedup can only be accepted "
+    "timings on this device do not count (interpreter): a speedup can only be promoted "
     "from GPU measurements"
 )
 

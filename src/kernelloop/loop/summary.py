@@ -16,7 +16,11 @@ def run_summary(
     task: Task, store: HistoryStore, run_id: int, best: Best, status: str, why: str, wall_s: float
 ) -> dict:
     """Status and reason, the best's objective and % of floor, its per-shape table, every
-    proposal of the run (history rows) and the model cost ledger."""
+    proposal of the run (history rows) and the model cost ledger. `wall_s`: this process's
+    stretch; the summary's `wall_s` is the run's whole running time, every earlier stretch
+    (ended by a Ctrl-C or a crash, history `interruptions`) added, the stops left out."""
+    stops = store.interruptions(run_id)
+    earlier = [i["ran_s"] for i in stops if i.get("ran_s") is not None]
     summary = {
         "task": task.name,
         "run_id": run_id,
@@ -30,7 +34,11 @@ def run_summary(
         # torch.compile, timed in the same benchmark (None where it was not)
         "best_speedup_vs_compiled": best.vs_compiled,
         "best_compiled_why": best.vs_compiled_why,  # why None, in one sentence
-        "wall_s": round(wall_s, 1),
+        "wall_s": round(wall_s + sum(earlier), 1),
+        "wall_s_last_stretch": round(wall_s, 1),
+        "interruptions": len(stops),
+        # a stop whose stretch's running time is not known leaves `wall_s` short
+        "wall_s_complete": len(earlier) == len(stops),
         "attempts": [
             history_row(a) for a in store.attempts(task.name, run_id=run_id) if a.round > 0
         ],

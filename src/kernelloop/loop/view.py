@@ -20,8 +20,8 @@ from kernelloop.task.textbudget import clip
 COLUMNS = ("round", "k", "agent", "hypothesis", "state", "note", "stages")
 ECHO_EVERY_S = 5.0
 # By the outcome's first word (history/models.outcome_word's vocabulary).
-COLOURS = {"accepted": "green", "correct": "green", "rejected": "red", "refused": "yellow",
-           "not": "magenta"}  # fmt: skip
+COLOURS = {"promoted": "green", "judged": "green", "rejected": "red", "refused": "yellow",
+           "not": "magenta", "baseline": "green"}  # fmt: skip
 
 
 def _best_text(best: Best) -> str:

@@ -21,7 +21,8 @@ from kernelloop.report.sections import Point
 # marker, colour, legend text
 STYLE = {
     "baseline": ("s", "#555555", "baseline"),
-    "accepted": ("o", "#1a9850", "accepted"),
+    "promoted": ("o", "#1a9850", "promoted"),
+    "correct": ("o", "#91cf60", "judged correct, not promoted"),
     "rejected": ("X", "#d73027", "rejected"),
     "refused": ("^", "#f59e0b", "refused (not evaluated)"),
     "infrastructure": ("P", "#7b3294", "infrastructure failure (not evaluated)"),

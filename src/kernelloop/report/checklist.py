@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from kernelloop.report.records import RunRecords
 from kernelloop.report.sections import metric_deltas, shape_rows
+from kernelloop.task import words
 from kernelloop.task.spec import Rules
 
 State = Literal["pass", "fail", "n/a"]
@@ -26,7 +27,8 @@ class Item:
 
 def _record_item(rr: RunRecords) -> Item:
     name = (
-        "The best carries its benchmark record and an accepting gate verdict (no record, no merge)"
+        "The best carries its benchmark record and a gate verdict of faster by the gate's "
+        "margin (no record, no merge)"
     )
     best = rr.best
     if best is None:
@@ -42,7 +44,8 @@ def _record_item(rr: RunRecords) -> Item:
     return Item(
         name,
         "pass" if ok else "fail",
-        f"#{best.id}: gate {'accepted' if ok else 'rejected'} ({s.gate.get('category', '?')}), "
+        f"#{best.id}: gate {words.gate_word(ok)}"
+        f"{'' if ok else ' (' + str(s.gate.get('category', '?')) + ')'}, "
         f"benchmark on {s.bench.get('device_name', '?')} started {s.bench.get('started_at', '?')}",
     )
 

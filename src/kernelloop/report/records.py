@@ -123,7 +123,7 @@ def read_run(store: HistoryStore, task_name: str, run_id: int | None = None) -> 
         try:
             stops = _rows(
                 conn,
-                "SELECT round, at, resumed_at FROM interruptions WHERE run_id = ? ORDER BY id",
+                "SELECT * FROM interruptions WHERE run_id = ? ORDER BY id",  # kind, ran_s: v5
                 run_id,
             )
         except sqlite3.OperationalError:  # a history from before interruptions were kept

@@ -14,6 +14,7 @@ from kernelloop.report import review, sections
 from kernelloop.report.charts import STYLE, progress_chart, roofline_chart
 from kernelloop.report.checklist import checklist
 from kernelloop.report.records import RunRecords, read_run
+from kernelloop.task import words
 from kernelloop.task.spec import Rules
 
 NONE = sections.NONE
@@ -91,10 +92,22 @@ def context(
         "proposals": review.proposals(rr, repro),
         "interruptions": review.interruptions(rr),
         "charts": {c.name: c for c in (progress, roof) if c is not None},
-        "counts": {
-            s: sum(p.state == s for p in pts)
-            for s in ("accepted", "rejected", "refused", "infrastructure", "pending")
-        },
+        "counts": counts(rr),
+    }
+
+
+def counts(rr: RunRecords) -> dict[str, int]:
+    """The run's proposals by outcome, in the one vocabulary (task/words.py): the header's
+    "0 promoted, 2 judged correct, not timed, …", never "2 accepted" where nothing was."""
+    outs = [a.outcome for a in rr.attempts if a.round > 0]
+    return {
+        "promoted": outs.count(words.PROMOTED),
+        "not_promoted": outs.count(words.NOT_PROMOTED),
+        "not_timed": outs.count(words.NOT_TIMED),
+        "rejected": sum(o.startswith(words.REJECTED) for o in outs),
+        "refused": outs.count(words.REFUSED),
+        "infrastructure": outs.count(words.NOT_EVALUATED),
+        "pending": outs.count(words.PENDING),
     }
 
 

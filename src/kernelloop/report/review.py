@@ -85,14 +85,19 @@ def proposals(rr: RunRecords, repro: Repro | None) -> list[dict[str, Any]]:
 
 
 def interruptions(rr: RunRecords) -> list[dict[str, Any]]:
-    """Each Ctrl-C: the round it stopped, when, when it was resumed, seconds stopped."""
+    """Each stop (a Ctrl-C, or a crash `--resume` found: kill -9, a lost machine): the
+    round it stopped, what stopped it, when (a crash: its last heartbeat), how long the
+    stretch before it ran, when it was resumed, seconds stopped."""
     out = []
     for i in rr.interruptions:
         at, back = _ts(i.get("at")), _ts(i.get("resumed_at"))
+        kind = i.get("kind") or "ctrl-c"
         out.append(
             {
                 "round": i.get("round"),
+                "kind": "Ctrl-C" if kind == "ctrl-c" else "crash (killed; last heartbeat)",
                 "at": i.get("at"),
+                "ran_s": i.get("ran_s"),
                 "resumed_at": i.get("resumed_at") or "not resumed",
                 "stopped_s": (back - at).total_seconds() if at and back else None,
             }

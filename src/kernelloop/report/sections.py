@@ -12,7 +12,7 @@ from typing import Any
 
 import kernelloop
 from kernelloop import objective
-from kernelloop.history.models import NOT_TIMED, Attempt
+from kernelloop.history.models import NOT_TIMED, PROMOTED, Attempt
 from kernelloop.profile.deltas import TRACKED, fmt_value
 from kernelloop.report.records import RunRecords
 
@@ -36,24 +36,24 @@ def label(a: Attempt) -> str:
 
 
 def state(a: Attempt) -> str:
-    """accepted | rejected | refused | infrastructure | pending: the chart's marker and the
-    table's verdict word."""
+    """The chart's marker: baseline | promoted | correct (judged correct, not promoted or
+    not timed) | rejected | refused | infrastructure | pending."""
     if a.status in ("refused", "infrastructure"):
         return a.status
     if a.accepted is None:
         return "pending"
     if a.round == 0:
         return "baseline"
-    return "accepted" if a.accepted else "rejected"
+    if not a.accepted:
+        return "rejected"
+    return "promoted" if a.outcome == PROMOTED else "correct"
 
 
 def verdict_word(a: Attempt) -> str:
-    """The tables' verdict: `state`, except that a correct candidate never timed says so
-    (the live view's and history's "correct, not timed"). A real CPU run's report called
-    such a flagship candidate "accepted", which reads as passing the performance gate."""
-    if a.round > 0 and state(a) == "accepted" and a.objective is None:
-        return NOT_TIMED
-    return state(a)
+    """The tables' verdict: the outcome in the one vocabulary (task/words.py), as the live
+    view, `history` and `--json` say it. A real CPU run's report once called a correct
+    candidate never timed "accepted", which reads as passing the performance gate."""
+    return a.outcome
 
 
 def header(rr: RunRecords, generated_at: str) -> dict[str, Any]:
@@ -155,7 +155,7 @@ def measured_text(rr: RunRecords, a: Attempt) -> str:
         rec = rr.stored[a.id].record if a.id in rr.stored else None
         correct = bool(rec and (rec.get("verdict") or {}).get("accepted"))
         return (
-            "correct, not timed (timings on this device do not count)"
+            f"{NOT_TIMED} (timings on this device do not count)"
             if correct
             else "not timed: failed correctness"
         )
@@ -183,9 +183,7 @@ def rounds(rr: RunRecords) -> list[dict[str, Any]]:
         cells = []
         for a in sorted(cands, key=lambda a: a.k):
             speed = f" {a.objective:.3f}x" if a.objective is not None else ""
-            mark = " ★ promoted" if a.was_best else ""
-            if a.accepted and a.objective is not None and not a.was_best:
-                mark = " (not promoted)"
+            mark = " ★" if a.was_best else ""
             cells.append(f"{label(a)} #{a.id} {verdict_word(a)}{speed}{mark}")
         out.append({"round": r, "n": len(cands), "candidates": cells})
     return out
@@ -209,9 +207,7 @@ def narrative(rr: RunRecords) -> list[dict[str, Any]]:
                 "predicted": a.predicted_effect or "none given",
                 "measured": measured_text(rr, a),
                 "attribution": a.attribution or NONE,
-                "verdict": verdict_word(a)
-                + (f" ({a.category})" if a.category and a.category != "accepted" else "")
-                + (" ★ best" if a.id == rr.best_id else ""),
+                "verdict": verdict_word(a) + (" ★ best" if a.id == rr.best_id else ""),
                 "reasons": "; ".join(r for r in reasons if r) or NONE,
             }
         )

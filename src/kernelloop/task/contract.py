@@ -98,10 +98,10 @@ def _judging(task: Task, j: Judging) -> str:
         where += ", kernels run in the Triton interpreter"
     lines = ["### Where it is judged", f"Candidates are judged on {where}.", _versions(j)]
     if j.timings_count:
-        lines.append("Timings here count: a measurably faster, correct candidate is accepted.")
+        lines.append("Timings here count: a measurably faster, correct candidate is promoted.")
     else:
         lines.append(
-            "Timings here DO NOT count: this run checks correctness only and can accept no "
+            "Timings here DO NOT count: this run checks correctness only and can promote no "
             "speedup (nothing is promoted). Write for the task's GPU shapes below all the same."
         )
     return "\n".join(lines)

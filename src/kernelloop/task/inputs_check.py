@@ -29,10 +29,15 @@ _ENV_KEEP = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "PYTHONPATH", "VIRTUAL_
 TIMEOUT_S = 300.0
 
 
+def scrubbed_env() -> dict[str, str]:
+    """The environment a child that runs task code gets: no model key of this process."""
+    return {k: os.environ[k] for k in _ENV_KEEP if k in os.environ}
+
+
 def check_inputs_apart(task: Task) -> None:
     """`check_inputs` in a child process with a scrubbed environment; its one-sentence
     error raised here."""
-    env = {k: os.environ[k] for k in _ENV_KEEP if k in os.environ}
+    env = scrubbed_env()
     try:
         done = subprocess.run(
             [sys.executable, "-m", "kernelloop.task.inputs_check", str(task.folder)],
@@ -62,6 +67,9 @@ def check_inputs(task: Task) -> None:
     follow the task's declared dims and dtypes; return quietly otherwise."""
     import torch
 
+    from kernelloop.task.names_check import check_cases, check_names
+
+    check_names(task)
     make = task.load_function("inputs")
     shapes = sorted(task.spec.cpu_shapes, key=lambda s: _numel(s.dims))[:2]
     where = f"{task.spec.task.inputs} of task {task.name}"
@@ -89,6 +97,8 @@ def check_inputs(task: Task) -> None:
                     )
             got[(i, d)] = out
     _check_dtypes(got, task.spec.dtypes, where)
+    if shapes:
+        check_cases(task, make, shapes[0].dims, task.spec.dtypes[0])
     if len(shapes) == 2:
         _check_dims(got, shapes[0].dims, shapes[1].dims, task.spec.dtypes[0], where)
 

@@ -6,6 +6,7 @@ import ast
 import difflib
 import json
 import operator
+import re
 import tomllib
 import typing
 from collections.abc import Callable
@@ -43,6 +44,18 @@ class Task:
     @property
     def baseline_path(self) -> Path:
         return self.folder / self.spec.task.baseline
+
+    def toml_line(self, key: str, value: str | None = None) -> str:
+        """`task.toml:LINE` of the first line that sets `key` (holding `value` where
+        given), for an error that names where the task says it; the bare path where none
+        does."""
+        pattern = re.compile(rf"^\s*{re.escape(key)}\s*=")
+        for n, line in enumerate(self.toml_path.read_text().splitlines(), start=1):
+            if pattern.match(line) and (
+                value is None or f'"{value}"' in line or f"'{value}'" in line
+            ):
+                return f"{self.toml_path}:{n}"
+        return str(self.toml_path)
 
     def draws(self) -> bool:
         """Whether the task's model draws random numbers in its forward (an imported
@@ -90,7 +103,7 @@ class Task:
         fn = getattr(module, func, None)
         if not callable(fn):
             raise TaskError(
-                f"{self.toml_path}: task.{field} names '{func}', which {path.name} does not "
+                f"{self.toml_line(field)}: task.{field} names '{func}', which {path.name} does not "
                 "define; define it or fix the name."
             )
         return fn
@@ -222,14 +235,14 @@ def _model_in(annotation: Any) -> Any:
 def _check_files(task: Task) -> None:
     if not task.baseline_path.is_file():
         raise TaskError(
-            f"{task.toml_path}: task.baseline names {task.spec.task.baseline}, which does not "
-            "exist; add the file or fix the path."
+            f"{task.toml_line('baseline')}: task.baseline names {task.spec.task.baseline}, "
+            "which does not exist; add the file or fix the path."
         )
     for field in ("reference", "inputs"):
         path, _ = task.file_and_function(field)
         if not path.is_file():
             raise TaskError(
-                f"{task.toml_path}: task.{field} names {path.name}, which does not exist; "
+                f"{task.toml_line(field)}: task.{field} names {path.name}, which does not exist; "
                 f"add the file or fix the path."
             )
     if task.spec.e2e is not None:
@@ -237,8 +250,9 @@ def _check_files(task: Task) -> None:
             path, _ = task.e2e_file_and_name(field)
             if not path.is_file():
                 raise TaskError(
-                    f"{task.toml_path}: e2e.{field} names {path.name}, which does not exist; "
-                    "add the file or fix the path."
+                    f"{task.toml_line(field, getattr(task.spec.e2e, field))}: e2e.{field} names "
+                    f"{path.name}, which does not "
+                    "exist; add the file or fix the path."
                 )
     for expr_field in ("bytes", "flops"):
         expr = getattr(task.spec.roofline, expr_field)

@@ -17,6 +17,8 @@ class Comparison:
     worst_index: list[int] | None
     reason: str
     category: str = "wrong"
+    # max |out - ref| / (atol + rtol·|ref|): the share of the tolerance used (> 1 fails)
+    tol_used: float | None = None
 
 
 def _pair(expected: float | None, got: float | None) -> str:
@@ -134,8 +136,9 @@ def within_tolerance(out: torch.Tensor, ref: torch.Tensor, tol: Tolerance) -> Co
             f"{t.over} of {out.numel()} elements outside atol={tol.atol:g}, rtol={tol.rtol:g} "
             f"(max abs err {t.max_abs:.3g}, worst at "
             f"{worst}{_value_pair(out, ref, worst)})",
+            tol_used=max(t.max_ratio, 0.0),
         )
-    return Comparison(True, t.max_abs, t.max_rel, worst, "")
+    return Comparison(True, t.max_abs, t.max_rel, worst, "", tol_used=max(t.max_ratio, 0.0))
 
 
 def _value_pair(out: torch.Tensor, ref: torch.Tensor, where: list[int] | None) -> str:

@@ -115,6 +115,7 @@ class Judge(InterfaceMixin, StateMixin, StochasticMixin, E2EMixin, OwnErrorMixin
                 passed=False,
                 max_abs_err=getattr(cmp, "max_abs_err", None),
                 max_rel_err=getattr(cmp, "max_rel_err", None),
+                tol_used=getattr(cmp, "tol_used", None),
                 worst_index=getattr(cmp, "worst_index", None),
                 reason=reason,
             )
@@ -133,6 +134,7 @@ class Judge(InterfaceMixin, StateMixin, StochasticMixin, E2EMixin, OwnErrorMixin
                 passed=True,
                 max_abs_err=getattr(cmp, "max_abs_err", None),
                 max_rel_err=getattr(cmp, "max_rel_err", None),
+                tol_used=getattr(cmp, "tol_used", None),
                 reason=note,
             )
         )
@@ -288,7 +290,8 @@ class Judge(InterfaceMixin, StateMixin, StochasticMixin, E2EMixin, OwnErrorMixin
             if not c.passed:
                 instead = diagnose.swapped(outs, parts_of(refs), k, self._close(call))
                 return replace(c, reason=f"output {k}: {c.reason}{instead}")
-        return max(cmps, key=lambda c: c.max_abs_err or 0.0)
+        used = max((c.tol_used for c in cmps if c.tol_used is not None), default=None)
+        return replace(max(cmps, key=lambda c: c.max_abs_err or 0.0), tol_used=used)
 
     def _trivial_parts(self, call: Call, inputs: dict, refs: dict) -> dict[str, torch.Tensor]:
         """Trivial outputs of a call with several outputs: each output's trivial variants

@@ -95,6 +95,9 @@ class CheckResult(BaseModel):
     passed: bool
     max_abs_err: float | None = None
     max_rel_err: float | None = None
+    # max |out - ref| / (atol + rtol·|ref|) over the output: the share of the tolerance the
+    # candidate used (0.5: half of it; above 1 the check fails); None where not compared
+    tol_used: float | None = None
     worst_index: list[int] | None = None
     reason: str = ""
 
