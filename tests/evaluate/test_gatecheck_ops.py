@@ -156,7 +156,6 @@ def _report(**kw) -> GateCheckReport:
         equivalents=[],
         killed=0,
         survived=0,
-        not_shown_to_differ=0,
         kill_rate=None,
         false_rejections=0,
         false_reject_rate=None,
@@ -233,3 +232,53 @@ def test_the_command_exits_2_on_a_setup_error_before_judging_anything(tmp_path):
     assert "no mutation site found in plain.py" in out.stderr
     out = subprocess.run([*cli, "--operators", "nope"], capture_output=True, text=True, timeout=120)
     assert out.returncode == 2 and "unknown operator(s) ['nope']" in out.stderr, out.stderr
+
+
+def test_a_survivor_the_oracle_accepts_too_counts_as_survived(monkeypatch):
+    """Issue 45, class 7: nothing is excluded as "not shown to differ". A mutant the gate and
+    the oracle both accept is a survivor marked as a finding about the task (its inputs
+    cannot tell it apart), and the kill rate counts it. The evaluation is a stand-in here
+    (the counting is under test): it rejects mutants whose source holds `<= cols` and
+    accepts everything else, the oracle's configuration included."""
+    from types import SimpleNamespace
+
+    from kernelloop.evaluate.gatecheck import run
+
+    def evaluate(task, path, **kw):
+        wrong = "<= cols" in path.read_text()
+        return SimpleNamespace(
+            verdict=SimpleNamespace(
+                accepted=not wrong,
+                category="wrong" if wrong else "accepted",
+                reasons=["random/case0 7x129 float32: wrong values"] if wrong else [],
+            ),
+            environment=SimpleNamespace(sandbox="none"),
+            failed_checks=lambda: [],
+        )
+
+    monkeypatch.setattr(run, "evaluate", evaluate)
+    task = load_task(FLAGSHIP)
+    report = run.gate_check(
+        task,
+        device="cpu",
+        shapes="7x129",
+        operators=["mask_off_by_one"],
+        max_mutants=2,
+        max_equivalents=1,
+        seed=0,
+    )
+    outcomes = sorted(m.outcome for m in report.mutants)
+    assert outcomes == ["killed", "survived"], report.mutants
+    [s] = [m for m in report.mutants if m.outcome == "survived"]
+    assert s.task_finding and "strengthen the task" in s.oracle
+    assert report.survived == 1 and report.task_findings == 1 and report.kill_rate == 0.5
+    assert not report.meets(0.98, 0.0)
+    assert "not_shown_to_differ" not in report.model_dump_json()
+
+
+def test_a_mutant_that_is_a_known_equivalent_rewrite_is_proven_equivalent():
+    from kernelloop.evaluate.gatecheck.edits import Variant
+    from kernelloop.evaluate.gatecheck.run import proven_equivalent
+
+    r = proven_equivalent(Variant("wrong_constant", 3, "d", "x = 1\n", "diff"))
+    assert r.outcome == "equivalent" and not r.task_finding
