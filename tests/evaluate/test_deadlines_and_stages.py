@@ -88,3 +88,27 @@ def test_the_stage_line_names_the_failed_check_and_the_stages_never_run(flagship
     if failed[0].name == "compile":  # the first call ran the check, the kernel compiled
         assert "not a compile error" in line, line
     assert "e2e (failed)" not in line
+
+
+def test_a_failure_found_after_the_calls_is_never_charged_to_an_e2e_stage_without_calls(
+    flagship,
+):
+    """Loose tolerances (the sensitivity check, judged once every call ran) showed
+    "e2e (failed)" on a task without an `[e2e]` check (issue 47 item 7): the failure is
+    charged to the last stage that ran calls, with its check, and e2e is skipped."""
+    from kernelloop.evaluate.trusted.values.plan import plan_calls
+    from kernelloop.evaluate.trusted.values.stages import StageClock
+
+    plan = plan_calls(flagship, list(flagship.spec.cpu_shapes)[:1], ["float32"])
+    assert not [c for c in plan.calls if c.stage == "e2e"]
+    clock = StageClock(plan)
+    clock.advance("start")
+    clock.advance("compile")
+    for c in plan.calls:
+        clock.judged(c.stage, failed=False)
+    clock.close("failed", check="tolerance")
+    stages = {s.name: s for s in clock.stages()}
+    assert stages["e2e"].status == "skipped"
+    assert stages["full"].status == "failed" and stages["full"].failed_check == "tolerance"
+    line = summary(clock.stages())
+    assert "full" in line and "(failed: tolerance)" in line and "e2e (failed" not in line, line
