@@ -16,9 +16,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from kernelloop.errors import KernelloopError
+from kernelloop.evaluate.gatecheck import careless, wrappers
 from kernelloop.evaluate.gatecheck import equivalents as eq
 from kernelloop.evaluate.gatecheck import mutants as mu
-from kernelloop.evaluate.gatecheck import wrappers
 from kernelloop.evaluate.gatecheck.edits import Source, Variant
 from kernelloop.evaluate.gatecheck.oracle import (
     ORACLE_RATES,
@@ -36,7 +36,12 @@ from kernelloop.evaluate.trusted.run import evaluate, resolve_device, select_sha
 from kernelloop.evaluate.trusted.values.record import NOT_THE_CANDIDATES, EvaluationRecord
 from kernelloop.task import Task
 
-OPERATORS = {**mu.OPERATORS, "shortcut": wrappers.shortcuts, "output_cache": wrappers.caching}
+OPERATORS = {
+    **mu.OPERATORS,
+    **careless.CARELESS,
+    "shortcut": wrappers.shortcuts,
+    "output_cache": wrappers.caching,
+}
 
 
 # Verdicts that are no finding about the kernel (record.NOT_THE_CANDIDATES): counted as
