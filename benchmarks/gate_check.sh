@@ -28,7 +28,7 @@ run() {  # name task kernel...
 import json, sys
 r = json.load(open(sys.argv[1]))
 print(f"kill rate {r['kill_rate']} ({r['killed']} killed, {r['survived']} survived, "
-      f"{r['not_shown_to_differ']} not shown to differ) false rejections {r['false_rejections']}"
+      f"{r.get('task_findings', 0)} of them findings about the task) false rejections {r['false_rejections']}"
       f"/{len(r['equivalents'])} stillborn {r.get('stillborn', 0)} not judged "
       f"{r.get('not_judged', 0)} wall {r['wall_s']} s")
 for m in r["mutants"]:

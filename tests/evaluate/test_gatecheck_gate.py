@@ -64,9 +64,8 @@ def explain(report: GateCheckReport) -> str:
     ]
     for m in report.mutants:
         if m.outcome == "survived":
-            lines += [f"SURVIVOR (gate gap) {m.operator}: {m.description}; {m.oracle}", m.diff]
-        elif m.outcome == "not_shown_to_differ":
-            lines += [f"not shown to differ: {m.operator} line {m.line}: {m.description}"]
+            what = "a finding about the task" if m.task_finding else "gate gap"
+            lines += [f"SURVIVOR ({what}) {m.operator}: {m.description}; {m.oracle}", m.diff]
     for e in report.equivalents:
         if not e.accepted:
             lines += [f"FALSE REJECTION {e.description}: {e.category} {e.reasons}", e.diff]

@@ -94,6 +94,8 @@ def _rate(x: float | None) -> str:
 
 
 def print_report(report, console: Console, min_kill: float, max_fr: float, ok: bool) -> None:
+    from kernelloop.evaluate.gatecheck.report import TASK_FINDING
+
     console.print(
         f"[bold]{report.task}[/] · {Path(report.kernel).name} · {report.device} · "
         f"sandbox={report.sandbox} · dtypes {','.join(report.dtypes)} · {report.wall_s:.0f} s"
@@ -106,27 +108,39 @@ def print_report(report, console: Console, min_kill: float, max_fr: float, ok: b
     for suite, ops in sorted(by_suite.items(), key=lambda kv: -sum(kv[1].values())):
         st.add_row(suite, str(sum(ops.values())), ", ".join(f"{o} {n}" for o, n in ops.items()))
     console.print(st)
-    ot = Table("operator", "judged", "killed", "survived", "not shown to differ", title="operators")
+    ot = Table(
+        "operator",
+        "judged",
+        "killed",
+        "survived",
+        "of which the task's inputs cannot tell",
+        title="operators",
+    )
     ops: dict[str, Counter] = {}
     for m in report.mutants:
         ops.setdefault(m.operator, Counter())[m.outcome] += 1
+        ops[m.operator]["task_finding"] += m.task_finding
     for op, c in ops.items():
         ot.add_row(
             op,
-            str(sum(c.values())),
+            str(sum(v for k, v in c.items() if k != "task_finding")),
             str(c["killed"]),
             f"[{'red' if c['survived'] else 'green'}]{c['survived']}[/]",
-            str(c["not_shown_to_differ"]),
+            str(c["task_finding"]),
         )
     console.print(ot)
     console.print(
         f"mutants: {len(report.mutants)} judged of {report.mutants_generated} generated · "
         f"kill rate {_rate(report.kill_rate)} ({report.killed} killed, {report.survived} "
-        f"survived, {report.not_shown_to_differ} not shown to differ: excluded)"
+        f"survived, {report.task_findings} of them a finding about the task; nothing excluded)"
     )
+    if report.equivalent:
+        console.print(
+            f"proven equivalent (a known equivalent rewrite; not counted): {report.equivalent}"
+        )
     if report.stillborn:
         console.print(
-            f"stillborn (do not compile: the compiler's finding, not the gate's; excluded): "
+            f"stillborn (the compiler itself failed: its finding, not the gate's; not counted): "
             f"{report.stillborn}"
         )
     if report.not_judged:
@@ -148,11 +162,11 @@ def print_report(report, console: Console, min_kill: float, max_fr: float, ok: b
                 f"[bold red]NOT JUDGED[/]: {m.operator} line {m.line}: "
                 f"{escape('; '.join(m.reasons[:1]))}"
             )
-        elif m.outcome not in ("killed", "stillborn"):
+        elif m.outcome == "survived":
             head = (
-                "[bold red]SURVIVOR — a gate gap[/]"
-                if m.outcome == "survived"
-                else "[yellow]not shown to differ[/]"
+                f"[bold red]SURVIVOR[/] ({TASK_FINDING})"
+                if m.task_finding
+                else "[bold red]SURVIVOR — a gate gap[/]"
             )
             console.print(f"{head}: {m.operator} line {m.line}: {escape(m.description)}")
             if m.oracle:

@@ -5,17 +5,16 @@ that is zero on every input). So a survivor is judged again by the same sandboxe
 evaluation under a thorough configuration the gate does not use: undeclared shapes
 (from the smallest judged shape: its first dimension past 64 and not a multiple of 8,
 and on the CPU every dimension doubled plus one), more random repeats and more dropout
-rates. A survivor the oracle rejects is a gate gap (it counts against the kill rate);
-one it accepts too is "not shown to differ" and is left out of the kill rate's
-denominator, listed separately.
+rates. A survivor the oracle rejects is a gate gap; one it accepts too is a finding about
+the task (its inputs cannot tell the mutant apart: strengthen the task). Both count as
+survived (report.py): a mutant is left out of the kill rate only when proven equivalent.
 
 A task whose shapes are closed (`[task] closed_shapes`, an imported KernelBench problem)
 gets no undeclared shape: a kernel wrong only off its declared shapes is not wrong there.
 
 The oracle is only trusted where the original kernel passes it: the original is judged
 first (with the extra shapes, then without them if it fails there); if it fails both, the
-oracle is unusable and every survivor counts as a survivor — never as excluded — so the
-kill rate can still fail.
+oracle is unusable and its note says so (survivors count as survivors either way).
 """
 
 from __future__ import annotations

@@ -5,7 +5,8 @@ false-rejection rate of equivalents.
 
 A rejected mutant's evaluation stops at its first failing check (evaluate() stops its
 workers there); equivalents and the original kernel run in full. Survivors go to the
-oracle (oracle.py)."""
+oracle (oracle.py): one it accepts too is a finding about the task, and still a survivor
+(report.py)."""
 
 from __future__ import annotations
 
@@ -13,14 +14,11 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Literal
-
-from pydantic import BaseModel, Field
 
 from kernelloop.errors import KernelloopError
+from kernelloop.evaluate.gatecheck import careless, wrappers
 from kernelloop.evaluate.gatecheck import equivalents as eq
 from kernelloop.evaluate.gatecheck import mutants as mu
-from kernelloop.evaluate.gatecheck import wrappers
 from kernelloop.evaluate.gatecheck.edits import Source, Variant
 from kernelloop.evaluate.gatecheck.oracle import (
     ORACLE_RATES,
@@ -28,90 +26,22 @@ from kernelloop.evaluate.gatecheck.oracle import (
     oracle_shapes,
     oracle_task,
 )
+from kernelloop.evaluate.gatecheck.report import (
+    TASK_FINDING,
+    EquivalentResult,
+    GateCheckReport,
+    MutantResult,
+)
 from kernelloop.evaluate.trusted.run import evaluate, resolve_device, select_shapes
 from kernelloop.evaluate.trusted.values.record import NOT_THE_CANDIDATES, EvaluationRecord
 from kernelloop.task import Task
 
-OPERATORS = {**mu.OPERATORS, "shortcut": wrappers.shortcuts, "output_cache": wrappers.caching}
-
-
-class MutantResult(BaseModel):
-    operator: str
-    line: int
-    description: str
-    diff: str
-    # stillborn: it does not compile (the compiler's finding, not the gate's); not_judged:
-    # its evaluation failed twice through no act of the kernel (the trusted side's setup or
-    # an internal error: INFRASTRUCTURE). Neither counts in the kill rate; not_judged fails
-    # the check (`meets`).
-    outcome: Literal["killed", "survived", "not_shown_to_differ", "stillborn", "not_judged"]
-    category: str = Field(description="the gate's verdict category")
-    killed_by: str | None = Field(
-        default=None,
-        description="the suite of the first failed check, else the verdict's category "
-        "(compile, crash, static, ...)",
-    )
-    reasons: list[str] = Field(default_factory=list)
-    oracle: str | None = Field(default=None, description="the oracle's verdict, survivors only")
-    wall_s: float
-
-
-class EquivalentResult(BaseModel):
-    operator: str
-    line: int
-    description: str
-    diff: str
-    accepted: bool
-    category: str
-    reasons: list[str] = Field(default_factory=list)
-    wall_s: float
-    judged: bool = Field(
-        default=True,
-        description="False: its evaluation failed twice on the trusted side (infrastructure); "
-        "not counted as a rejection, and the check does not stand",
-    )
-
-
-class GateCheckReport(BaseModel):
-    task: str
-    kernel: str
-    device: str
-    dtypes: list[str]
-    sandbox: str
-    sample_seed: int
-    excluded: list[str] = Field(
-        default_factory=list, description="descriptions the caller left out (--exclude)"
-    )
-    mutants_generated: int
-    equivalents_generated: int
-    mutants: list[MutantResult]
-    equivalents: list[EquivalentResult]
-    killed: int
-    survived: int
-    not_shown_to_differ: int
-    stillborn: int = 0
-    not_judged: int = Field(
-        default=0, description="mutants and equivalents the trusted side failed to judge twice"
-    )
-    kill_rate: float | None = Field(
-        description="killed / (killed + survived): mutants not shown to differ are excluded; "
-        "None when no mutant counts"
-    )
-    false_rejections: int
-    false_reject_rate: float | None
-    oracle_note: str = ""
-    wall_s: float
-
-    def meets(self, min_kill: float, max_false_reject: float) -> bool:
-        """Thresholds hold; a check with no counted mutant or no equivalent proves nothing
-        and fails, and so does one with a mutant or equivalent left unjudged."""
-        return (
-            self.not_judged == 0
-            and self.kill_rate is not None
-            and self.kill_rate >= min_kill
-            and self.false_reject_rate is not None
-            and self.false_reject_rate <= max_false_reject
-        )
+OPERATORS = {
+    **mu.OPERATORS,
+    **careless.CARELESS,
+    "shortcut": wrappers.shortcuts,
+    "output_cache": wrappers.caching,
+}
 
 
 # Verdicts that are no finding about the kernel (record.NOT_THE_CANDIDATES): counted as
@@ -131,11 +61,28 @@ def judged_twice(judge, path: Path, on: Task, what: str, say) -> EvaluationRecor
 
 
 def mutant_outcome(rec: EvaluationRecord) -> str:
+    """killed, survived, not_judged or stillborn: `compile` is the verdict only where the
+    compiler itself failed (the worker reports the exception's type and the build step it
+    came from; judge.py), so a runtime error is killed, never stillborn."""
     if rec.verdict.accepted:
         return "survived"
     if rec.verdict.category in INFRASTRUCTURE:
         return "not_judged"
     return "stillborn" if rec.verdict.category == "compile" else "killed"
+
+
+def proven_equivalent(v: Variant) -> MutantResult:
+    """A mutant whose source is one of equivalents.py's rewrites: the same kernel."""
+    return MutantResult(
+        operator=v.operator,
+        line=v.line,
+        description=v.description,
+        diff=v.diff,
+        outcome="equivalent",
+        category="equivalent",
+        reasons=["its source is a known equivalent rewrite of the original (equivalents.py)"],
+        wall_s=0.0,
+    )
 
 
 def killed_by(record: EvaluationRecord) -> str:
@@ -250,7 +197,11 @@ def gate_check(
 
         results: list[MutantResult] = []
         paths: dict[int, Path] = {}
+        known = {v.source for v in all_eq}  # a known equivalence: proven, not judged
         for k, v in enumerate(chosen):
+            if v.source in known:
+                results.append(proven_equivalent(v))
+                continue
             say(f"mutant {k + 1}/{len(chosen)} ({v.operator}, line {v.line})")
             t = time.monotonic()
             paths[k] = write(k, v)
@@ -286,9 +237,9 @@ def gate_check(
                     f"oracle on mutant {k + 1}",
                     say,
                 )
-                if rec.verdict.accepted:
-                    r.outcome = "not_shown_to_differ"
-                    r.oracle = "accepted: not shown to differ"
+                if rec.verdict.accepted:  # still a survivor: a finding about the task
+                    r.task_finding = True
+                    r.oracle = f"accepted too: {TASK_FINDING}"
                 else:
                     r.oracle = f"rejected ({rec.verdict.category}): " + "; ".join(
                         rec.verdict.reasons[:2]
@@ -315,7 +266,6 @@ def gate_check(
             )
     killed = sum(r.outcome == "killed" for r in results)
     survived = sum(r.outcome == "survived" for r in results)
-    excluded = sum(r.outcome == "not_shown_to_differ" for r in results)
     judged_eqs = [e for e in eqs if e.judged]
     false_rej = sum(not e.accepted for e in judged_eqs)
     not_judged = sum(r.outcome == "not_judged" for r in results) + len(eqs) - len(judged_eqs)
@@ -333,7 +283,8 @@ def gate_check(
         equivalents=eqs,
         killed=killed,
         survived=survived,
-        not_shown_to_differ=excluded,
+        task_findings=sum(r.task_finding for r in results),
+        equivalent=sum(r.outcome == "equivalent" for r in results),
         stillborn=sum(r.outcome == "stillborn" for r in results),
         not_judged=not_judged,
         kill_rate=killed / (killed + survived) if killed + survived else None,

@@ -22,7 +22,6 @@ import torch
 
 from kernelloop.errors import KernelloopError
 from kernelloop.evaluate.trusted.channel.outputs import OutputDir
-from kernelloop.evaluate.trusted.channel.text import compiler_lines
 from kernelloop.evaluate.trusted.launch import native_source, prestart
 from kernelloop.evaluate.trusted.launch.gpu_bind import bound_to_gpu
 from kernelloop.evaluate.trusted.launch.worker_count import default_workers
@@ -253,12 +252,13 @@ def _evaluate(
             verdict.reject("protocol", state["protocol"])
     for f in judge.failures:
         verdict.reject(f.category, f.reason)
-    if built := next((st for st in states if compiler_lines(st["import_error"])), None):
+    if built := next((st for st in states if st.get("import_compiler")), None):
         # One worker's C++ build failed; the others waited on its build lock and then found
         # no library: the compiler's error is their reason too (said once).
         for st in states:
-            if st["import_error"] and not compiler_lines(st["import_error"]):
+            if st["import_error"] and not st.get("import_compiler"):
                 st["import_error"], st["import_impl"] = built["import_error"], built["import_impl"]
+                st["import_compiler"] = True
     for state, result, lane_plan in zip(states, results, lane_plans, strict=True):
         _process_verdict(verdict, state, result, lane_plan, timeout)
     judged = len(judge.failures)
@@ -277,7 +277,7 @@ def _evaluate(
     timed = timing if timing is not None else counts
     timings: list[TimingStats] = []
     if verdict.category != "accepted":
-        clock.close("failed")
+        clock.close("failed", check=verdict.category)
     elif timed:
         clock.advance("timing")
     else:

@@ -91,7 +91,12 @@ def _process_verdict(verdict: _Verdict, state: dict, result, plan: Plan, timeout
             if state.get("import_impl") not in (None, "candidate")
             else "the candidate"
         )
-        verdict.reject("compile", f"{who} failed to import: {import_reason(state['import_error'])}")
+        # `compile` only where a compiler raised (the worker says so by the exception's
+        # class or frame, never by its text); any other error at import is a crash
+        verdict.reject(
+            "compile" if state.get("import_compiler") else "crash",
+            f"{who} failed to import: {import_reason(state['import_error'])}",
+        )
     if result.timed_out:
         verdict.reject(
             "timeout", f"the worker exceeded its {timeout_s:g} s wall-clock limit and was killed"

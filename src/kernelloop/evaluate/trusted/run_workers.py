@@ -143,6 +143,15 @@ def judge_in_workers(
                 stop_at_failure=True,
                 plan=plan,
                 compile_budget_s=task.spec.rules.compile_budget_s,
+                # a hang is a `timeout` at its call (deadline.py). A C++ build runs in the
+                # first call's import and torch.compile in its first call: their allowance
+                # is the compile budget (the interpreter and Triton: the device's default).
+                device=device,
+                compile_allowance_s=(
+                    task.spec.rules.compile_budget_s
+                    if task.spec.task.language in ("cuda", "torch")
+                    else None
+                ),
             )
         finally:
             while procs:  # always: a worker is never left running

@@ -291,6 +291,42 @@ def code_facts(compiled) -> dict:
     return out
 
 
+def _compiler_classes() -> tuple[type, ...]:
+    """The exceptions a kernel compiler raises (Triton's front end and ptxas), where the
+    candidate has loaded Triton at all (a CompilationError needs it: nothing is imported
+    here for a candidate that never did)."""
+    errors = sys.modules.get("triton.compiler.errors")
+    runtime = sys.modules.get("triton.runtime.errors")
+    found = [getattr(errors, "CompilationError", None), getattr(runtime, "PTXASError", None)]
+    return tuple(c for c in found if isinstance(c, type) and issubclass(c, BaseException))
+
+
+# torch.utils.cpp_extension's build step: the frame a failed C++ build raises in
+_BUILD_FRAMES = {("cpp_extension.py", "_run_ninja_build")}
+
+
+def compiler_raised(e: BaseException) -> bool:
+    """Whether a compiler itself raised `e` or the exception it came from: by the class
+    (Triton's CompilationError family, PTXASError, Python's SyntaxError) or by the frame it
+    was raised in (a C++ extension's failed build) — never by its text, which a runtime
+    error can make look like anything (issue 45, class 7)."""
+    seen: set[int] = set()
+    cur: BaseException | None = e
+    while cur is not None and id(cur) not in seen:
+        seen.add(id(cur))
+        if isinstance(cur, (SyntaxError, *_compiler_classes())):
+            return True
+        tb = cur.__traceback__
+        while tb is not None and tb.tb_next is not None:
+            tb = tb.tb_next
+        if tb is not None:
+            code = tb.tb_frame.f_code
+            if (Path(code.co_filename).name, code.co_name) in _BUILD_FRAMES:
+                return True
+        cur = cur.__cause__ or cur.__context__
+    return False
+
+
 ERROR_CHARS = 8000  # of a traceback sent to the trusted side (its messages take 20,000)
 
 

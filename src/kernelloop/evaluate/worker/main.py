@@ -274,7 +274,7 @@ def _correctness(job: dict) -> int:
             module = _import_file(path, f"kernelloop_impl_{name}")
             fn = entry_function(module, job["entry"], job.get("model_class"))
         except BaseException as e:  # noqa: BLE001 - any failure to import is the candidate's
-            send("import_error", impl=name, error=_tail(e))
+            send("import_error", impl=name, error=_tail(e), compiler=inworker.compiler_raised(e))
             return 0
         counter.attach(module, name)
         impls[name] = (module, fn)
@@ -289,7 +289,13 @@ def _correctness(job: dict) -> int:
         try:
             run_call(job, call, fn, inputs, counter, watch)
         except BaseException as e:  # noqa: BLE001 - reported, then the trusted side rejects
-            send("call", id=call["id"], ok=False, error=_tail(e))
+            send(
+                "call",
+                id=call["id"],
+                ok=False,
+                error=_tail(e),
+                compiler=inworker.compiler_raised(e),
+            )
             if inworker.sticky_cuda_error(e):
                 send("fatal", error="sticky CUDA error: the worker cannot continue")
                 return 0

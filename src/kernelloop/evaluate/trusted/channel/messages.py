@@ -99,6 +99,9 @@ class CallFailed(_Msg):
     id: CallId
     ok: IsFalse
     error: Text
+    # a compiler itself raised it (by the exception's class or the frame it came from:
+    # worker/calls.compiler_raised), never decided by the text
+    compiler: bool = False
 
 
 TENSOR_FACTS = (
@@ -254,6 +257,7 @@ class ImportError_(_Msg):
     type: Literal["import_error"]
     impl: Name
     error: Text
+    compiler: bool = False
 
 
 class Fatal(_Msg):

@@ -177,7 +177,8 @@ class Judge(InterfaceMixin, StateMixin, StochasticMixin, E2EMixin, OwnErrorMixin
     def _judge(self, call: Call, msg: dict, outputs: OutputDir) -> None:
         if not msg.get("ok"):
             error = msg.get("error", "")
-            if (lines := compiler_lines(error)) is not None:
+            if msg.get("compiler"):  # by the exception's class or frame, never its text
+                lines = compiler_lines(error) or last_line(error)
                 self._fail(call, call.suite, "compile", f"its kernel failed to compile: {lines}")
             elif why := harness_oom(error, self.worker_share_bytes):
                 self._fail(call, call.suite, "internal", why)

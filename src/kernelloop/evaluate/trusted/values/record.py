@@ -139,6 +139,12 @@ class StageTime(BaseModel):
         description="of `seconds`, the trusted side's own work on this stage's calls: reading "
         "each output, regenerating its inputs, the float64 reference and the comparison",
     )
+    failed_check: str | None = Field(
+        default=None,
+        description="a failed stage: the first check that failed in it, `<category> in "
+        "<suite>` (a wrong output shape in the compile stage's first call is `interface in "
+        "random`, not a compile error)",
+    )
 
 
 class Environment(BaseModel):

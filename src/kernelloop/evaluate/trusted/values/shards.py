@@ -30,6 +30,7 @@ from typing import Protocol
 
 from kernelloop.evaluate.trusted.channel import channel
 from kernelloop.evaluate.trusted.channel.outputs import OutputDir, OutputError
+from kernelloop.evaluate.trusted.values import deadline
 from kernelloop.evaluate.trusted.values.failure import Failure
 from kernelloop.evaluate.trusted.values.judge import Judge
 from kernelloop.evaluate.trusted.values.plan import STAGES, Call, Plan
@@ -132,6 +133,8 @@ def consume(
     stop_at_failure: bool = False,
     plan: Plan | None = None,
     compile_budget_s: float | None = None,
+    device: str | None = None,
+    compile_allowance_s: float | None = None,
 ) -> list[dict]:
     """Read every lane's channel (channel.Reader: every line validated, nothing raises) and
     judge each call's output as it arrives, until every worker ends. One lane is read in
@@ -147,12 +150,26 @@ def consume(
     reason and category are the ones one worker gives, whichever worker got there first.
 
     `compile_budget_s`: once the compile stage (a C++ build, the first call of every dtype)
-    has run that long, every worker is stopped and the candidate rejected as `compile`."""
+    has run that long, every worker is stopped and the candidate rejected as `compile`.
+
+    `device`: each call has a deadline (deadline.py; `compile_allowance_s` for the first
+    call of each shape and dtype, default the device's): a worker silent on one call past
+    it is stopped and the candidate rejected as `timeout` at that call's stage."""
     watch = _CompileBudget(lanes, clock, compile_budget_s)
+    calls = deadline.CallDeadlines(
+        [lane.plan.calls for lane in lanes],
+        lambda i: lanes[i].proc.end_now(),
+        device or "cpu",
+        compile_allowance_s,
+        enabled=device is not None,
+    )
     try:
-        return _consume(lanes, judge, say, clock, stop_at_failure, plan)
+        return _consume(lanes, judge, say, clock, stop_at_failure, plan, calls)
     finally:
-        if watch.stop():
+        if (late := calls.stop()) is not None:
+            judge.failures.append(Failure("timeout", deadline.reason(late)))
+            clock.judged(late.call.stage, True, check=f"timeout in {late.call.suite}")
+        elif watch.stop():
             judge.failures.append(
                 Failure(
                     "compile",
@@ -196,6 +213,7 @@ def _consume(
     clock: StageClock,
     stop_at_failure: bool,
     plan: Plan | None,
+    calls: deadline.CallDeadlines,
 ) -> list[dict]:
     whole = plan if plan is not None else lanes[0].plan
     order = {c.id: i for i, c in enumerate(whole.calls)}
@@ -207,7 +225,7 @@ def _consume(
     ]
     track = _Track(order, len(whole.calls))
     handlers = [
-        _handler(i, lane, reader.state, judge, say, clock, track)
+        _handler(i, lane, reader.state, judge, say, clock, track, calls)
         for i, (lane, reader) in enumerate(zip(lanes, readers, strict=True))
     ]
     done = [False] * len(lanes)
@@ -224,14 +242,26 @@ def _consume(
                 if i in track.lanes or track.clear(lane.plan, readers[i].state["seen"]):
                     lane.proc.stop()
                     done[i] = True
+                    calls.finished(i)
         return all(done)
+
+    def feed(i: int, raw: bytes, counted: bool = False) -> None:
+        """One raw line of lane `i` judged; the call deadlines told (`counted`: its arrival
+        was told by the lane's pump)."""
+        if not counted:
+            calls.arrived(i)
+        before = len(readers[i].state["seen"])
+        try:
+            readers[i].feed(raw, handlers[i], lanes[i].outputs.purge)
+        finally:
+            calls.handled(i, len(readers[i].state["seen"]) > before)
 
     # Once a channel is violated, its out dir is cleared after every line: the worker
     # must not wait for room (up to its deadline) when nothing it sends counts any more.
     try:
         if len(lanes) == 1:
             for raw in lanes[0].proc.lines():
-                readers[0].feed(raw, handlers[0], lanes[0].outputs.purge)
+                feed(0, raw)
                 if settle():
                     break
             return [readers[0].state]
@@ -240,6 +270,7 @@ def _consume(
         def pump(i: int) -> None:
             try:
                 for raw in lanes[i].proc.lines():
+                    calls.arrived(i)
                     lines.put((i, raw))
             finally:
                 lines.put((i, None))
@@ -252,8 +283,9 @@ def _consume(
                 continue  # stopped: nothing it sends counts any more
             if raw is None:
                 done[i] = True
+                calls.finished(i)
                 continue
-            readers[i].feed(raw, handlers[i], lanes[i].outputs.purge)
+            feed(i, raw, counted=True)
             settle()
         return [r.state for r in readers]
     finally:
@@ -299,6 +331,7 @@ def _handler(
     say: Callable[[str], None],
     clock: StageClock,
     track: _Track,
+    calls_deadline: deadline.CallDeadlines,
 ) -> Callable[[dict], None]:
     calls = lane.plan.by_id()
 
@@ -307,6 +340,7 @@ def _handler(
         if kind == "hello":
             state["hello"] = msg["env"]
             clock.advance("compile")
+            calls_deadline.started(index)
         elif kind == "call":
             call = calls[msg["id"]]  # parse() checked: planned for this lane, not seen before
             failed, t = len(judge.failures), time.monotonic()
@@ -318,7 +352,8 @@ def _handler(
             finally:  # whatever the judge raised (the reader makes it a violation)
                 new = len(judge.failures) - failed
                 track.failed(index, call, new)
-                clock.judged(call.stage, new > 0, time.monotonic() - t)
+                check = f"{judge.failures[failed].category} in {call.suite}" if new else None
+                clock.judged(call.stage, new > 0, time.monotonic() - t, check)
             track.judged += 1
             if track.judged % 10 == 0:
                 say(f"{clock.current or call.stage}: checked {track.judged}/{track.total} calls")
@@ -326,6 +361,7 @@ def _handler(
             state["kernels"] = msg["kernels"]
         elif kind == "import_error":
             state["import_error"], state["import_impl"] = msg["error"], msg["impl"]
+            state["import_compiler"] = bool(msg.get("compiler"))
         elif kind == "fatal":
             state["fatal"] = msg["error"]
 

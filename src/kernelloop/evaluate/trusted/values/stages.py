@@ -42,8 +42,9 @@ class StageClock:
         self.t = time.monotonic()
         self.current: str | None = "static"
         self.failed_in: str | None = None  # the stage of the first failed check
+        self.failed_check: str | None = None  # that check: `<category> in <suite>`
 
-    def _close(self, name: str, status: str) -> None:
+    def _close(self, name: str, status: str, check: str | None = None) -> None:
         if status == "passed" and (hook := self.on_passed.pop(name, None)) is not None:
             hook()
         now = time.monotonic()
@@ -53,6 +54,7 @@ class StageClock:
             calls=self.calls.get(name, 0) - max(self.left.get(name, 0), 0),
             status=status,
             judge_seconds=round(self.judge_s[name], 3),
+            failed_check=check if status == "failed" else None,
         )
         self.t = now
 
@@ -69,7 +71,9 @@ class StageClock:
         """Seconds since `stage` began, while it is the stage in progress (else None)."""
         return time.monotonic() - self.t if self.current == stage else None
 
-    def judged(self, stage: str, failed: bool, seconds: float = 0.0) -> None:
+    def judged(
+        self, stage: str, failed: bool, seconds: float = 0.0, check: str | None = None
+    ) -> None:
         """One call of `stage` was judged in `seconds`; `failed`: it rejected the candidate.
 
         Several workers (shards.py) send their calls concurrently, so a call of a later
@@ -82,6 +86,7 @@ class StageClock:
         self.left[stage] -= 1
         if failed and (self.failed_in is None or ORDER.index(stage) < ORDER.index(self.failed_in)):
             self.failed_in = stage  # the earliest stage with a failure (plan order decides)
+            self.failed_check = check
         if self.current not in STAGES:
             self.advance(STAGES[0])
         while (
@@ -90,19 +95,40 @@ class StageClock:
             self.say(f"{self.current} passed in {time.monotonic() - self.t:.1f} s")
             self.advance(ORDER[ORDER.index(self.current) + 1])
 
-    def close(self, status: str, through: str | None = None) -> None:
+    def close(self, status: str, through: str | None = None, check: str | None = None) -> None:
         """End the stage in progress with `status`; when it passed, the stages after it
         up to `through` passed too (they had nothing left to do). When a check failed in a
         later stage than the one in progress (another worker ran ahead), the stages before
-        the failed one end `stopped` if calls of theirs never ran (`passed` if all did)."""
+        the failed one end `stopped` if calls of theirs never ran (`passed` if all did).
+
+        A failure no call's check found (`check`: one judged across the calls once they
+        all ran, e.g. the tolerance's sensitivity) is charged to the last stage that ran
+        calls, never to a stage with nothing to do (an e2e stage on a task without one)."""
         if self.current is None:
             return
+        check = self.failed_check or check
+        if (
+            status == "failed"
+            and self.failed_in is None
+            and self.current in STAGES
+            and not self.calls.get(self.current)
+        ):
+            ran = [n for n in STAGES if self.calls.get(n) and n in self.done]
+            if ran:
+                last = self.done[ran[-1]]
+                self.done[ran[-1]] = last.model_copy(
+                    update={"status": "failed", "failed_check": check}
+                )
+                for name in ORDER[ORDER.index(self.current) :]:
+                    self.done.setdefault(name, StageTime(name=name, status="not run"))
+                self.current = None
+                return
         if status == "failed" and self.failed_in is not None:
             while ORDER.index(self.current) < ORDER.index(self.failed_in):
                 self._close(self.current, "stopped" if self.left[self.current] > 0 else "passed")
                 self.current = ORDER[ORDER.index(self.current) + 1]
         last = ORDER.index(through) if through and status == "passed" else 0
-        self._close(self.current, status)
+        self._close(self.current, status, check)
         for name in ORDER[ORDER.index(self.current) + 1 : last + 1]:
             self._close(name, "passed")
         self.current = None
@@ -117,22 +143,33 @@ class StageClock:
         # A task without an `[e2e]` model has no e2e calls: that stage is skipped, not run.
         return [
             s.model_copy(update={"status": "skipped", "seconds": 0.0, "judge_seconds": 0.0})
-            if s.name == "e2e" and not self.calls.get("e2e") and s.status == "passed"
+            if s.name == "e2e" and not self.calls.get("e2e") and s.status != "skipped"
             else s
             for s in out
         ]
 
 
 def summary(stages: list[StageTime]) -> str:
-    """One line for a person, the stages that ran (or were skipped):
-    `static 0.0 s · start 3.1 s · compile 1.2 s (failed)`."""
-    parts = []
+    """One line for a person, the stages that ran (or were skipped), the failed one with
+    the check that failed, and after a failure the stages that never ran:
+    `static 0.0 s · start 3.1 s · compile 1.2 s (failed: interface in random; not a compile
+    error) · never ran: smoke, full`."""
+    parts, never = [], []
     for s in stages:
         if s.status == "not run":
-            continue
-        if s.status == "skipped":
+            never.append(s.name)
+        elif s.status == "skipped":
             parts.append(f"{s.name} {s.status}")
+        elif s.status == "failed" and s.failed_check:
+            note = (
+                ""
+                if s.name != "compile" or s.failed_check.startswith("compile")
+                else ("; not a compile error")
+            )
+            parts.append(f"{s.name} {s.seconds:.1f} s (failed: {s.failed_check}{note})")
         else:
             mark = f" ({s.status})" if s.status in ("failed", "stopped") else ""
             parts.append(f"{s.name} {s.seconds:.1f} s{mark}")
+    if never and any(s.status in ("failed", "stopped") for s in stages):
+        parts.append(f"never ran: {', '.join(never)}")
     return " · ".join(parts)
