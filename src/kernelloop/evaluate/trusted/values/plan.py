@@ -12,7 +12,11 @@ import random
 import secrets
 from dataclasses import dataclass, field
 
-from kernelloop.evaluate.trusted.values.undeclared import undeclared_shapes, unseen_shape  # noqa: F401
+from kernelloop.evaluate.trusted.values.undeclared import (  # noqa: F401
+    draws,
+    undeclared_shapes,
+    unseen_shape,
+)
 from kernelloop.task import Shape, Task
 
 LARGE_NUMEL = 4 << 20  # above this, one random draw and one stochastic rate
@@ -222,16 +226,17 @@ def plan_calls(
         add(cid, "extreme", case, shape, dtype, params=params(cid, rate), rate=rate)
     # Undeclared shapes (undeclared.py): drawn now from the secret seeds, no file names
     # them, each in a dtype drawn too; none where the task declares its shapes closed.
+    # The reach shapes (up to each dim's declared maximum) get one call each, at the used rate.
     rng = seeds.rng("unseen")
-    extras = undeclared_shapes(task, shapes, rng, accepts=task.accepts) if unseen and dtypes else []
-    for k, extra in enumerate(extras):
+    drawn, reach = draws(task, shapes, rng, accepts=task.accepts) if unseen and dtypes else ([], [])
+    for k, extra in enumerate([*drawn, *reach]):
         dtype = rng.choice(dtypes)
         base = f"undeclared-{extra.label}-{dtype}"
         cid = f"{base}-random-0"
         add(cid, "random", "random", extra, dtype, params=params(cid, used), rate=used)
-        # The tile shape (the first) gets one call: past 64 rows an interpreted call costs
-        # ~1 s on the CPU.
-        if st is not None and (k > 0 or len(extras) == 1):
+        # The tile shape (the first) gets one call: past 128 rows an interpreted call costs
+        # ~3 s on the CPU.
+        if st is not None and k < len(drawn) and (k > 0 or len(drawn) == 1):
             cid = f"{base}-stochastic-p0"
             add(cid, "stochastic", "random", extra, dtype, params=params(cid, 0.0))
     _stage(plan, shapes)
