@@ -54,10 +54,16 @@ def show(
         shapes,
         [d.strip() for d in dtypes.split(",")] if dtypes else None,
     )
+    # Every region of the output informative in some case, or the inputs named too weak
+    # (evaluate/trusted/values/regions.py).
+    from kernelloop.evaluate.trusted.values.regions import report_line
+
+    weak = report_line(t, resolve_device(device))
     if json_out:
-        sys.stdout.write(json.dumps(contract.sections, indent=2) + "\n")
+        extra = {"weak_inputs": weak} if weak else {}
+        sys.stdout.write(json.dumps({**contract.sections, **extra}, indent=2) + "\n")
     else:
-        sys.stdout.write(contract.text() + "\n")
+        sys.stdout.write(contract.text() + "\n" + (f"\nwarning: {weak}\n" if weak else ""))
 
 
 def _recorded_best(task, workspace):

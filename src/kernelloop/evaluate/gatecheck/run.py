@@ -29,6 +29,7 @@ from kernelloop.evaluate.gatecheck.oracle import (
     oracle_task,
 )
 from kernelloop.evaluate.trusted.run import evaluate, resolve_device, select_shapes
+from kernelloop.evaluate.trusted.values import regions
 from kernelloop.evaluate.trusted.values.record import NOT_THE_CANDIDATES, EvaluationRecord
 from kernelloop.task import Task
 
@@ -100,6 +101,7 @@ class GateCheckReport(BaseModel):
     false_rejections: int
     false_reject_rate: float | None
     oracle_note: str = ""
+    weak_inputs: str = Field(default="", description="regions no input case informs")
     wall_s: float
 
     def meets(self, min_kill: float, max_false_reject: float) -> bool:
@@ -340,6 +342,7 @@ def gate_check(
         false_rejections=false_rej,
         false_reject_rate=false_rej / len(judged_eqs) if judged_eqs else None,
         oracle_note=note,
+        weak_inputs=regions.report_line(task, device),
         wall_s=round(time.monotonic() - t0, 1),
     )
 
