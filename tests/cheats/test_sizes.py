@@ -79,3 +79,25 @@ def test_rejected_on_the_cpu_on_an_undeclared_shape_past_the_size(records, name)
         assert rows > 128 and rows % 2 == 1, failed
     else:
         assert cols > 16384, failed
+
+
+@pytest.mark.gpu
+def test_gpu_reach_shapes_and_int32_offsets(flagship):
+    """On a GPU (for the lead, on an H100): the reach shapes reject both size cheats with
+    only the smallest declared GPU shape selected (3x(16385..32767) and (32769..65535)x129),
+    and `int32_offsets.py` is rejected on the shape past 2**31 elements where the memory
+    plan holds it; where it does not (every card lent in 2026-12: ~144 GiB needed), the
+    verdict says so and the kernel is accepted — the gap, named."""
+    gpu = {"device": "cuda", "shapes": "4096x8000", "dtypes": ["bfloat16"], "timeout_s": 600}
+    names = [*JOBS, "int32_offsets.py"]
+    recs = evaluate_all(flagship, {n: {"path": CANDIDATES / n, **gpu} for n in names}, workers=1)
+    for name in JOBS:
+        assert recs[name].verdict.category in ("wrong", "nonfinite"), recs[name].verdict.reasons
+        assert UNDECLARED in recs[name].verdict.reasons[0]
+    rec = recs["int32_offsets.py"]
+    if "one shape beyond 2³¹ elements judged" in rec.verdict.judged_on:
+        # wrong values, or an illegal address (a crash): rejected either way
+        assert not rec.verdict.accepted, rec.verdict.judged_on
+    else:
+        assert "no shape beyond 2³¹ elements judged: 65537x32768" in rec.verdict.judged_on
+        assert rec.verdict.accepted, rec.verdict.reasons

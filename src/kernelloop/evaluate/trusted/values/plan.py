@@ -63,6 +63,7 @@ class Call:
 @dataclass
 class Plan:
     calls: list[Call] = field(default_factory=list)
+    note: str = ""  # what the verdict adds (big_shape.Big.note: a shape past 2³¹ elements)
 
     def by_id(self) -> dict[str, Call]:
         return {c.id: c for c in self.calls}
@@ -109,12 +110,13 @@ def plan_calls(
     unseen: bool = True,
     seeds: Seeds | None = None,
     e2e_shapes: list[Shape] | None = None,
+    big=None,
 ) -> Plan:
     """The calls of one evaluation, in stage order (`STAGES`); with `unseen`, plus the
     undeclared shapes drawn now (undeclared.py). `seeds`: the round's (default: fresh
     for this plan).
     `e2e_shapes`: the `[e2e]` model's shapes (Task.e2e_shapes), one call per shape and
-    dtype it runs in, last."""
+    dtype it runs in, last. `big`: a GPU's shape past 2³¹ elements (big_shape.Big), or None."""
     spec = task.spec
     st = spec.stochastic
     seeds = seeds or Seeds()
@@ -239,6 +241,10 @@ def plan_calls(
         if st is not None and k < len(drawn) and (k > 0 or len(drawn) == 1):
             cid = f"{base}-stochastic-p0"
             add(cid, "stochastic", "random", extra, dtype, params=params(cid, 0.0))
+    if big is not None and big.shape is not None:  # past 2³¹ elements (big_shape.py), p = 0
+        cid = f"undeclared-{big.shape.label}-{big.dtype}-random-0"
+        add(cid, "random", "random", big.shape, big.dtype, params=params(cid, 0.0))
+    plan.note = big.note if big is not None else ""
     _stage(plan, shapes)
     for shape in e2e_shapes or []:
         for dtype in task.e2e_dtypes(dtypes):

@@ -319,6 +319,7 @@ def judged_on(task: Task, plan) -> str:
     if not n:
         return "judged on the declared shapes only: no undeclared shape fits the task's ranges"
     line = f"judged on the declared shapes and {n} undeclared shape(s) drawn for this evaluation"
+    line += f"; {plan.note}" if getattr(plan, "note", "") else ""
     short = reached(task, plan)
     if not short:
         return line
