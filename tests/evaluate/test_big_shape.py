@@ -64,3 +64,30 @@ def test_the_plan_runs_it_once_at_rate_0_and_the_verdict_says_which(flagship):
     plan = plan_calls(flagship, gpu, ["bfloat16"], seeds=Seeds(), big=short)
     assert not [c for c in plan.calls if c.shape.label == "65537x32768"]
     assert "no shape beyond 2³¹ elements judged" in undeclared.judged_on(flagship, plan)
+
+
+def test_on_an_h100_or_h200_the_flagship_worker_is_past_its_share_and_the_verdict_says_so(
+    flagship, monkeypatch
+):
+    """By the per-element costs measured on the H200 (launch/worker_count: 24 B a worker,
+    48 B the judge) the flagship's 65537x32768 worker needs ~50 GiB, past one of four
+    workers' share of either card (0.6 x memory / 4): never planned there, and said so."""
+    from kernelloop.evaluate.trusted.clock import memory_plan
+    from kernelloop.evaluate.trusted.launch import worker_count
+
+    gpu = select_shapes(flagship, "cuda", None)
+    monkeypatch.setattr("os.cpu_count", lambda: 16)
+    for total in (79.6 * GiB, 139.8 * GiB):
+        monkeypatch.setattr(worker_count, "_gpu_total_bytes", lambda t=total: int(t))
+        monkeypatch.setattr(memory_plan, "free_memory", lambda _d, t=total: (int(t), "test"))
+        big = beyond_int32(flagship, gpu, ["bfloat16"], "cuda")
+        assert big.shape is None
+        assert big.note.startswith(
+            "no shape beyond 2³¹ elements judged: 65537x32768's correctness worker needs "
+            "about 50.00 GiB, past one worker's share of this GPU"
+        ), big.note
+    # a card whose share holds it: planned against the free memory beside the judge
+    monkeypatch.setattr(worker_count, "_gpu_total_bytes", lambda: 1024 * GiB)
+    monkeypatch.setattr(memory_plan, "free_memory", lambda _d: (1024 * GiB, "test"))
+    big = beyond_int32(flagship, gpu, ["bfloat16"], "cuda")
+    assert big.shape is not None and big.shape.label == "65537x32768", big.note

@@ -173,18 +173,29 @@ def beyond_int32(task: Task, shapes: list[Shape], dtypes: list[str], device: str
     if device != "cuda":
         return None
     from kernelloop.evaluate.trusted.launch import worker_count as wc
-    from kernelloop.evaluate.trusted.values.big_shape import plan_big
+    from kernelloop.evaluate.trusted.values.big_shape import Big, big_shape, plan_big
 
     n = wc.default_workers(device, task)
     share = wc.worker_share_bytes(device, n) or 0
     largest = max((_numel(s) for s in task.spec.shapes), default=1)
     others = (n - 1) * (wc.WORKER_BYTES_PER_ELEMENT * largest + wc.WORKER_FIXED_BYTES)
 
+    def worker(shape: Shape) -> int:
+        return wc.WORKER_BYTES_PER_ELEMENT * _numel(shape) + wc.WORKER_FIXED_BYTES
+
+    got = big_shape(task, shapes, dtypes)
+    if got is not None and worker(got[0]) > share:
+        return Big(
+            None,
+            got[1],
+            f"no shape beyond 2³¹ elements judged: {got[0].label}'s correctness worker needs "
+            f"about {_gib(worker(got[0]))}, past one worker's share of this GPU "
+            f"({_gib(share)} of {n} workers), so 32-bit offset overflow is not exercised here",
+        )
+
     def need(shape: Shape, _dtype: str) -> int:
-        worker = wc.WORKER_BYTES_PER_ELEMENT * _numel(shape) + wc.WORKER_FIXED_BYTES
-        if worker > share:
-            return 1 << 62  # past its share: never planned
-        return worker + others + wc.JUDGE_BYTES_PER_ELEMENT * _numel(shape) + wc.JUDGE_FIXED_BYTES
+        judge = wc.JUDGE_BYTES_PER_ELEMENT * _numel(shape) + wc.JUDGE_FIXED_BYTES
+        return worker(shape) + others + judge
 
     return plan_big(task, shapes, dtypes, free_memory(device), need)
 

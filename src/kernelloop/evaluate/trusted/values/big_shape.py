@@ -9,15 +9,17 @@ smallest but the first varying leading one, which carries the count past 2³¹ (
 the task's smallest dtype, at rate 0 (one float64 reference, not a kept and a dropped
 one). The flagship's is 65537×32768 in bfloat16.
 
-It runs only where the memory allows: `need(shape, dtype)` — its correctness worker, the
-trusted side's float64 audit and the other workers, at the per-element costs measured on
-the H200 (clock/memory_plan.beyond_int32) — within HEADROOM of the free memory.
-Otherwise no call is added and the verdict says why (`Big.note`): "no shape beyond 2³¹
-elements judged: 65537x32768 in bfloat16 needs about 156 GiB and 79 GiB is free …". By
-those costs (72 B an element) no card lent today holds the flagship's (2³¹ elements:
-~144 GiB before the other workers), so on an H100 or an H200 its verdict says so: the
-call is planned only on a card with more memory than the judge is measured to need.
-Never on the CPU (an interpreted call of 65537 programs would take ~20 min)."""
+It runs only where the memory allows (clock/memory_plan.beyond_int32, at the per-element
+costs measured on the H200: 24 B a correctness worker, 48 B the judge): its worker within
+one worker's share of the GPU (else an honest kernel's out-of-memory would read as its
+own, values/oom.py), and it, the judge and the other workers within HEADROOM of the free
+memory. Otherwise no call is added and the verdict says why (`Big.note`). By those costs
+the flagship's needs ~50 GiB in its worker alone, past the share of four workers on an
+H100 (~12 GiB) or an H200 (~21 GiB), and ~144 GiB with the judge: no card lent in 2026-12
+holds it, and its verdict there says "no shape beyond 2³¹ elements judged: 65537x32768's
+correctness worker needs about 50.00 GiB, past one worker's share of this GPU …". Never
+on the CPU (an interpreted call of 65537 programs would take ~20 min).
+"""
 
 from __future__ import annotations
 
