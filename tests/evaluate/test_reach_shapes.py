@@ -82,3 +82,15 @@ def test_a_task_whose_maxima_fit_the_budget_reaches_them_and_no_more(flagship):
         # odd width in (500, 1000) with 3 rows
         assert [s.dims["rows"] for s in reach] == [3], reach
         assert 500 < reach[0].dims["cols"] < 1000 and reach[0].dims["cols"] % 2, reach
+
+
+def test_a_task_that_refuses_every_rounding_gets_no_reach_shape_and_no_error(flagship):
+    """A draw rounded down to ever larger powers of two stops before it falls to the tile
+    shape's reach (a width of ~250 once reached 0 at a grain of 512: a Shape with a zero
+    dimension raised, on an imported KernelBench problem whose sizes must divide)."""
+    shapes = [Shape(dims={"rows": 2, "cols": 129}), Shape(dims={"rows": 9, "cols": 300})]
+    task = Task(
+        flagship.folder, flagship.spec.model_copy(update={"shapes": shapes, "cpu_shapes": []})
+    )
+    for seed in range(20):
+        assert reach_shapes(task, shapes, random.Random(seed), lambda dims: False) == []

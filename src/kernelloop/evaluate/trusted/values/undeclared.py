@@ -267,8 +267,10 @@ def reach_shapes(
                 continue
             for grain in (1, *(1 << g for g in range(1, 11))):
                 dims[n] = value // grain * grain
+                if dims[n] <= TILE + TILE // 2:
+                    break  # rounded down past what the tile shape reaches
                 shape = Shape(dims=dict(dims), weight=1.0, tag=TAG)
-                if dims[n] <= TILE + TILE // 2 or shape.label in known:
+                if shape.label in known:
                     continue
                 if accepts is None or accepts(dims):
                     out.append(shape)
