@@ -64,13 +64,20 @@ def show(
         [d.strip() for d in dtypes.split(",")] if dtypes else None,
     )
     errors = _reference_error(t, shapes, dtypes) if reference_error else None
+    # Every region of the output informative in some case, or the inputs named too weak
+    # (evaluate/trusted/values/regions.py).
+    from kernelloop.evaluate.trusted.values.regions import report_line
+
+    weak = report_line(t, resolve_device(device))
     if json_out:
         out = dict(contract.sections)
         if errors is not None:
             out["reference_error"] = errors  # type: ignore[assignment]
+        if weak:
+            out["weak_inputs"] = weak  # type: ignore[assignment]
         sys.stdout.write(json.dumps(out, indent=2) + "\n")
     else:
-        sys.stdout.write(contract.text() + "\n")
+        sys.stdout.write(contract.text() + "\n" + (f"\nwarning: {weak}\n" if weak else ""))
         if errors is not None:
             sys.stdout.write(_error_text(errors) + "\n")
 

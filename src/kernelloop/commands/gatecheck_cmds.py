@@ -156,6 +156,8 @@ def print_report(report, console: Console, min_kill: float, max_fr: float, ok: b
         console.print(f"[yellow]left out (--exclude)[/]: {escape('; '.join(report.excluded))}")
     if report.oracle_note:
         console.print(f"oracle: {escape(report.oracle_note)}")
+    if report.weak_inputs:
+        console.print(f"[yellow]warning:[/] {escape(report.weak_inputs)}")
     for m in report.mutants:
         if m.outcome == "not_judged":
             console.print(

@@ -50,6 +50,7 @@ def kernelbench_cmd(
     """One task folder per problem: the Model verbatim as the reference and the PyTorch
     baseline, its own get_inputs/get_init_inputs under kernelloop's seeded RNG, its size as
     the GPU shape and scaled-down CPU shapes, KernelBench's tolerances (or --atol/--rtol)."""
+    from kernelloop.evaluate.trusted.values.regions import report_line
     from kernelloop.task.kernelbench import import_problem, problem_files
 
     files = problem_files(source)
@@ -89,6 +90,9 @@ def kernelbench_cmd(
             f"[{k}/{len(files)}] {escape(str(folder))}  (GPU shape {shapes}; "
             f"CPU {', '.join(s.label for s in task.spec.cpu_shapes)})"
         )
+        weak = report_line(task, "cpu")  # every region of the output informative?
+        if weak:
+            console.print(f"[yellow]warning:[/] {escape(f'{path.name}: {weak}')}")
     if failed:
         raise KernelloopError(
             f"{len(failed)} of {len(files)} problems were not imported (each says why above); "

@@ -92,6 +92,7 @@ class GateCheckReport(BaseModel):
     false_rejections: int
     false_reject_rate: float | None
     oracle_note: str = ""
+    weak_inputs: str = Field(default="", description="regions no input case informs")
     wall_s: float
 
     def meets(self, min_kill: float, max_false_reject: float) -> bool:

@@ -33,6 +33,7 @@ from kernelloop.evaluate.gatecheck.report import (
     MutantResult,
 )
 from kernelloop.evaluate.trusted.run import evaluate, resolve_device, select_shapes
+from kernelloop.evaluate.trusted.values import regions
 from kernelloop.evaluate.trusted.values.record import NOT_THE_CANDIDATES, EvaluationRecord
 from kernelloop.task import Task
 
@@ -291,6 +292,7 @@ def gate_check(
         false_rejections=false_rej,
         false_reject_rate=false_rej / len(judged_eqs) if judged_eqs else None,
         oracle_note=note,
+        weak_inputs=regions.report_line(task, device),
         wall_s=round(time.monotonic() - t0, 1),
     )
 

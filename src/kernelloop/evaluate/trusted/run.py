@@ -22,6 +22,7 @@ import torch
 
 from kernelloop.errors import KernelloopError
 from kernelloop.evaluate.trusted.channel.outputs import OutputDir
+from kernelloop.evaluate.trusted.clock.memory_plan import beyond_int32
 from kernelloop.evaluate.trusted.launch import native_source, prestart
 from kernelloop.evaluate.trusted.launch.gpu_bind import bound_to_gpu
 from kernelloop.evaluate.trusted.launch.worker_count import default_workers
@@ -191,6 +192,7 @@ def _evaluate(
         dtype_list,
         seeds=references.seeds,
         e2e_shapes=task.e2e_shapes(device, shapes),
+        big=beyond_int32(task, shape_list, dtype_list, device),
     )
     count_kernels(plan, device, task.spec.task.language)
     started = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")

@@ -163,6 +163,50 @@ def plan_memory(
         left_out.append(dropping[0])
 
 
+def beyond_int32(task: Task, shapes: list[Shape], dtypes: list[str], device: str):
+    """A GPU evaluation's shape past 2³¹ elements (values/big_shape.py), planned against
+    the free memory with the per-element costs measured on the H200 (launch/worker_count:
+    24 B a worker, 48 B the judge, float32): its worker must stay within one worker's share
+    (else an honest kernel's out-of-memory would read as its own: values/oom.py) and it,
+    the judge and the other workers at the task's largest shape within the free memory.
+    None on the CPU."""
+    if device != "cuda":
+        return None
+    from kernelloop.evaluate.trusted.launch import worker_count as wc
+    from kernelloop.evaluate.trusted.values.big_shape import Big, big_shape, plan_big
+
+    n = wc.default_workers(device, task)
+    share = wc.worker_share_bytes(device, n) or 0
+    largest = max((_numel(s) for s in task.spec.shapes), default=1)
+    others = (n - 1) * (wc.WORKER_BYTES_PER_ELEMENT * largest + wc.WORKER_FIXED_BYTES)
+
+    def worker(shape: Shape) -> int:
+        return wc.WORKER_BYTES_PER_ELEMENT * _numel(shape) + wc.WORKER_FIXED_BYTES
+
+    got = big_shape(task, shapes, dtypes)
+    if got is not None and worker(got[0]) > share:
+        return Big(
+            None,
+            got[1],
+            f"no shape beyond 2³¹ elements judged: {got[0].label}'s correctness worker needs "
+            f"about {_gib(worker(got[0]))}, past one worker's share of this GPU "
+            f"({_gib(share)} of {n} workers), so 32-bit offset overflow is not exercised here",
+        )
+
+    def need(shape: Shape, _dtype: str) -> int:
+        judge = wc.JUDGE_BYTES_PER_ELEMENT * _numel(shape) + wc.JUDGE_FIXED_BYTES
+        return worker(shape) + others + judge
+
+    return plan_big(task, shapes, dtypes, free_memory(device), need)
+
+
+def _numel(shape: Shape) -> int:
+    n = 1
+    for v in shape.dims.values():
+        n *= v
+    return n
+
+
 def io_bytes(task: Task, shape: Shape, dtype: str) -> int:
     """The inputs and the output of one call at `shape`, at their dtypes."""
     if not task.spec.task.kernelbench:

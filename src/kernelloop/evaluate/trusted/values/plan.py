@@ -12,7 +12,11 @@ import random
 import secrets
 from dataclasses import dataclass, field
 
-from kernelloop.evaluate.trusted.values.undeclared import undeclared_shapes, unseen_shape  # noqa: F401
+from kernelloop.evaluate.trusted.values.undeclared import (  # noqa: F401
+    draws,
+    undeclared_shapes,
+    unseen_shape,
+)
 from kernelloop.task import Shape, Task
 from kernelloop.task.domain import Sampler
 
@@ -60,6 +64,7 @@ class Call:
 @dataclass
 class Plan:
     calls: list[Call] = field(default_factory=list)
+    note: str = ""  # what the verdict adds (big_shape.Big.note: a shape past 2³¹ elements)
 
     def by_id(self) -> dict[str, Call]:
         return {c.id: c for c in self.calls}
@@ -106,12 +111,13 @@ def plan_calls(
     unseen: bool = True,
     seeds: Seeds | None = None,
     e2e_shapes: list[Shape] | None = None,
+    big=None,
 ) -> Plan:
     """The calls of one evaluation, in stage order (`STAGES`); with `unseen`, plus the
     undeclared shapes drawn now (undeclared.py). `seeds`: the round's (default: fresh
     for this plan).
     `e2e_shapes`: the `[e2e]` model's shapes (Task.e2e_shapes), one call per shape and
-    dtype it runs in, last."""
+    dtype it runs in, last. `big`: a GPU's shape past 2³¹ elements (big_shape.Big), or None."""
     spec = task.spec
     st = spec.stochastic
     seeds = seeds or Seeds()
@@ -235,18 +241,23 @@ def plan_calls(
         add(cid, "extreme", case, shape, dtype, params=params(cid, rate, None, stratum), rate=rate)
     # Undeclared shapes (undeclared.py): drawn now from the secret seeds, no file names
     # them, each in a dtype drawn too; none where the task declares its shapes closed.
+    # The reach shapes (up to each dim's declared maximum) get one call each, at the used rate.
     rng = seeds.rng("unseen")
-    extras = undeclared_shapes(task, shapes, rng, accepts=task.accepts) if unseen and dtypes else []
-    for k, extra in enumerate(extras):
+    drawn, reach = draws(task, shapes, rng, accepts=task.accepts) if unseen and dtypes else ([], [])
+    for k, extra in enumerate([*drawn, *reach]):
         dtype = rng.choice(dtypes)
         base = f"undeclared-{extra.label}-{dtype}"
         cid = f"{base}-random-0"
         add(cid, "random", "random", extra, dtype, params=params(cid, used), rate=used)
-        # The tile shape (the first) gets one call: past 64 rows an interpreted call costs
-        # ~1 s on the CPU.
-        if st is not None and (k > 0 or len(extras) == 1):
+        # The tile shape (the first) gets one call: past 128 rows an interpreted call costs
+        # ~3 s on the CPU.
+        if st is not None and k < len(drawn) and (k > 0 or len(drawn) == 1):
             cid = f"{base}-stochastic-p0"
             add(cid, "stochastic", "random", extra, dtype, params=params(cid, 0.0))
+    if big is not None and big.shape is not None:  # past 2³¹ elements (big_shape.py), p = 0
+        cid = f"undeclared-{big.shape.label}-{big.dtype}-random-0"
+        add(cid, "random", "random", big.shape, big.dtype, params=params(cid, 0.0))
+    plan.note = big.note if big is not None else ""
     _stage(plan, shapes)
     for shape in e2e_shapes or []:
         for dtype in task.e2e_dtypes(dtypes):

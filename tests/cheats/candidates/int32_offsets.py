@@ -1,0 +1,36 @@
+"""Sizes (issue 45, class 6): fused_naive with its row index left in int32, so `row * cols`
+wraps past 2**31 elements (rows >= 65536 at 32768 columns). Right on every declared shape
+(the flagship's largest is 65536x32768 = 2**31 elements: its last offset still fits); only
+a shape past 2**31 elements shows it, and only on a GPU (values/big_shape.py)."""
+
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _fused(x_ptr, r_ptr, w_ptr, b_ptr, out_ptr, cols, eps, p, seed, BLOCK: tl.constexpr):
+    row = tl.program_id(0)  # int32: row * cols overflows past 2**31 elements
+    offs = tl.arange(0, BLOCK)
+    m = offs < cols
+    x = tl.load(x_ptr + row * cols + offs, mask=m, other=0.0).to(tl.float32)
+    mean = tl.sum(x, axis=0) / cols
+    d = tl.where(m, x - mean, 0.0)
+    rstd = 1.0 / tl.sqrt(tl.sum(d * d, axis=0) / cols + eps)
+    w = tl.load(w_ptr + offs, mask=m, other=0.0).to(tl.float32)
+    b = tl.load(b_ptr + offs, mask=m, other=0.0).to(tl.float32)
+    y = tl.where(m, d * rstd * w + b, float("-inf"))
+    e = tl.exp(y - tl.max(y, axis=0))
+    s = e / tl.sum(e, axis=0)
+    keep = tl.rand(seed, row * cols + offs) >= p
+    r = tl.load(r_ptr + row * cols + offs, mask=m, other=0.0).to(tl.float32)
+    out = r + tl.where(keep, s / (1.0 - p), 0.0)
+    tl.store(out_ptr + row * cols + offs, out.to(out_ptr.dtype.element_ty), mask=m)
+
+
+def forward(x, residual, weight, bias, *, p, eps, seed):
+    out = torch.empty_like(x)
+    rows, cols = x.shape
+    block = triton.next_power_of_2(cols)
+    _fused[(rows,)](x, residual, weight, bias, out, cols, eps, p, seed, BLOCK=block)
+    return out
