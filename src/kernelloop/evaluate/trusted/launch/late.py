@@ -1,0 +1,73 @@
+"""A seed check late in a correctness worker's life (issue 45, class 3: call-count drift).
+
+A kernel that is honest for its first N calls in a process and then ignores its seed (or
+turns wrong in any other way) passed whenever N exceeded the calls a worker makes (~100
+per worker on the flagship's CPU plan). So in one worker of each evaluation the
+stochastic suite's last seed group — a call, the same seed again, another seed, on the
+same inputs (trusted/values/judge_stochastic.py) — runs only after the candidate has been
+called `target` times in that process, `target` drawn per evaluation from `LATE_CALLS`:
+right before the group's first call the worker calls the candidate `burn` more times on
+fresh inputs of the plan's smallest shape (outputs dropped; worker/main.py `_burn`), each
+with a seed of its own as real use would pass. The candidate cannot tell those calls from
+judged ones: same entry, a shape and dtype the plan also judges, fresh inputs and seeds.
+
+Cost on the CPU: each burn call is one interpreted launch on the smallest shape (~10-18 ms
+of CPU under Triton's interpreter on the 2-core runner, 2026-12-07); the drawn target
+keeps it to a few hundred. What this covers, said in docs/security.md: drift after N calls
+is caught on every evaluation for N < LATE_CALLS[0] and with probability
+(LATE_CALLS[1] - N) / (LATE_CALLS[1] - LATE_CALLS[0] + 1) above it; N past LATE_CALLS[1]
+is not caught on the CPU.
+"""
+
+from __future__ import annotations
+
+import secrets
+
+# The late group's position among the candidate's calls in its worker (1-based), drawn per
+# evaluation, inclusive.
+LATE_CALLS = (224, 288)
+
+
+def _numel(call) -> int:
+    n = 1
+    for v in call.shape.dims.values():
+        n *= v
+    return n
+
+
+def late_job(calls: list, seed_param: str | None, every: list, rng=None) -> dict | None:
+    """The job's `late` entry for a worker that runs `calls` (a part of the plan whose calls
+    are `every`), or None when they hold no seed group: run `burn` calls right before call
+    `before` (the last seed group's first call, a float32 one where there is one: its
+    masks decide the most elements), each on inputs of the plan's smallest shape (`dims`,
+    `dtype`) from `input_seed + k`, with seed `seed0 + k`."""
+    rng = rng or secrets.SystemRandom()
+    firsts = [
+        i for i, c in enumerate(calls) if c.suite == "stochastic" and c.role == "a" and c.group
+    ]
+    if not firsts or seed_param is None:
+        return None
+    wide = [i for i in firsts if calls[i].dtype == "float32"]
+    at = (wide or firsts)[-1]
+    target = rng.randint(*LATE_CALLS)
+    small = min((c for c in every if c.suite != "e2e"), key=_numel)
+    return {
+        "before": calls[at].id,
+        "burn": max(0, target - 1 - at),
+        "dims": dict(small.shape.dims),
+        "dtype": small.dtype,
+        "input_seed": rng.getrandbits(31),
+        "params": dict(calls[at].params),
+        "seed_param": seed_param,
+        "seed0": rng.getrandbits(30),
+    }
+
+
+def late_jobs(parts: list, seed_param: str | None, every: list) -> dict[int, dict]:
+    """{part index: its `late` entry} for one part: of those holding a seed group, the one
+    with the fewest calls (its burn calls then end about when the others' judged calls do)."""
+    jobs = {k: j for k, p in enumerate(parts) if (j := late_job(p.calls, seed_param, every))}
+    if not jobs:
+        return {}
+    k = min(jobs, key=lambda k: len(parts[k].calls))
+    return {k: jobs[k]}
