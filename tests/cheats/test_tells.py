@@ -93,3 +93,37 @@ def test_an_implementation_is_named_as_a_user_would_import_it():
     for stem in ("r3-c1", "kernelloop_impl_candidate", "torch", "math", "class", "_private"):
         got = module_name(Path(f"/x/{stem}.py"))
         assert got in ORDINARY and "kernelloop" not in got, (stem, got)
+
+
+def test_the_late_check_comes_after_the_drawn_number_of_calls():
+    import random
+    from types import SimpleNamespace as NS
+
+    from kernelloop.evaluate.trusted.launch.late import LATE_CALLS, late_job, late_jobs
+
+    def call(i, suite="random", role="", dtype="float32", rows=7):
+        shape = NS(dims={"rows": rows, "cols": 129})
+        group = f"g{i}" if role else ""
+        return NS(
+            id=f"c{i}",
+            suite=suite,
+            role=role,
+            group=group,
+            dtype=dtype,
+            shape=shape,
+            params={"p": 0.1, "seed": i},
+        )
+
+    calls = [call(0, rows=2), call(1, "stochastic", "a"), call(2, "stochastic", "a", "bfloat16")]
+    calls += [call(3), call(4, "e2e", rows=1)]
+    rng = random.Random(5)
+    for _ in range(200):
+        job = late_job(calls, "seed", calls, rng)
+        # before the float32 group's first call (index 1): that call is the target-th
+        assert job["before"] == "c1" and LATE_CALLS[0] <= job["burn"] + 2 <= LATE_CALLS[1]
+        assert job["dims"] == {"rows": 2, "cols": 129}  # the smallest judged shape
+    # an op without a seed: the last judged call, after as many calls
+    job = late_job(calls, None, calls, rng)
+    assert job["before"] == "c3" and LATE_CALLS[0] <= job["burn"] + 4 <= LATE_CALLS[1]
+    parts = [NS(calls=calls), NS(calls=calls[:2])]
+    assert list(late_jobs(parts, "seed", calls)) == [1]  # one worker: the one with fewer calls

@@ -321,7 +321,8 @@ def _burn(job: dict, late: dict, fn, make_inputs) -> None:
         inputs = make_inputs(late["dims"], dtype, dev, g, "random")
         if (prepare := PREPARE.get(fn)) is not None:
             prepare(**inputs)
-        params[late["seed_param"]] = int(late["seed0"]) + k
+        if late.get("seed_param"):
+            params[late["seed_param"]] = int(late["seed0"]) + k
         userland.HIDER.hide()
         fn(**inputs, **params)
     _sync()

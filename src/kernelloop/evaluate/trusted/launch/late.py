@@ -4,7 +4,8 @@ A kernel that is honest for its first N calls in a process and then ignores its 
 turns wrong in any other way) passed whenever N exceeded the calls a worker makes (~100
 per worker on the flagship's CPU plan). So in one worker of each evaluation the
 stochastic suite's last seed group — a call, the same seed again, another seed, on the
-same inputs (trusted/values/judge_stochastic.py) — runs only after the candidate has been
+same inputs (trusted/values/judge_stochastic.py) — or, for an op without a seed, that
+worker's last call, runs only after the candidate has been
 called `target` times in that process, `target` drawn per evaluation from `LATE_CALLS`:
 right before the group's first call the worker calls the candidate `burn` more times on
 fresh inputs of the plan's smallest shape (outputs dropped; worker/main.py `_burn`), each
@@ -37,18 +38,21 @@ def _numel(call) -> int:
 
 def late_job(calls: list, seed_param: str | None, every: list, rng=None) -> dict | None:
     """The job's `late` entry for a worker that runs `calls` (a part of the plan whose calls
-    are `every`), or None when they hold no seed group: run `burn` calls right before call
-    `before` (the last seed group's first call, a float32 one where there is one: its
-    masks decide the most elements), each on inputs of the plan's smallest shape (`dims`,
-    `dtype`) from `input_seed + k`, with seed `seed0 + k`."""
+    are `every`), or None when it has none to give: run `burn` calls right before call
+    `before`, each on inputs of the plan's smallest shape (`dims`, `dtype`) from
+    `input_seed + k`, with seed `seed0 + k` where the op takes one. `before` is the last
+    seed group's first call (a float32 one where there is one: its masks decide the most
+    elements); for an op without a seed, the part's last call (its values are judged
+    like any other call's: an op that turns wrong after N calls is caught the same way)."""
     rng = rng or secrets.SystemRandom()
+    judged = [i for i, c in enumerate(calls) if c.suite != "e2e"]
+    if not judged:
+        return None
     firsts = [
         i for i, c in enumerate(calls) if c.suite == "stochastic" and c.role == "a" and c.group
     ]
-    if not firsts or seed_param is None:
-        return None
     wide = [i for i in firsts if calls[i].dtype == "float32"]
-    at = (wide or firsts)[-1]
+    at = (wide or firsts or judged)[-1] if seed_param is not None else judged[-1]
     target = rng.randint(*LATE_CALLS)
     small = min((c for c in every if c.suite != "e2e"), key=_numel)
     return {
@@ -64,8 +68,8 @@ def late_job(calls: list, seed_param: str | None, every: list, rng=None) -> dict
 
 
 def late_jobs(parts: list, seed_param: str | None, every: list) -> dict[int, dict]:
-    """{part index: its `late` entry} for one part: of those holding a seed group, the one
-    with the fewest calls (its burn calls then end about when the others' judged calls do)."""
+    """{part index: its `late` entry} for one part: the one with the fewest calls (its burn
+    calls then end about when the others' judged calls do)."""
     jobs = {k: j for k, p in enumerate(parts) if (j := late_job(p.calls, seed_param, every))}
     if not jobs:
         return {}
