@@ -127,3 +127,6 @@ def test_the_late_check_comes_after_the_drawn_number_of_calls():
     assert job["before"] == "c3" and LATE_CALLS[0] <= job["burn"] + 4 <= LATE_CALLS[1]
     parts = [NS(calls=calls), NS(calls=calls[:2])]
     assert list(late_jobs(parts, "seed", calls)) == [1]  # one worker: the one with fewer calls
+    # ... of those holding a seed group
+    parts = [NS(calls=calls), NS(calls=[calls[0], calls[3]])]
+    assert list(late_jobs(parts, "seed", calls)) == [0]

@@ -68,10 +68,15 @@ def late_job(calls: list, seed_param: str | None, every: list, rng=None) -> dict
 
 
 def late_jobs(parts: list, seed_param: str | None, every: list) -> dict[int, dict]:
-    """{part index: its `late` entry} for one part: the one with the fewest calls (its burn
-    calls then end about when the others' judged calls do)."""
+    """{part index: its `late` entry} for one part: of those holding a seed group (any part
+    for an op without a seed), the one with the fewest calls (its burn calls then end about
+    when the others' judged calls do)."""
     jobs = {k: j for k, p in enumerate(parts) if (j := late_job(p.calls, seed_param, every))}
-    if not jobs:
+    grouped = {
+        k for k in jobs if any(c.id == jobs[k]["before"] and c.role == "a" for c in parts[k].calls)
+    }
+    pool = grouped or set(jobs)
+    if not pool:
         return {}
-    k = min(jobs, key=lambda k: len(parts[k].calls))
+    k = min(pool, key=lambda k: len(parts[k].calls))
     return {k: jobs[k]}
