@@ -25,7 +25,8 @@ TELLS = {
     "tell_file.py": ({"screen": False}, ("wrong", "stochastic")),  # `os`, `__file__`: screened
     "tell_modules.py": ({"screen": False}, ("wrong", "stochastic")),  # `sys`: screened
     "tell_poison.py": ({}, ("wrong", "stochastic")),
-    "tell_drift.py": ({}, ("stochastic",)),
+    # the flagship's whole CPU plan (204 calls): the late check's range scales with the plan
+    "tell_drift.py": ({"shapes": None, "dtypes": None}, ("stochastic",)),
 }
 
 # Imports a red-team file under its own name, as a user's model would, and compares it with
@@ -41,7 +42,7 @@ spec.loader.exec_module(inputs)
 honest = importlib.import_module("fused_naive")
 mod = importlib.import_module(name)
 if hasattr(mod, "DRIFT_AFTER"):
-    mod.DRIFT_AFTER = 0  # as after its 200th call
+    mod.DRIFT_AFTER = 0  # as after its 210th call
 g = torch.Generator().manual_seed(1)
 x = inputs.make_inputs({"rows": 7, "cols": 129}, torch.float32, "cpu", g)
 out = mod.forward(**x, p=0.1, eps=1e-5, seed=7)
@@ -78,8 +79,9 @@ def test_a_kernel_that_tells_judging_from_use_is_rejected(records, name):
 
 
 def test_the_late_seed_check_names_the_seed(records):
-    """tell_drift is honest for 200 calls: only the late seed group (trusted/launch/late.py),
-    after at least 224 calls in its worker, sees it ignore the seed."""
+    """tell_drift is honest for 210 calls (more than the flagship's whole CPU plan makes):
+    only the late seed group (trusted/launch/late.py), the 220th call or later in its
+    worker, sees it ignore the seed."""
     reason = records["tell_drift.py"].verdict.reasons[0]
     assert "a different seed must give an independent mask" in reason, reason
 
@@ -99,7 +101,7 @@ def test_the_late_check_comes_after_the_drawn_number_of_calls():
     import random
     from types import SimpleNamespace as NS
 
-    from kernelloop.evaluate.trusted.launch.late import LATE_CALLS, late_job, late_jobs
+    from kernelloop.evaluate.trusted.launch.late import late_job, late_jobs, late_range
 
     def call(i, suite="random", role="", dtype="float32", rows=7):
         shape = NS(dims={"rows": rows, "cols": 129})
@@ -116,15 +118,18 @@ def test_the_late_check_comes_after_the_drawn_number_of_calls():
 
     calls = [call(0, rows=2), call(1, "stochastic", "a"), call(2, "stochastic", "a", "bfloat16")]
     calls += [call(3), call(4, "e2e", rows=1)]
-    rng = random.Random(5)
+    # twice the longest worker's calls, and past the whole plan's
+    assert late_range([NS(calls=calls * 20), NS(calls=calls)]) == (200, 263)
+    assert late_range([NS(calls=calls * 20), NS(calls=calls * 19)]) == (211, 274)
+    span, rng = (224, 288), random.Random(5)
     for _ in range(200):
-        job = late_job(calls, "seed", calls, rng)
+        job = late_job(calls, "seed", calls, span, rng)
         # before the float32 group's first call (index 1): that call is the target-th
-        assert job["before"] == "c1" and LATE_CALLS[0] <= job["burn"] + 2 <= LATE_CALLS[1]
+        assert job["before"] == "c1" and 224 <= job["burn"] + 2 <= 288
         assert job["dims"] == {"rows": 2, "cols": 129}  # the smallest judged shape
     # an op without a seed: the last judged call, after as many calls
-    job = late_job(calls, None, calls, rng)
-    assert job["before"] == "c3" and LATE_CALLS[0] <= job["burn"] + 4 <= LATE_CALLS[1]
+    job = late_job(calls, None, calls, span, rng)
+    assert job["before"] == "c3" and 224 <= job["burn"] + 4 <= 288
     parts = [NS(calls=calls), NS(calls=calls[:2])]
     assert list(late_jobs(parts, "seed", calls)) == [1]  # one worker: the one with fewer calls
     # ... of those holding a seed group

@@ -6,18 +6,18 @@ per worker on the flagship's CPU plan). So in one worker of each evaluation the
 stochastic suite's last seed group — a call, the same seed again, another seed, on the
 same inputs (trusted/values/judge_stochastic.py) — or, for an op without a seed, that
 worker's last call, runs only after the candidate has been
-called `target` times in that process, `target` drawn per evaluation from `LATE_CALLS`:
+called `target` times in that process, `target` drawn per evaluation (`late_range`):
 right before the group's first call the worker calls the candidate `burn` more times on
 fresh inputs of the plan's smallest shape (outputs dropped; worker/main.py `_burn`), each
 with a seed of its own as real use would pass. The candidate cannot tell those calls from
 judged ones: same entry, a shape and dtype the plan also judges, fresh inputs and seeds.
 
-Cost on the CPU: each burn call is one interpreted launch on the smallest shape (~10-18 ms
-of CPU under Triton's interpreter on the 2-core runner, 2026-12-07); the drawn target
-keeps it to a few hundred. What this covers, said in docs/security.md: drift after N calls
-is caught on every evaluation for N < LATE_CALLS[0] and with probability
-(LATE_CALLS[1] - N) / (LATE_CALLS[1] - LATE_CALLS[0] + 1) above it; N past LATE_CALLS[1]
-is not caught on the CPU.
+Cost on the CPU: each burn call is one interpreted launch on the smallest shape (~10-25 ms
+of CPU under Triton's interpreter on the 2-core runner, 2026-12-07); on the flagship's
+CPU plan ~160 of them. What this covers, said in docs/security.md: drift after N calls is
+caught on every evaluation for N < lo and with probability (hi + 1 - N) / LATE_SPAN up to
+hi; past hi it is not caught. The range scales with the plan, so a small test plan pays a
+few dozen burn calls, not hundreds.
 """
 
 from __future__ import annotations
@@ -25,8 +25,19 @@ from __future__ import annotations
 import secrets
 
 # The late group's position among the candidate's calls in its worker (1-based), drawn per
-# evaluation, inclusive.
-LATE_CALLS = (224, 288)
+# evaluation from [lo, lo + LATE_SPAN): lo is twice the longest worker's calls and at least
+# the whole plan's calls + LATE_MARGIN (past what any one worker would make with
+# `--workers 1`). The flagship's CPU plan (204 calls, 2 workers of ~100): lo = 220.
+LATE_MARGIN = 16
+LATE_SPAN = 64
+
+
+def late_range(parts: list) -> tuple[int, int]:
+    """(lo, hi) inclusive: where the late group may come among a worker's calls."""
+    total = sum(len(p.calls) for p in parts)
+    longest = max((len(p.calls) for p in parts), default=0)
+    lo = max(2 * longest, total + LATE_MARGIN)
+    return lo, lo + LATE_SPAN - 1
 
 
 def _numel(call) -> int:
@@ -36,7 +47,9 @@ def _numel(call) -> int:
     return n
 
 
-def late_job(calls: list, seed_param: str | None, every: list, rng=None) -> dict | None:
+def late_job(
+    calls: list, seed_param: str | None, every: list, span: tuple[int, int], rng=None
+) -> dict | None:
     """The job's `late` entry for a worker that runs `calls` (a part of the plan whose calls
     are `every`), or None when it has none to give: run `burn` calls right before call
     `before`, each on inputs of the plan's smallest shape (`dims`, `dtype`) from
@@ -53,7 +66,7 @@ def late_job(calls: list, seed_param: str | None, every: list, rng=None) -> dict
     ]
     wide = [i for i in firsts if calls[i].dtype == "float32"]
     at = (wide or firsts or judged)[-1] if seed_param is not None else judged[-1]
-    target = rng.randint(*LATE_CALLS)
+    target = rng.randint(*span)
     small = min((c for c in every if c.suite != "e2e"), key=_numel)
     return {
         "before": calls[at].id,
@@ -71,7 +84,8 @@ def late_jobs(parts: list, seed_param: str | None, every: list) -> dict[int, dic
     """{part index: its `late` entry} for one part: of those holding a seed group (any part
     for an op without a seed), the one with the fewest calls (its burn calls then end about
     when the others' judged calls do)."""
-    jobs = {k: j for k, p in enumerate(parts) if (j := late_job(p.calls, seed_param, every))}
+    span = late_range(parts)
+    jobs = {k: j for k, p in enumerate(parts) if (j := late_job(p.calls, seed_param, every, span))}
     grouped = {
         k for k in jobs if any(c.id == jobs[k]["before"] and c.role == "a" for c in parts[k].calls)
     }
