@@ -1,7 +1,6 @@
-"""Issue 45 class 3, call-count drift: honest for its first 210 calls in a process (a
-correctness worker made ~100 on the flagship's CPU plan, 204 calls in all: more than an
-evaluation with one worker makes), then ignores the seed (one mask for every seed, as a
-cached or hard-coded seed would give)."""
+"""Issue 45 class 3, call-count drift: honest for its first 150 calls in a process (a
+correctness worker made ~100 on the flagship's CPU plan, 204 calls in all), then ignores
+the seed (one mask for every seed, as a cached or hard-coded seed would give)."""
 
 import torch
 import triton
@@ -64,7 +63,7 @@ def _run(x, residual, weight, bias, p, eps, seed, honest):
 
 
 _CALLS = [0]
-DRIFT_AFTER = 210
+DRIFT_AFTER = 150
 
 
 def forward(x, residual, weight, bias, *, p, eps, seed):

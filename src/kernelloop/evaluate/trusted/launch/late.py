@@ -14,7 +14,7 @@ judged ones: same entry, a shape and dtype the plan also judges, fresh inputs an
 
 Cost on the CPU: each burn call is one interpreted launch on the smallest shape (~10-25 ms
 of CPU under Triton's interpreter on the 2-core runner, 2026-12-07); on the flagship's
-CPU plan ~160 of them. What this covers, said in docs/security.md: drift after N calls is
+CPU plan ~100 of them. What this covers, said in docs/security.md: drift after N calls is
 caught on every evaluation for N < lo and with probability (hi + 1 - N) / LATE_SPAN up to
 hi; past hi it is not caught. The range scales with the plan, so a small test plan pays a
 few dozen burn calls, not hundreds.
@@ -25,18 +25,18 @@ from __future__ import annotations
 import secrets
 
 # The late group's position among the candidate's calls in its worker (1-based), drawn per
-# evaluation from [lo, lo + LATE_SPAN): lo is twice the longest worker's calls and at least
-# the whole plan's calls + LATE_MARGIN (past what any one worker would make with
-# `--workers 1`). The flagship's CPU plan (204 calls, 2 workers of ~100): lo = 220.
-LATE_MARGIN = 16
+# evaluation from [lo, lo + LATE_SPAN): lo is half again the longest worker's calls (at
+# least LATE_MARGIN more), so a kernel honest for "a few more calls than a worker makes" is
+# caught. The flagship's CPU plan (204 calls, 2 workers of ~100): lo ~156. Twice that, or
+# past the whole plan's calls, cost ~+4 s of the flagship's ~12 s on the 2-core runner.
+LATE_MARGIN = 32
 LATE_SPAN = 64
 
 
 def late_range(parts: list) -> tuple[int, int]:
     """(lo, hi) inclusive: where the late group may come among a worker's calls."""
-    total = sum(len(p.calls) for p in parts)
     longest = max((len(p.calls) for p in parts), default=0)
-    lo = max(2 * longest, total + LATE_MARGIN)
+    lo = max(3 * longest // 2, longest + LATE_MARGIN)
     return lo, lo + LATE_SPAN - 1
 
 
