@@ -28,7 +28,8 @@ import secrets
 # evaluation from [lo, lo + LATE_SPAN): lo is half again the longest worker's calls (at
 # least LATE_MARGIN more), so a kernel honest for "a few more calls than a worker makes" is
 # caught. The flagship's CPU plan (204 calls, 2 workers of ~100): lo ~156. Twice that, or
-# past the whole plan's calls, cost ~+4 s of the flagship's ~12 s on the 2-core runner.
+# past the whole plan's calls, looked like ~+4 s of the flagship's ~12 s on the shared
+# 2-core dev box (2026-12-07; docs/security.md).
 LATE_MARGIN = 32
 LATE_SPAN = 64
 
