@@ -14,8 +14,13 @@ from tests.cheats.runner import CANDIDATES, evaluate_all
 
 # cheat -> (exploit class, category, phrase in the first reason)
 RUNTIME = {
-    # glibc perturb: never a stale result (0x7f7f7f7f; at p = 0 or at p > 0)
-    "stale_empty.py": (1, "wrong", ("max abs err 3.4e+38", "got 3.39615e+38")),
+    # the worker's poison, drawn per call (NaN bytes, zeros, stale floats, random bytes):
+    # never a stale result, whichever the first failing call drew
+    "stale_empty.py": (
+        1,
+        ("wrong", "trivial", "nonfinite", "stochastic"),
+        ("max abs err", "the output is zeros", "non-finite", "neither a kept nor a dropped"),
+    ),
     "trivial_residual.py": (2, "trivial", "pass-through of residual"),
     "trivial_zeros.py": (2, "trivial", "the output is zeros"),
     "nan_wildcard.py": (3, "nonfinite", "non-finite output"),

@@ -18,7 +18,11 @@ pytestmark = [
 
 def test_stale_device_memory_reads_as_poison(flagship):
     rec = evaluate(flagship, CANDIDATES / "stale_empty.py", timing=False, **GPU)
-    assert rec.verdict.category == "nonfinite", rec.verdict.reasons
+    # the poison is drawn per call (worker/calls.poison): NaN bytes, zeros, stale floats or
+    # random bytes, whichever the first failing call drew
+    assert rec.verdict.category in ("nonfinite", "wrong", "trivial", "stochastic"), (
+        rec.verdict.reasons
+    )
 
 
 def test_side_stream_refused_and_not_faster_behind_the_screen(flagship):

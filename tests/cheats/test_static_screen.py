@@ -39,6 +39,8 @@ SCREENED = {
     "write_cache.py": "imports `os`",
     "side_stream_gpu.py": "uses `torch.cuda.Stream`",
     "event_timer_gpu.py": "uses `torch.cuda.Event.elapsed_time`",
+    "tell_file.py": "imports `os`",
+    "tell_modules.py": "imports `sys`",
 }
 # Cheats written only with what honest kernels also use: the runtime gate must catch them.
 RUNTIME_ONLY = [
@@ -60,6 +62,9 @@ RUNTIME_ONLY = [
     "cheaper_when_timed.py",
     "crash_on_extreme.py",
     "illegal_address_gpu.py",
+    "tell_name.py",
+    "tell_poison.py",
+    "tell_drift.py",
 ]
 
 

@@ -113,15 +113,23 @@ class Commits:
     def launch(self, j: int, t: torch.Tensor) -> None:
         w = _words(t)
         n = w.numel()
-        from kernelloop.evaluate.commitment_kernel import digest_kernel
-
-        digest_kernel[(max(1, -(-n // _BLOCK)),)](w, n, self.keys, self.lanes[j], BLOCK=_BLOCK)
+        digest_kernel()[(max(1, -(-n // _BLOCK)),)](w, n, self.keys, self.lanes[j], BLOCK=_BLOCK)
         self.sizes[j] = t.numel() * t.element_size()
 
     def texts(self) -> list[str]:
         """Every output's digest ("" where none was launched); syncs on the lane sums."""
         rows = self.lanes.tolist()
         return ["" if b is None else _text(b, rows[j]) for j, b in enumerate(self.sizes)]
+
+
+@functools.cache
+def digest_kernel():
+    """The Triton digest kernel, imported on first use (it needs triton) and kept: a worker
+    loads it before an implementation runs and then never imports it again (no harness
+    module reappears in `sys.modules` while a candidate runs: worker/userland.py)."""
+    from kernelloop.evaluate.commitment_kernel import digest_kernel as kernel
+
+    return kernel
 
 
 def digest_launch(t: torch.Tensor, key: int) -> Commits:

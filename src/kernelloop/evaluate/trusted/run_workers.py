@@ -16,7 +16,7 @@ from pathlib import Path
 from kernelloop.evaluate.trusted.channel import channel
 from kernelloop.evaluate.trusted.channel.inbox import Inbox
 from kernelloop.evaluate.trusted.channel.outputs import OutputDir
-from kernelloop.evaluate.trusted.launch import compile_cache, prestart
+from kernelloop.evaluate.trusted.launch import compile_cache, late, naming, prestart
 from kernelloop.evaluate.trusted.launch import workers as timing_workers
 from kernelloop.evaluate.trusted.launch.worker_count import worker_share_bytes
 from kernelloop.evaluate.trusted.values import shards
@@ -49,7 +49,7 @@ def judge_in_workers(
     """Every part's worker started, fed its job and judged: (the judge, each worker's
     channel state, each worker's process result, each worker's part of the plan), in
     order. Warm workers are stopped whatever fails, the judge's loading included."""
-    work = Path(tempfile.mkdtemp(prefix="kernelloop-eval-", dir=prestart.scratch_root()))
+    work = Path(tempfile.mkdtemp(dir=prestart.scratch_root()))  # no "kernelloop" in its paths
     procs: list[SandboxProcess] = []
     results = []
     lanes: list[shards.Lane] = []
@@ -65,6 +65,9 @@ def judge_in_workers(
         )
         judge = Judge(task, device, references)  # loads the reference before any worker runs
         judge.worker_share_bytes = worker_share_bytes(device, len(parts))
+        module_name = naming.module_name(candidate)
+        st = task.spec.stochastic
+        late_checks = late.late_jobs(parts, st.seed_param if st else None, plan.calls)  # issue 45
         for k, part in enumerate(parts):
             # Each worker its own folder (its private copy of exactly these bytes, its out
             # dir) and its own key: no worker can reach another's outputs.
@@ -72,7 +75,9 @@ def judge_in_workers(
             lane_dir = lane.lane_dir if lane else prestart.make_lane_dir(work, k)
             lane_dirs.append(lane_dir)
             impl_dir, out_dir = lane_dir / "impls", lane_dir / "out"
-            shutil.copyfile(candidate, impl_dir / "candidate.py")
+            # Under the name a user's import would give it (launch/naming.py; issue 45).
+            impl_file = impl_dir / f"{module_name}.py"
+            shutil.copyfile(candidate, impl_file)
             key = channel.new_key()
             job = {
                 "device": device,
@@ -81,7 +86,7 @@ def judge_in_workers(
                 "output_like": task.spec.task.output_like,
                 "inputs_file": str(inputs_file),
                 "inputs_func": inputs_func,
-                "impls": {"candidate": str(impl_dir / "candidate.py")},
+                "impls": {"candidate": str(impl_file)},
                 "params": dict(task.spec.params),
                 "out_dir": str(out_dir),
                 "max_outstanding": 3,
@@ -92,6 +97,8 @@ def judge_in_workers(
                 "e2e": e2e_job(task),
                 "private_pid_namespace": mode in ("bwrap", "unshare"),
             }
+            if k in late_checks:
+                job["late"] = late_checks[k]
             if timing_workers.PROFILE_DIR is not None:  # a developer's diagnosis (cProfile)
                 job["cprofile"] = True
             native = task.spec.task.language == "cuda"

@@ -22,18 +22,45 @@ from kernelloop.evaluate.worker.op_audit import (  # noqa: F401  (the worker's n
     ops_outside_launches,
 )
 
+# What fresh memory holds before a call, drawn per call (issue 45): NaN bytes (an output
+# never written reads as non-finite), zeros (a fresh page), stale floats (an earlier
+# tensor's values) or random bytes. Never one constant a kernel could recognise: a kernel
+# that behaves only when its fresh buffer holds the poison misbehaves on the other calls.
+POISONS = ("nan", "zeros", "stale", "bytes")
 
-def poison(nbytes: int, device: str) -> None:
-    """Fill freed memory with NaN bytes, so an output never written reads as NaN.
 
-    The CUDA caching allocator hands the next allocation of this size class this block;
-    without this, `torch.empty` can return memory holding an earlier result.
+def poison(nbytes: int, device: str) -> str:
+    """Fill the memory the call's output will most likely get with a poison drawn for this
+    call (from os.urandom: nothing in the process predicts it); returns its name.
+
+    GPU: the CUDA caching allocator hands the next allocation of this size class this
+    block. CPU: a block of exactly the output's size, freed, is the chunk glibc's best fit
+    hands the next allocation of that size (the CPU shapes stay below its mmap threshold).
+    Without this, `torch.empty` can return memory holding an earlier result.
     """
-    if device != "cuda" or nbytes <= 0:
-        return
-    block = torch.empty(nbytes + 512, dtype=torch.uint8, device=device)
-    block.fill_(0xFF)  # 0xFFFF… is NaN in fp16, bf16 and fp32
-    del block
+    if nbytes <= 0:
+        return ""
+    draw = int.from_bytes(os.urandom(8), "little")
+    kind = POISONS[draw % len(POISONS)]
+    size = nbytes + 512 if device == "cuda" else nbytes
+    # Three blocks on the CPU: glibc's small bins do not always hand back the last chunk freed.
+    blocks = [
+        torch.empty(size, dtype=torch.uint8, device=device)
+        for _ in range(1 if device == "cuda" else 3)
+    ]
+    g = torch.Generator(device=device).manual_seed(draw >> 8)
+    for block in blocks:
+        if kind == "nan":
+            block.fill_(0xFF)  # 0xFFFF… is NaN in fp16, bf16 and fp32
+        elif kind == "zeros":
+            block.zero_()
+        elif kind == "bytes":
+            block.random_(0, 256, generator=g)
+        else:  # stale float32 values, as an earlier activation leaves them
+            words = block[: size // 4 * 4].view(torch.float32)
+            words.normal_(0.0, 2.0 ** ((draw >> 40) % 8), generator=g)
+    del blocks, block
+    return kind
 
 
 def aliased_inputs(out: torch.Tensor, tensors: dict[str, torch.Tensor]) -> list[str]:

@@ -52,6 +52,7 @@ from kernelloop.evaluate.worker import (  # noqa: E402  (timing binds its clocks
     op_audit,
     serve,
     timing,
+    userland,
 )
 from kernelloop.evaluate.worker import outbox as outbox_mod  # noqa: E402
 from kernelloop.task import torch_precision  # noqa: E402
@@ -107,6 +108,7 @@ def run_call(
         like_bytes = tensors[name].numel() * tensors[name].element_size()
     inworker.poison(like_bytes or 0, dev)
     kwargs = {**job["params"], **call["params"]}
+    userland.HIDER.hide()  # an input generator's lazy import of a harness module, out of sight
     counter.reset()
     audited: dict = {"ops": {}}
     t0 = time.perf_counter()
@@ -271,7 +273,7 @@ def _correctness(job: dict) -> int:
     counter = inworker.LaunchCounter()
     for name, path in job["impls"].items():
         try:
-            module = _import_file(path, f"kernelloop_impl_{name}")
+            module = userland.import_as_user(path)  # as a user's `import <stem>` would
             fn = entry_function(module, job["entry"], job.get("model_class"))
         except BaseException as e:  # noqa: BLE001 - any failure to import is the candidate's
             send("import_error", impl=name, error=_tail(e), compiler=inworker.compiler_raised(e))
@@ -280,6 +282,7 @@ def _correctness(job: dict) -> int:
         impls[name] = (module, fn)
     _report_tamper(watch, "import")
     cand_fn = impls["candidate"][1]
+    late = job.get("late") or {}
     for call in job["calls"]:
         fn, inputs = cand_fn, make_inputs
         if call.get("e2e") and e2e is not None:
@@ -287,6 +290,8 @@ def _correctness(job: dict) -> int:
             names = {*job["params"], *call["params"]}
             fn, inputs = e2e_model.bind(e2e[0], cand_fn, names), e2e_model.make_inputs(e2e[1])
         try:
+            if call["id"] == late.get("before"):
+                _burn(job, late, cand_fn, make_inputs)
             run_call(job, call, fn, inputs, counter, watch)
         except BaseException as e:  # noqa: BLE001 - reported, then the trusted side rejects
             send(
@@ -309,6 +314,24 @@ def _correctness(job: dict) -> int:
         send("processes", found=strays[:10], count=len(strays))
     send("done")
     return 0
+
+
+def _burn(job: dict, late: dict, fn, make_inputs) -> None:
+    """The calls before a late seed check (trusted/launch/late.py): the candidate called
+    `burn` times on fresh inputs of a judged shape, each with a seed of its own, outputs
+    dropped. A failure here is the next call's (reported by the caller)."""
+    dev, dtype = job["device"], _dtype(late["dtype"])
+    params = {**job["params"], **late["params"]}
+    for k in range(int(late["burn"])):
+        g = torch.Generator(device=dev).manual_seed(int(late["input_seed"]) + k)
+        inputs = make_inputs(late["dims"], dtype, dev, g, "random")
+        if (prepare := PREPARE.get(fn)) is not None:
+            prepare(**inputs)
+        if late.get("seed_param"):
+            params[late["seed_param"]] = int(late["seed0"]) + k
+        userland.HIDER.hide()
+        fn(**inputs, **params)
+    _sync()
 
 
 def _report_tamper(watch: dict, when: str) -> None:

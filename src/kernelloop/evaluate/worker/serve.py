@@ -25,7 +25,7 @@ import torch
 
 from kernelloop.evaluate.protocol import idle_stats
 from kernelloop.evaluate.worker import calls as inworker
-from kernelloop.evaluate.worker import guard
+from kernelloop.evaluate.worker import guard, userland
 from kernelloop.evaluate.worker.compiled import Compiled, compiled_entry
 from kernelloop.evaluate.worker.gpu_device import GpuDevice, IdleProbe
 from kernelloop.evaluate.worker.gpu_timer import GpuSlot
@@ -99,7 +99,7 @@ class Server:
         self.make_inputs = getattr(
             _import_file(job["inputs_file"], "kernelloop_task_inputs"), job["inputs_func"]
         )
-        self.module = _import_file(job["impl"], f"kernelloop_impl_{job['name']}")
+        self.module = userland.import_as_user(job["impl"])  # as a user's `import <stem>`
         fn = entry_function(self.module, job["entry"], job.get("model_class"))
         if job.get("compile"):  # the "compiled" slot: the reference under torch.compile
             fn = self.compiled = compiled_entry(fn, job["compile"], self.module)
@@ -121,7 +121,9 @@ class Server:
 
         def make(seed: int) -> dict:
             g = torch.Generator(device=dev).manual_seed(seed)
-            return self.make_inputs(dims, dtype, dev, g, "random")
+            made = self.make_inputs(dims, dtype, dev, g, "random")
+            userland.HIDER.hide()  # the generator's lazy imports, out of sight again
+            return made
 
         inputs = make(int(cmd["input_seed"]))
         kwargs = {**self.job["params"], **cmd.get("params", {})}

@@ -242,7 +242,7 @@ class Session(RoundsMixin, ShapeChecksMixin, AuditMixin, LifecycleMixin):
         is never run is ended with `cancel`."""
         if self.root is not None:
             return
-        self.root = Path(tempfile.mkdtemp(prefix="kernelloop-bench-", dir=scratch_root()))
+        self.root = Path(tempfile.mkdtemp(dir=scratch_root()))  # no "kernelloop" in its paths
         self.spawned_at = time.monotonic()
         try:
             self._spawn(self.root)

@@ -15,7 +15,7 @@ from kernelloop.evaluate.trusted.channel.inbox import Inbox
 from kernelloop.evaluate.trusted.channel.outputs import output_file_limit
 from kernelloop.evaluate.trusted.clock import timing_checks as checks
 from kernelloop.evaluate.trusted.launch.prestart import SOURCE_ROOT
-from kernelloop.evaluate.trusted.launch.workers import TimingWorker, WorkerFailed, file_name
+from kernelloop.evaluate.trusted.launch.workers import TimingWorker, WorkerFailed
 from kernelloop.evaluate.trusted.values.judge import Judge
 from kernelloop.sandbox import SandboxConfig, detect_mode
 
@@ -64,7 +64,7 @@ class LifecycleMixin:
                     "describe": slot == self.reference,
                     **(self.evidence[slot].job if slot in self.evidence else {}),
                 },
-                root / f"{i}-{file_name(slot)}",
+                root / f"w{i}",  # no slot name in an implementation's path (issue 45)
                 replace(cfg),
                 key,
                 inbox,

@@ -55,7 +55,7 @@ def root() -> Path:
     global _root
     with _lock:
         if _root is None:
-            _root = Path(tempfile.mkdtemp(prefix="kernelloop-compile-"))
+            _root = Path(tempfile.mkdtemp())  # no "kernelloop" in a worker's environment
             atexit.register(shutil.rmtree, _root, True)
         _root.mkdir(parents=True, exist_ok=True)
         return _root

@@ -58,10 +58,9 @@ def worker_env(task: Task, device: str) -> dict[str, str]:
     """The correctness worker's environment beyond the sandbox's own (the task as judged)."""
     interp = device == "cpu" and task.spec.task.language == "triton"
     env = {"TRITON_INTERPRET": "1"} if interp else {}
-    if device == "cpu":
-        # glibc fills fresh allocations with 0x7F: an output the candidate never wrote
-        # reads as ~3e38 (NaN in fp16), never as a lucky earlier result.
-        env["MALLOC_PERTURB_"] = "128"
+    # No MALLOC_PERTURB_: a constant fill of every fresh allocation was a tell a kernel could
+    # read (issue 45). The worker poisons the output's memory itself, a fill drawn per call
+    # (worker/calls.poison), on the CPU as on a GPU.
     if interp:
         # The interpreter runs the kernels in numpy on one thread; torch in the worker
         # only makes inputs and copies, where intra-op threads wait on the other
@@ -171,7 +170,7 @@ def warm(
     evaluation then starts its own)."""
     discard()
     mode = detect_mode(sandbox)
-    work = Path(tempfile.mkdtemp(prefix="kernelloop-warm-", dir=scratch_root()))
+    work = Path(tempfile.mkdtemp(dir=scratch_root()))  # no "kernelloop" in a worker's paths
     w = Warm(key(task, device, mode, gpu, workers, timeout_s), [], work, head_s)
     native = task.spec.task.language == "cuda"
     try:

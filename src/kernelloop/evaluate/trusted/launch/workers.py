@@ -22,7 +22,7 @@ from pathlib import Path
 from kernelloop.evaluate.trusted.channel import wire
 from kernelloop.evaluate.trusted.channel.inbox import Inbox
 from kernelloop.evaluate.trusted.channel.text import import_reason, last_line
-from kernelloop.evaluate.trusted.launch import compile_cache
+from kernelloop.evaluate.trusted.launch import compile_cache, naming
 from kernelloop.evaluate.trusted.launch.freeze import Freezer
 from kernelloop.sandbox import SandboxConfig, SandboxProcess, SandboxResult
 
@@ -76,7 +76,7 @@ class TimingWorker:
         self.dir = folder  # this worker's own: no other worker's sandbox binds it
         (self.dir / "out").mkdir(parents=True)
         self.out_dir = self.dir / "out"
-        impl_copy = self.dir / "impl.py"
+        impl_copy = self.dir / f"{naming.module_name(impl)}.py"  # a user's import's name
         shutil.copyfile(impl, impl_copy)  # the worker runs a private copy of exactly these bytes
         fifo = self.dir / "commands"
         os.mkfifo(fifo, 0o600)
