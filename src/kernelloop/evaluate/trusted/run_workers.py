@@ -8,6 +8,7 @@ whatever happened."""
 from __future__ import annotations
 
 import json
+import math
 import shutil
 import tempfile
 import time
@@ -68,6 +69,10 @@ def judge_in_workers(
         module_name = naming.module_name(candidate)
         st = task.spec.stochastic
         late_checks = late.late_jobs(parts, st.seed_param if st else None, plan.calls)  # issue 45
+        for k, lj in late_checks.items():  # its burn calls run inside that call's deadline
+            for c in parts[k].calls:
+                if c.id == lj["before"]:
+                    c.late_burn, c.late_numel = lj["burn"], math.prod(lj["dims"].values())
         for k, part in enumerate(parts):
             # Each worker its own folder (its private copy of exactly these bytes, its out
             # dir) and its own key: no worker can reach another's outputs.

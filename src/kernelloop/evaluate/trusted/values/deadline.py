@@ -36,6 +36,9 @@ LOAD_CAP = 2.0
 # (the compile budget covers that).
 CPU = (8.0, 6.0)
 GPU = (10.0, 120.0)
+# Seconds each burn call of the late seed check (launch/late.py) is given at least: one
+# interpreted launch on the plan's smallest shape took ~10-25 ms on the 2-core CPU.
+BURN_FLOOR = 0.1
 
 
 def _numel(call: Call) -> int:
@@ -76,6 +79,7 @@ class CallDeadlines:
         floor, allowance = CPU if device == "cpu" else GPU
         scale = load_factor() if device == "cpu" else 1.0
         self.floor, self.allowance = floor * scale, (compile_allowance_s or allowance) * scale
+        self.scale = scale
         self.plans, self.end = plans, end
         n = len(plans)
         self.idle_since: list[float | None] = [None] * n  # None: not started, or busy
@@ -132,6 +136,9 @@ class CallDeadlines:
 
     def deadline(self, lane: int, call: Call) -> float:
         d = max(self.floor, SLACK * self.rate[lane] * _numel(call))
+        if call.late_burn:  # the late seed check's calls run first, inside this one's time
+            per = SLACK * self.rate[lane] * (call.late_numel + 2048)
+            d += call.late_burn * max(BURN_FLOOR * self.scale, per)
         return d + (self.allowance if self._kind(call) not in self.kinds[lane] else 0.0)
 
     def _watch(self) -> None:

@@ -42,6 +42,10 @@ class Call:
     # Count the kernels the call puts on the GPU (a CUDA C++ task's compile-stage calls:
     # its <<<>>> launches are invisible to Triton's launch hook): worker/op_audit.OpTrace.
     count_kernels: bool = False
+    # The late seed check (launch/late.py): this many calls of `late_numel` elements run in
+    # the worker right before this one, inside its deadline (values/deadline.py).
+    late_burn: int = 0
+    late_numel: int = 0
 
     def to_job(self) -> dict:
         return {
