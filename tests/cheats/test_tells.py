@@ -121,6 +121,8 @@ def test_the_late_check_comes_after_the_drawn_number_of_calls():
     # half again the longest worker's calls, and at least 32 more
     assert late_range([NS(calls=calls * 20), NS(calls=calls)]) == (150, 213)
     assert late_range([NS(calls=calls * 4), NS(calls=calls)]) == (52, 115)
+    # on a GPU at least 1000 calls in, whatever the plan's size
+    assert late_range([NS(calls=calls * 4), NS(calls=calls)], "cuda") == (1000, 4999)
     span, rng = (224, 288), random.Random(5)
     for _ in range(200):
         job = late_job(calls, "seed", calls, span, rng)

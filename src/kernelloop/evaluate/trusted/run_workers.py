@@ -68,7 +68,9 @@ def judge_in_workers(
         judge.worker_share_bytes = worker_share_bytes(device, len(parts))
         module_name = naming.module_name(candidate)
         st = task.spec.stochastic
-        late_checks = late.late_jobs(parts, st.seed_param if st else None, plan.calls)  # issue 45
+        late_checks = late.late_jobs(
+            parts, st.seed_param if st else None, plan.calls, device
+        )  # issue 45
         for k, lj in late_checks.items():  # its burn calls run inside that call's deadline
             for c in parts[k].calls:
                 if c.id == lj["before"]:

@@ -32,12 +32,21 @@ import secrets
 # 2-core dev box (2026-12-07; docs/security.md).
 LATE_MARGIN = 32
 LATE_SPAN = 64
+# On a GPU a burn call is one launch on the plan's smallest shape (tens of microseconds plus
+# Python's call): the late group comes after at least GPU_LATE_LO calls, drawn over
+# GPU_LATE_SPAN, whatever the plan's size — a kernel honest for its first few hundred calls
+# is caught there however small the plan (on the CPU the interpreter's ~20 ms a call keeps
+# the range to the plan's scale).
+GPU_LATE_LO = 1000
+GPU_LATE_SPAN = 4000
 
 
-def late_range(parts: list) -> tuple[int, int]:
+def late_range(parts: list, device: str = "cpu") -> tuple[int, int]:
     """(lo, hi) inclusive: where the late group may come among a worker's calls."""
     longest = max((len(p.calls) for p in parts), default=0)
     lo = max(3 * longest // 2, longest + LATE_MARGIN)
+    if device != "cpu":
+        return max(lo, GPU_LATE_LO), max(lo, GPU_LATE_LO) + GPU_LATE_SPAN - 1
     return lo, lo + LATE_SPAN - 1
 
 
@@ -81,11 +90,13 @@ def late_job(
     }
 
 
-def late_jobs(parts: list, seed_param: str | None, every: list) -> dict[int, dict]:
+def late_jobs(
+    parts: list, seed_param: str | None, every: list, device: str = "cpu"
+) -> dict[int, dict]:
     """{part index: its `late` entry} for one part: of those holding a seed group (any part
     for an op without a seed), the one with the fewest calls (its burn calls then end about
     when the others' judged calls do)."""
-    span = late_range(parts)
+    span = late_range(parts, device)
     jobs = {k: j for k, p in enumerate(parts) if (j := late_job(p.calls, seed_param, every, span))}
     grouped = {
         k for k in jobs if any(c.id == jobs[k]["before"] and c.role == "a" for c in parts[k].calls)
