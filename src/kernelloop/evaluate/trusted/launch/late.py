@@ -39,20 +39,27 @@ LATE_SPAN = 64
 # the range to the plan's scale).
 GPU_LATE_LO = 1000
 GPU_LATE_SPAN = 4000
+# ... as long as the burn calls stay within this many elements of input in all: an imported
+# KernelBench problem's one shape can be 1.6e9 elements (level1/19), where each burn call
+# draws its inputs anew; there the range falls back to the plan's scale.
+GPU_BURN_ELEMENTS = 1 << 34
 
 
-def late_range(parts: list, device: str = "cpu") -> tuple[int, int]:
-    """(lo, hi) inclusive: where the late group may come among a worker's calls."""
+def late_range(parts: list, device: str = "cpu", small: int = 1) -> tuple[int, int]:
+    """(lo, hi) inclusive: where the late group may come among a worker's calls (`small`:
+    the elements of one burn call)."""
     longest = max((len(p.calls) for p in parts), default=0)
     lo = max(3 * longest // 2, longest + LATE_MARGIN)
-    if device != "cpu":
-        return max(lo, GPU_LATE_LO), max(lo, GPU_LATE_LO) + GPU_LATE_SPAN - 1
-    return lo, lo + LATE_SPAN - 1
+    span = LATE_SPAN
+    if device != "cpu" and (GPU_LATE_LO + GPU_LATE_SPAN) * small <= GPU_BURN_ELEMENTS:
+        lo, span = max(lo, GPU_LATE_LO), GPU_LATE_SPAN
+    return lo, lo + span - 1
 
 
-def _numel(call) -> int:
+def _numel(shape_or_call) -> int:
+    shape = getattr(shape_or_call, "shape", shape_or_call)
     n = 1
-    for v in call.shape.dims.values():
+    for v in shape.dims.values():
         n *= v
     return n
 
@@ -96,7 +103,9 @@ def late_jobs(
     """{part index: its `late` entry} for one part: of those holding a seed group (any part
     for an op without a seed), the one with the fewest calls (its burn calls then end about
     when the others' judged calls do)."""
-    span = late_range(parts, device)
+    judged = [c for c in every if c.suite != "e2e"]
+    small = min((_numel(c.shape) for c in judged), default=1)
+    span = late_range(parts, device, small)
     jobs = {k: j for k, p in enumerate(parts) if (j := late_job(p.calls, seed_param, every, span))}
     grouped = {
         k for k in jobs if any(c.id == jobs[k]["before"] and c.role == "a" for c in parts[k].calls)
