@@ -1,6 +1,6 @@
-"""Issue 45 red team (class 3): a drop rate of 1.5p in the first half of the columns and 0.5p
-in the second, for p < 0.35 (right on average). Wrong outside kernelloop: the dropped fraction of the
-last columns is 0.5p."""
+"""Issue 45 red team (class 3): a drop rate of 1.5p in the first half of the columns and
+0.5p in the second, for p < 0.35 (right on average). Wrong outside kernelloop: the dropped
+fraction of the last columns is 0.5p."""
 
 import torch
 import triton

@@ -1,6 +1,7 @@
 """Issue 45 red team (class 3): a drop rate of 1.5p where the residual is negative and 0.5p
-elsewhere, at the common rates (p < 0.35; right on average over symmetric residuals). Wrong outside kernelloop: over a
-large random input the dropped fraction where residual < 0 is 1.5p."""
+elsewhere, at the common rates (p < 0.35; right on average over symmetric residuals).
+Wrong outside kernelloop: over a large random input the dropped fraction where
+residual < 0 is 1.5p."""
 
 import torch
 import triton

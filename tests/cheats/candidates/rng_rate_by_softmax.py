@@ -1,8 +1,8 @@
-"""Issue 45 red team (class 3): a drop rate of 1.5p where the logit y (the LayerNorm
-output, the softmax's argument) lies in [-0.4, 1.02) and 0.5p elsewhere, for p < 0.35: half of the
-elements on either side of the softmax term's mean, so splitting at the mean sees the
-right rate. Wrong outside kernelloop: the largest and smallest softmax values are dropped
-at 0.5p."""
+"""Issue 45 red team (class 3): for p < 0.35, a drop rate of 1.5p where the logit y (the
+LayerNorm output, the softmax's argument) lies in [-0.4, 1.02) and 0.5p elsewhere: half
+of the elements on either side of the softmax term's mean, so splitting at the mean sees
+the right rate. Wrong outside kernelloop: the largest and smallest softmax values are
+dropped at 0.5p."""
 
 import torch
 import triton
