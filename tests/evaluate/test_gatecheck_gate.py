@@ -149,7 +149,8 @@ def test_a_kernel_wrong_only_above_the_declared_rates_is_killed():
     """The gap gate-check found (2026-12-03): a flagship kernel wrong only when p is above
     every rate the task declares survived the gate, and the oracle's p = 0.9 showed it
     wrong (kill rate 0 on this one-mutant sample, thresholds failed). The plan now draws an
-    undeclared rate above the declared ones (plan.undeclared_rate): the gate kills it.
+    undeclared rate above the declared ones (seed_values.stochastic_rates): the gate kills
+    it.
     Were it to survive again, the oracle must show it wrong and the thresholds fail — never
     "not shown to differ". One shape (7x129) and float32 keep it to a few evaluations."""
     task = load_task(CASES["ln_softmax_dropout"][0])
