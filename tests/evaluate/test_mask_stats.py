@@ -146,3 +146,14 @@ def test_a_small_skew_is_seen_in_the_pool_of_calls():
     assert alone[0] is None
     why = ms.pooled_problem(pool)
     assert why is not None and "over the calls so far" in why, why
+
+
+def test_strata_counted_a_block_of_rows_at_a_time_are_the_same(monkeypatch):
+    a = _philox(11, 37, 130, 0.3)
+    keep, drop, _ = _refs(37, 130, 4)
+    dec = torch.from_numpy(np.random.Generator(np.random.Philox(key=12)).random((37, 130)) < 0.9)
+    whole = ms.strata_counts(a, dec, keep, drop)
+    monkeypatch.setattr(ms, "CHUNK", 3 * 130)  # three rows a block
+    assert ms.strata_counts(a, dec, keep, drop) == whole
+    assert whole["row block 1 of 4"][0] + whole["row block 4 of 4"][0] > 0
+    assert "the columns past the last multiple of 64" in whole and "the last row" in whole

@@ -20,6 +20,8 @@ import secrets
 
 import torch
 
+from kernelloop.evaluate.trusted.values.compare import CHUNK
+
 ALPHA = 1e-12  # each test's false-alarm bound (two-sided)
 _LOG_HALF_ALPHA = math.log(ALPHA / 2)
 ROW_LAGS = (1, 2, 3, 4, 5, 6, 7, 8, 12, 16, 24, 32, 48, 64, 128, 256, 512, 1024)
@@ -82,62 +84,76 @@ def _fraction(count: int, n: int, expect: float, what: str) -> str:
 
 
 def _cuts(values: torch.Tensor, k: int) -> list[float]:
-    """k-1 cut points splitting `values` (1-D) into k parts of about equal size, from a
-    strided sample of at most QUANTILE_SAMPLE values."""
-    if values.numel() > QUANTILE_SAMPLE:
-        values = values[:: values.numel() // QUANTILE_SAMPLE + 1]
+    """k-1 cut points splitting `values` (1-D) into k parts of about equal size."""
     s = values.double().sort().values
     return [float(s[(j * s.numel()) // k].item()) for j in range(1, k)]
 
 
-def strata(ref_keep: torch.Tensor, ref_drop: torch.Tensor, dec: torch.Tensor) -> list:
-    """(label, bool mask) for every stratum the dropped fraction is tested in: the sign of
-    the dropped value (the residual) and of the random term, quartiles of each's size, four
-    row blocks and four column blocks, the last row and the columns past the last multiple
-    of 64. The labels name the same stratum in every call (they are pooled across calls)."""
-    term = ref_keep - ref_drop
-    out = [
-        ("the dropped value < 0", ref_drop < 0),
-        ("the dropped value >= 0", ref_drop >= 0),
-        ("the random term < 0", term < 0),
-        ("the random term >= 0", term >= 0),
-    ]
-    for name, size in (("|the random term|", term.abs()), ("|the dropped value|", ref_drop.abs())):
-        vals = size[dec]
-        if vals.numel() < 8:
-            continue
-        cuts = [-math.inf, *_cuts(vals, 4), math.inf]
-        for q in range(4):
-            part = (size >= cuts[q]) & (size < cuts[q + 1]) if q < 3 else size >= cuts[q]
-            out.append((f"{name} in its quartile {q + 1}", part))
-    if dec.dim() >= 1:
-        cols = dec.shape[-1]
-        rows = dec.numel() // max(cols, 1)
-        col = torch.arange(cols, device=dec.device).expand(dec.shape)
-        row = torch.arange(rows, device=dec.device).reshape(*dec.shape[:-1], 1).expand(dec.shape)
-        for name, idx, size in (("row", row, rows), ("column", col, cols)):
-            if size >= 4:
-                for b in range(4):
-                    part = (idx * 4 // size) == b
-                    out.append((f"{name} block {b + 1} of 4", part))
-        if cols > 64 and cols % 64:
-            out.append(("the columns past the last multiple of 64", col >= cols - cols % 64))
-        if rows > 1:
-            out.append(("the last row", row == rows - 1))
-    return out
+def _sizes(keep: torch.Tensor, drop: torch.Tensor) -> dict[str, torch.Tensor]:
+    return {"|the random term|": (keep - drop).abs(), "|the dropped value|": drop.abs()}
 
 
 def strata_counts(
     dropped: torch.Tensor, dec: torch.Tensor, ref_keep: torch.Tensor, ref_drop: torch.Tensor
 ) -> dict[str, tuple[int, int]]:
-    """{stratum label: (decidable elements, dropped among them)}."""
-    counts = {}
-    for label, part in strata(ref_keep, ref_drop, dec):
-        sel = part & dec
-        n = int(sel.sum().item())
-        if n:
-            counts[label] = (n, int((dropped & sel).sum().item()))
-    return counts
+    """{stratum label: (decidable elements, dropped among them)} for every stratum the
+    dropped fraction is tested in: the sign of the dropped value (the residual) and of the
+    random term, the quartiles of each's size (cut points from a strided sample of at most
+    QUANTILE_SAMPLE decidable elements), four row blocks and four column blocks, the last
+    row and the columns past the last multiple of 64. The labels name the same stratum in
+    every call (they are pooled across calls). Computed a block of rows at a time
+    (CHUNK elements), so the float64 temporaries stay small on a GPU-sized output."""
+    if dec.numel() == 0:
+        return {}
+    cols = dec.shape[-1] if dec.dim() else 1
+    rows = dec.numel() // cols
+    d2, c2 = dropped.reshape(rows, cols), dec.reshape(rows, cols)
+    k2, r2 = ref_keep.reshape(rows, cols), ref_drop.reshape(rows, cols)
+    step = max(1, dec.numel() // QUANTILE_SAMPLE)
+    idx = torch.arange(0, dec.numel(), step, device=dec.device)
+    sample = c2.reshape(-1)[idx]
+    picked = _sizes(k2.reshape(-1)[idx][sample], r2.reshape(-1)[idx][sample])
+    cuts = {
+        name: [-math.inf, *_cuts(v, 4), math.inf] for name, v in picked.items() if v.numel() >= 8
+    }
+    col = torch.arange(cols, device=dec.device)
+    col_parts = [(f"column block {b + 1} of 4", col * 4 // cols == b) for b in range(4)]
+    if cols < 4:
+        col_parts = []
+    if cols > 64 and cols % 64:
+        col_parts.append(("the columns past the last multiple of 64", col >= cols - cols % 64))
+    counts: dict[str, list[int]] = {}
+
+    def add(label: str, part: torch.Tensor, dd: torch.Tensor, cc: torch.Tensor) -> None:
+        sel = part & cc
+        cell = counts.setdefault(label, [0, 0])
+        cell[0] += int(sel.sum().item())
+        cell[1] += int((dd & sel).sum().item())
+
+    per = max(1, CHUNK // cols)
+    for r0 in range(0, rows, per):
+        dd, cc = d2[r0 : r0 + per], c2[r0 : r0 + per]
+        kk, rr = k2[r0 : r0 + per], r2[r0 : r0 + per]
+        term = kk - rr
+        add("the dropped value < 0", rr < 0, dd, cc)
+        add("the dropped value >= 0", rr >= 0, dd, cc)
+        add("the random term < 0", term < 0, dd, cc)
+        add("the random term >= 0", term >= 0, dd, cc)
+        for name, size in _sizes(kk, rr).items():
+            if name in cuts:
+                cut = cuts[name]
+                for q in range(4):
+                    hi = size < cut[q + 1] if q < 3 else torch.ones_like(cc)
+                    add(f"{name} in its quartile {q + 1}", (size >= cut[q]) & hi, dd, cc)
+        row = torch.arange(r0, min(r0 + per, rows), device=dec.device).reshape(-1, 1)
+        if rows >= 4:
+            for b in range(4):
+                add(f"row block {b + 1} of 4", row * 4 // rows == b, dd, cc)
+        if rows > 1:
+            add("the last row", row == rows - 1, dd, cc)
+        for label, part in col_parts:
+            add(label, part, dd, cc)
+    return {label: (n, k) for label, (n, k) in counts.items() if n}
 
 
 def strata_problem(counts: dict[str, tuple[int, int]], p: float) -> str | None:
