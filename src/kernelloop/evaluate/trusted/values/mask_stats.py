@@ -56,7 +56,7 @@ def log_tail(count: int, parts: list[tuple[int, float]]) -> float:
         return sum(n * math.log1p(p * math.expm1(t)) for n, p in parts) - t * count
 
     a, b = (0.0, 40.0) if count > mean else (-40.0, 0.0)
-    for _ in range(80):  # golden-section search on the convex g
+    for _ in range(48):  # golden-section search on the convex g (40·0.618^48 < 1e-8)
         c, d = b - 0.618 * (b - a), a + 0.618 * (b - a)
         if g(c) < g(d):
             b = d
@@ -83,10 +83,15 @@ def _fraction(count: int, n: int, expect: float, what: str) -> str:
     return f"{what} {count / n:.4f} over {n} (expected {expect:.4f}; tail bound < {ALPHA:g})"
 
 
-def _cuts(values: torch.Tensor, k: int) -> list[float]:
-    """k-1 cut points splitting `values` (1-D) into k parts of about equal size."""
-    s = values.double().sort().values
-    return [float(s[(j * s.numel()) // k].item()) for j in range(1, k)]
+def _cuts(values: torch.Tensor, valid: torch.Tensor, k: int) -> list[float] | None:
+    """k-1 cut points splitting the `valid` ones of `values` (1-D) into k parts of about
+    equal size (sorted with the others last: boolean indexing cost ~85 ms a call on the
+    loaded 2-core CPU), None where fewer than 8 are valid."""
+    n = int(valid.sum().item())
+    if n < 8:
+        return None
+    s = torch.where(valid, values.double(), math.inf).sort().values
+    return [float(s[(j * n) // k].item()) for j in range(1, k)]
 
 
 def _sizes(keep: torch.Tensor, drop: torch.Tensor) -> dict[str, torch.Tensor]:
@@ -110,12 +115,13 @@ def strata_counts(
     d2, c2 = dropped.reshape(rows, cols), dec.reshape(rows, cols)
     k2, r2 = ref_keep.reshape(rows, cols), ref_drop.reshape(rows, cols)
     step = max(1, dec.numel() // QUANTILE_SAMPLE)
-    idx = torch.arange(0, dec.numel(), step, device=dec.device)
-    sample = c2.reshape(-1)[idx]
-    picked = _sizes(k2.reshape(-1)[idx][sample], r2.reshape(-1)[idx][sample])
-    cuts = {
-        name: [-math.inf, *_cuts(v, 4), math.inf] for name, v in picked.items() if v.numel() >= 8
-    }
+    sample = c2.reshape(-1)[::step]
+    picked = _sizes(k2.reshape(-1)[::step], r2.reshape(-1)[::step])
+    cuts = {}
+    for name, v in picked.items():
+        got = _cuts(v, sample & torch.isfinite(v), 4)
+        if got is not None:
+            cuts[name] = [-math.inf, *got, math.inf]
     col = torch.arange(cols, device=dec.device)
     col_parts = [(f"column block {b + 1} of 4", col * 4 // cols == b) for b in range(4)]
     if cols < 4:
@@ -216,7 +222,8 @@ def lags_problem(dropped: torch.Tensor, dec: torch.Tensor, p: float) -> str | No
                 return f"the masks of {name} {lag} apart must be independent; " + _fraction(
                     k, m, 2 * p * (1 - p), "differing fraction"
                 )
-        perm = torch.randperm(n, device="cpu").to(d.device)
+        gen = torch.Generator().manual_seed(rng.getrandbits(63))  # not the global RNG
+        perm = torch.randperm(n, generator=gen).to(d.device)
         half = n // 2
         i, j = perm[:half], perm[half : 2 * half]
         m, k, bad = _differ(
