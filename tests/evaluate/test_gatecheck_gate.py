@@ -54,7 +54,7 @@ tag = "asymmetric"
 # calls. The gate judges dropout only at the declared rates ([stochastic] rates and the
 # task's p): a gap (issue 33, the op's whole domain), reported to the lead; the test
 # below keeps it in view (it asserts the oracle shows it wrong).
-KNOWN_GAPS: dict[str, list[str]] = {}  # the rate shortcut: closed by plan.undeclared_rate
+KNOWN_GAPS: dict[str, list[str]] = {}  # the rate shortcut: closed by seed_values.stochastic_rates
 
 
 def explain(report: GateCheckReport) -> str:
