@@ -54,7 +54,7 @@ tag = "asymmetric"
 # calls. The gate judges dropout only at the declared rates ([stochastic] rates and the
 # task's p): a gap (issue 33, the op's whole domain), reported to the lead; the test
 # below keeps it in view (it asserts the oracle shows it wrong).
-KNOWN_GAPS: dict[str, list[str]] = {}  # the rate shortcut: closed by plan.undeclared_rate
+KNOWN_GAPS: dict[str, list[str]] = {}  # the rate shortcut: closed by seed_values.stochastic_rates
 
 
 def explain(report: GateCheckReport) -> str:
@@ -148,7 +148,8 @@ def test_a_kernel_wrong_only_above_the_declared_rates_is_killed():
     """The gap gate-check found (2026-12-03): a flagship kernel wrong only when p is above
     every rate the task declares survived the gate, and the oracle's p = 0.9 showed it
     wrong (kill rate 0 on this one-mutant sample, thresholds failed). The plan now draws an
-    undeclared rate above the declared ones (plan.undeclared_rate): the gate kills it.
+    undeclared rate above the declared ones (seed_values.stochastic_rates): the gate kills
+    it.
     Were it to survive again, the oracle must show it wrong and the thresholds fail — never
     "not shown to differ". One shape (7x129) and float32 keep it to a few evaluations."""
     task = load_task(CASES["ln_softmax_dropout"][0])

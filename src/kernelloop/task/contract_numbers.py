@@ -48,17 +48,16 @@ def randomness(task: Task, j: Judging) -> str:
         return ""
     rate, seed = st.rate_param, st.seed_param
     p_task = task.spec.params.get(rate, st.rates[0] if st.rates else 0.0)
-    rates = sorted({0.0, *st.rates, float(p_task)})
+    listed = ", ".join(f"{r:g}" for r in sorted({0.1, 0.2, 0.3, *st.rates, float(p_task)}))
     lines = [
         "### Randomness: exactly what the judge checks",
-        f"`{rate}` and `{seed}` are keyword arguments; kernelloop passes a fresh 31-bit "
-        f"`{seed}` per call. {rate} values judged: {', '.join(f'{r:g}' for r in rates)} "
-        f"(every listed rate and one drawn above them on the first shape, "
-        f"{rate}={p_task:g} elsewhere; the "
-        f"benchmark times {rate}={p_task:g}). The random and determinism calls run with "
-        f"{rate}={p_task:g}, the extreme cases with {rate}=0 on some shapes and dtypes and "
-        f"{rate}={p_task:g} on the others, every randomness check on the same `random` "
-        f"inputs the benchmark times; with {rate}=0 the output must match the reference.",
+        f"`{rate}` and `{seed}` are keyword arguments; `{seed}` is small (0, 1, 42), a "
+        f"step counter, 31-, 32- or 63-bit. {rate} judged: 0, {listed} and rates drawn "
+        f"over (0, 0.95] per evaluation (the benchmark times {rate}={p_task:g}). The random and "
+        f"determinism calls run with {rate}={p_task:g}, the extreme cases with {rate}=0 on "
+        f"some shapes and dtypes and {rate}={p_task:g} on the others, every randomness "
+        f"check on the same `random` inputs the benchmark times; with {rate}=0 the output "
+        "must match the reference.",
     ]
     if st.contract.strip():
         lines.append(f"The operation's randomness, in the task's words: {st.contract.strip()}")
@@ -69,14 +68,14 @@ def randomness(task: Task, j: Judging) -> str:
         "within atol + rtol·|kept − dropped| (the tolerance is on the random term, not on "
         "the whole value) plus one unit of the output dtype at the value;",
         f"- the fraction dropped must fit {rate} (binomial test, ±{st.confidence_sigmas:g} "
-        "sigma), over all elements and within each half split by the size of the dropped "
-        "value and by the size of the term;",
-        f"- neighbouring rows' and neighbouring columns' masks must be independent (the "
-        f"fraction of pairs that differ fits 2·{rate}·(1-{rate}));",
+        "sigma) overall, and by the sign and size of the values, by row and column block, "
+        "per call and summed over calls;",
+        f"- rows' and columns' masks must be independent at many lags and in random pairs "
+        f"(pairs differ in 2·{rate}·(1-{rate}));",
         f"- the same inputs and `{seed}` must give identical bytes;",
-        f"- a different `{seed}` must give an independent mask: the fraction of elements kept "
-        f"in one call and dropped in the other must fit 2·{rate}·(1-{rate}) "
-        f"(±{st.confidence_sigmas:g} sigma).",
+        f"- a related `{seed}` (+1, -1, a bit flipped, +2^16) or another must give an "
+        "independent mask, also shifted by rows or columns; an honest mask fails each of "
+        "these tests with probability < 1e-12.",
         _drop_band(task, j, float(p_task)),
         "Nothing else about the mask is checked: it need NOT match the baseline's (or any "
         "particular generator's) mask bit for bit. Any RNG, any counter layout and any "

@@ -1,6 +1,6 @@
 """Trusted-side checks of a stochastic (dropout-like) output: each element its kept or its
 dropped value, the dropped fraction's binomial test overall and by stratum, and the
-independence of neighbouring elements' masks.
+independence of the masks of rows and columns (the tests themselves: mask_stats.py).
 
 The kept and dropped values of an element differ by one term (the flagship's softmax
 value scaled by 1/(1-p)); the rest (the residual) is common to both. So each element is
@@ -19,6 +19,11 @@ from dataclasses import dataclass
 import torch
 
 from kernelloop.evaluate.trusted.values.compare import CHUNK, _unflat
+from kernelloop.evaluate.trusted.values.mask_stats import (
+    lags_problem,
+    strata_counts,
+    strata_problem,
+)
 from kernelloop.task.spec import Tolerance
 
 # Fewest decidable pairs of neighbouring elements for the independence test to say
@@ -34,6 +39,7 @@ class MaskInference:
     decidable: torch.Tensor | None
     max_abs_err: float | None = None
     category: str = "wrong"  # of a failure: "wrong" or "nonfinite"
+    strata: dict | None = None  # {stratum: (decidable, dropped)} once rate_problem ran
 
 
 def ulp(v: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
@@ -156,63 +162,35 @@ def rate_problem(
     p: float,
     sigmas: float,
 ) -> str | None:
-    """Why the dropped fraction does not fit p — over every decidable element, and within
-    each half of them split by the size of the dropped value and by the size of the term
-    (at its mean) — or None. The strata catch a kernel whose rate depends on the data
-    (the residual alone where |residual| is large, with fewer drops elsewhere to keep the
-    overall fraction right). None too when no element is decidable (the dtype rounds the
-    kept and dropped values alike everywhere): the call then says nothing about the rate,
-    and the sensitivity proof (every element kept must fail some call) makes sure another
-    call does."""
+    """Why the dropped fraction does not fit p — over every decidable element (±sigmas,
+    `binomial_ok`), and within each stratum of mask_stats.strata: the sign and the size
+    (quartiles) of the dropped value and of the random term, row and column blocks, the
+    last row and the columns past the last multiple of 64 (a Chernoff tail below
+    mask_stats.ALPHA) — or None. The strata catch a kernel whose rate depends on the data
+    or the position while the overall fraction stays right (1.5p where the residual is
+    negative and 0.5p elsewhere passed the earlier two-way split, issue 45). The strata's
+    counts are kept on `inf.strata` (pooled across calls by the judge). None too when no
+    element is decidable (the dtype rounds the kept and dropped values alike everywhere):
+    the call then says nothing about the rate, and the sensitivity proof (every element
+    kept must fail some call) makes sure another call does."""
     assert inf.dropped is not None and inf.decidable is not None
     dec = inf.decidable
     n = int(dec.sum().item())
     if n == 0:
         return None
     dropped = inf.dropped & dec
-    strata = [("", dec)]
-    for label, size in (
-        ("|dropped value|", ref_drop.abs()),
-        ("|kept − dropped|", (ref_keep - ref_drop).abs()),
-    ):
-        mean = float(torch.where(dec, size, 0.0).sum().item()) / n
-        strata.append((f" where {label} >= {mean:.3g}", dec & (size >= mean)))
-        strata.append((f" where {label} < {mean:.3g}", dec & (size < mean)))
-    for where, part in strata:
-        m = int(part.sum().item())
-        if m == 0:
-            continue
-        ok, text = binomial_ok(int((dropped & part).sum().item()), m, p, sigmas)
-        if not ok:
-            return text + where
-    return None
+    ok, text = binomial_ok(int(dropped.sum().item()), n, p, sigmas)
+    if not ok:
+        return text
+    inf.strata = strata_counts(dropped, dec, ref_keep, ref_drop)
+    return strata_problem(inf.strata, p)
 
 
 def neighbours_problem(inf: MaskInference, p: float, sigmas: float) -> str | None:
-    """Why the masks of neighbouring rows (the same column) or neighbouring columns (the
-    same row) look dependent, or None: for independent masks the fraction of decidable
-    pairs that differ fits 2p(1-p). A mask shared across rows (offsets from the column
-    alone) differs nowhere between rows."""
+    """Why the masks of rows or of columns look dependent — at lags 1 to 16384 (every one
+    up to 8, the powers of two, a few drawn now) and for random pairs
+    (mask_stats.lags_problem) — or None. `sigmas` is unused (each test's tail is bounded by
+    mask_stats.ALPHA); kept for the callers."""
+    del sigmas
     assert inf.dropped is not None and inf.decidable is not None
-    if inf.dropped.dim() == 0:
-        return None
-    cols = inf.dropped.shape[-1]
-    d = inf.dropped.reshape(-1, cols)
-    dec = inf.decidable.reshape(-1, cols)
-    expect = 2 * p * (1 - p)
-    for name, a, b, da, db in (
-        ("rows", d[:-1], d[1:], dec[:-1], dec[1:]),
-        ("columns", d[:, :-1], d[:, 1:], dec[:, :-1], dec[:, 1:]),
-    ):
-        both = da & db
-        m = int(both.sum().item())
-        if m < MIN_PAIRS:
-            continue
-        differ = int(((a != b) & both).sum().item())
-        ok, text = binomial_ok(differ, m, expect, sigmas, "differing fraction")
-        if not ok:
-            return (
-                f"the masks of neighbouring {name} must be independent; {text} (independent "
-                "masks differ in 2p(1-p) of the pairs)"
-            )
-    return None
+    return lags_problem(inf.dropped, inf.decidable, p)

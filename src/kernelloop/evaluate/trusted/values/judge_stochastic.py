@@ -15,6 +15,7 @@ from kernelloop.evaluate.trusted.values.compare_mask import (
     neighbours_problem,
     rate_problem,
 )
+from kernelloop.evaluate.trusted.values.mask_stats import pooled_problem, related_problem
 from kernelloop.evaluate.trusted.values.plan import Call
 
 
@@ -23,7 +24,8 @@ class StochasticMixin:
         """The mask inferred from a call with p > 0, and (category, reason) when its output
         fails (else None): every element its kept or its dropped value
         (compare_mask.infer_mask), the dropped fraction within the binomial bound overall
-        and by stratum, neighbouring rows' and columns' masks independent."""
+        and in every stratum of the inputs and positions, the masks of rows and columns
+        independent at many lags (mask_stats.py)."""
         inf = infer_mask(out, refs["keep"], refs["drop"], tol)
         p, sigmas = call.rate, self.st.confidence_sigmas
         if not inf.ok:
@@ -46,6 +48,10 @@ class StochasticMixin:
                 self._fail_values(call, call.suite, category, reason, None, out, trivial, tol)
             return
         self._remember(call, out)
+        why = self._pooled(call, inf)
+        if why is not None:
+            self._fail(call, call.suite, "stochastic", f"p={call.rate:g}: {why}")
+            return
         if call.suite == "determinism":
             self._determinism(call, out, None)
             return
@@ -79,9 +85,10 @@ class StochasticMixin:
         elif call.role == "other_seed" and "mask" in grp:
             both = grp["dec"] & inf.decidable
             m = int(both.sum().item())
-            differ = int(((grp["mask"] != inf.dropped) & both).sum().item())
-            expect = 2 * call.rate * (1 - call.rate)
-            ok2, text2 = binomial_ok(differ, m, expect, self.st.confidence_sigmas)
+            how = call.relation or "another seed"
+            why = related_problem(
+                grp["mask"], grp["dec"], inf.dropped, inf.decidable, call.rate, how
+            )
             if m < MIN_PAIRS:
                 # Too few elements decidable in both calls (their dtype's rounding hides the
                 # term): even the same mask twice would fit; other dtypes' calls decide.
@@ -92,22 +99,36 @@ class StochasticMixin:
                     f"p={call.rate:g}: {m} elements decidable in both calls, too few to "
                     "compare masks",
                 )
-            elif differ == 0 or not ok2:
-                self._fail(
-                    call,
-                    "stochastic",
-                    "stochastic",
-                    f"p={call.rate:g}: a different seed must give an independent mask; {text2} "
-                    "(differing)",
-                )
+            elif why is not None:
+                self._fail(call, "stochastic", "stochastic", f"p={call.rate:g}: {why}")
             else:
                 self._pass(
                     call,
                     "stochastic",
                     None,
-                    f"p={call.rate:g}: a different seed gave a different mask",
+                    f"p={call.rate:g}: {how} gave an independent mask",
                 )
             self._groups.pop(call.group, None)
+
+    def _pooled(self, call: Call, inf) -> str | None:
+        """Add this call's strata counts (compare_mask.rate_problem) to the evaluation's
+        pool — once per seed value: calls with one seed share a mask (a determinism pair,
+        a refill), whose counts are not independent — and why the pooled fractions do not
+        fit their rates (mask_stats.pooled_problem), or None."""
+        assert self.st is not None
+        if not inf.strata:
+            return None
+        seen = self.__dict__.setdefault("_mask_seeds", set())
+        seed = call.params.get(self.st.seed_param)
+        if seed in seen:
+            return None
+        seen.add(seed)
+        pool = self.__dict__.setdefault("_mask_pool", {})
+        for label, (n, k) in inf.strata.items():
+            cell = pool.setdefault(label, {}).setdefault(call.rate, [0, 0])
+            cell[0] += n
+            cell[1] += k
+        return pooled_problem(pool)
 
 
 def _same_bytes(a: torch.Tensor | None, b: torch.Tensor) -> bool:

@@ -12,6 +12,10 @@ import random
 import secrets
 from dataclasses import dataclass, field
 
+from kernelloop.evaluate.trusted.values.seed_values import (
+    stochastic_groups,
+    user_seed,
+)
 from kernelloop.evaluate.trusted.values.undeclared import (  # noqa: F401
     draws,
     undeclared_shapes,
@@ -34,6 +38,7 @@ class Call:
     params: dict
     group: str = ""  # calls compared with each other (determinism, seeds)
     role: str = ""  # "a", "same_seed", "other_seed", "refill", "repeat"
+    relation: str = ""  # an other_seed call's seed, in words ("seed + 1"; seed_values.py)
     rate: float = 0.0
     # Every call runs under the aten-op recorder: auditing only the first let a
     # candidate be honest once and call PyTorch afterwards.
@@ -92,8 +97,10 @@ class Seeds:
     def input_seed(self, name: str) -> int:
         return self._draw(f"input:{name}", 62)
 
-    def call_seed(self, name: str) -> int:
-        return self._draw(f"call:{name}", 31)
+    def call_seed(self, name: str, family: str | None = None) -> int:
+        """A call's seed as people pass them (`seed_values.user_seed`): its family (small,
+        a step counter, 31/32/63-bit) drawn from the name unless given."""
+        return user_seed(self._draw(f"call:{name}", 63), family)
 
     def rng(self, name: str) -> random.Random:
         """A generator for the plan's other secret choices (the undeclared shapes)."""
@@ -161,7 +168,7 @@ def plan_calls(
         seed = seeds.input_seed(inputs or cid)
         plan.calls.append(Call(cid, suite, case, shape, dtype, seed, **kw))
 
-    for si, shape in enumerate(shapes):
+    for shape in shapes:
         large = _numel(shape) > LARGE_NUMEL
         for dtype in dtypes:
             base = f"{shape.label}-{dtype}"
@@ -192,33 +199,28 @@ def plan_calls(
                 continue
             cid = f"{base}-stochastic-p0"
             add(cid, "stochastic", "random", shape, dtype, params=params(cid, 0.0))
-            # Every rate on the first shape; elsewhere the task's own rate (one mask check
-            # per shape is what catches shape-dependent RNG indexing bugs).
-            task_rate = float(spec.params.get(st.rate_param, st.rates[0]))
-            rates = st.rates if si == 0 and not large else [task_rate]
-            if si == 0 and not large:  # and one no file names (undeclared_rate)
-                extra = undeclared_rate([*st.rates, task_rate], seeds.rng(f"rate:{base}"))
-                rates = [*rates, *([extra] if extra is not None else [])]
-            for rate in rates:
-                grp = f"{base}-stochastic-p{rate:g}"
-                s1, s2 = seeds.call_seed(f"{grp}/1"), seeds.call_seed(f"{grp}/2")
-                n = 2
-                while s2 == s1:
-                    n += 1
-                    s2 = seeds.call_seed(f"{grp}/{n}")
-                for role, cs in (("a", s1), ("same_seed", s1), ("other_seed", s2)):
-                    add(
-                        f"{grp}-{role}",
-                        "stochastic",
-                        "random",
-                        shape,
-                        dtype,
-                        inputs=grp,
-                        params=params(grp, rate, cs),
-                        group=grp,
-                        role=role,
-                        rate=rate,
-                    )
+    # The stochastic groups (seed_values.stochastic_groups): rates drawn over (0, 0.95] for
+    # this evaluation, always 0.1, 0.2, 0.3, the task's and one in [0.1, 0.5), spread over
+    # the shapes and dtypes; each group's seed from a family people pass (small, a step
+    # counter, 31/32/63-bit), its other seed a relative (+1, -1, one bit, +2^16, fresh).
+    if st is not None:
+        slots = [(s, d, _numel(s) > LARGE_NUMEL) for s in shapes for d in dtypes]
+        for shape, dtype, j, g in stochastic_groups(task, slots, seeds, used):
+            grp = f"{shape.label}-{dtype}-stochastic-{j}-p{g.rate:g}"
+            for role, cs in (("a", g.seed), ("same_seed", g.seed), ("other_seed", g.other)):
+                add(
+                    f"{grp}-{role}",
+                    "stochastic",
+                    "random",
+                    shape,
+                    dtype,
+                    inputs=grp,
+                    params=params(grp, g.rate, cs),
+                    group=grp,
+                    role=role,
+                    rate=g.rate,
+                    relation=g.relation if role == "other_seed" else "",
+                )
     # Extreme values: their numerics depend on a row's length and values, not on how many
     # rows there are, so they run on every distinct row length with the fewest rows any
     # selected shape has (`suites.extreme_shrink`; docs/evaluate.md, "What each suite covers").
@@ -368,21 +370,6 @@ def _stage(plan: Plan, shapes: list[Shape]) -> None:
         return (order[c.stage], 0 if c.suite == "extreme" else 1, _numel(c.shape))
 
     plan.calls.sort(key=rank)  # stable: a group's calls keep their order
-
-
-UNDECLARED_RATE_TOP = 0.95  # dropout past this keeps too few elements to judge a mask
-
-
-def undeclared_rate(declared: list[float], rng: random.Random) -> float | None:
-    """A rate no file names, drawn per evaluation above every declared one (up to
-    UNDECLARED_RATE_TOP): the op's domain goes past the rates a task lists, and
-    `kernelloop gate-check` found a flagship kernel wrong only above p = 0.5 (its largest
-    declared rate) that every declared rate accepted (2026-12-03). None where the declared
-    rates already reach the top."""
-    low = max(declared, default=0.0) + 0.05
-    if low >= UNDECLARED_RATE_TOP:
-        return None
-    return round(rng.uniform(low, UNDECLARED_RATE_TOP), 3)
 
 
 def _numel(shape: Shape) -> int:

@@ -1,0 +1,40 @@
+"""Issue 45 red team (class 2): only the seed's low 16 bits reach the generator (a seed
+packed into a 16-bit field): seeds s and s + 2**16 give the same mask. Wrong outside
+kernelloop: forward(..., seed=5) and forward(..., seed=5 + 65536) return the same bytes."""
+
+import torch
+import triton
+import triton.language as tl
+
+NUM_WARPS = 8
+
+
+@triton.jit
+def _fused_kernel(x_ptr, r_ptr, w_ptr, b_ptr, out_ptr, cols, eps, p, seed, BLOCK: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    offs = tl.arange(0, BLOCK)
+    m = offs < cols
+    x = tl.load(x_ptr + row * cols + offs, mask=m, other=0.0).to(tl.float32)
+    mean = tl.sum(x, axis=0) / cols
+    d = tl.where(m, x - mean, 0.0)
+    rstd = 1.0 / tl.sqrt(tl.sum(d * d, axis=0) / cols + eps)
+    w = tl.load(w_ptr + offs, mask=m, other=0.0).to(tl.float32)
+    b = tl.load(b_ptr + offs, mask=m, other=0.0).to(tl.float32)
+    y = tl.where(m, d * rstd * w + b, float("-inf"))
+    e = tl.exp(y - tl.max(y, axis=0))
+    s = e / tl.sum(e, axis=0)
+    keep = tl.rand(seed % 65536, row * cols + offs) >= p
+    r = tl.load(r_ptr + row * cols + offs, mask=m, other=0.0).to(tl.float32)
+    out = r + tl.where(keep, s / (1.0 - p), 0.0)
+    tl.store(out_ptr + row * cols + offs, out.to(out_ptr.dtype.element_ty), mask=m)
+
+
+def forward(x, residual, weight, bias, *, p, eps, seed):
+    rows, cols = x.shape
+    out = torch.empty_like(x)
+    block = triton.next_power_of_2(cols)
+    warps = max(NUM_WARPS, min(32, block // 1024))
+    _fused_kernel[(rows,)](
+        x, residual, weight, bias, out, cols, eps, p, seed, BLOCK=block, num_warps=warps
+    )
+    return out
