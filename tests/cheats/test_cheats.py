@@ -38,7 +38,12 @@ RUNTIME = {
         ("wrong", "stateful"),
         ("outside atol", "neither a kept nor a dropped value", "returned the output of an"),
     ),
-    "cache_ignores_seed.py": (9, "stochastic", "a different seed must give an independent mask"),
+    # another seed, unrelated or related (+1, a bit, +2^16), must give another mask
+    "cache_ignores_seed.py": (
+        9,
+        "stochastic",
+        ("a different seed must give an independent mask", "must be independent"),
+    ),
     "persistent_buffer.py": (9, "aliasing", "returned the storage it returned for an earlier call"),
     "detect_timing.py": (14, "timing", "timed calls launched none of the candidate's kernels"),
     "crash_on_extreme.py": (16, "crash", "the candidate raised"),
@@ -53,7 +58,8 @@ BEHIND_SCREEN = {
     "read_secrets.py": (13, "crash", "found:"),
     "forge_channel.py": (15, "protocol", "without the evaluation's key"),
     "escape_setsid.py": (17, "tamper", "process(es) running at the end"),
-    "helper_import.py": (18, "compile", "No module named 'kl_helper'"),
+    # a failed import is the candidate's crash, never a compiler's finding (issue 45)
+    "helper_import.py": (18, "crash", "No module named 'kl_helper'"),
 }
 ESCAPE_MARKER = b"kl-escape-marker-5f1c"
 POISON_MARKER = "kl-poison-marker-9d2e"

@@ -55,7 +55,10 @@ def test_a_kernel_wrong_off_the_declared_shapes_is_rejected_saying_so(records, f
 def test_a_kernel_that_replays_a_kept_output_is_stateful(records, name, how):
     rec = records[name]
     assert rec.verdict.category == "stateful", rec.verdict.reasons
-    assert STATEFUL in rec.verdict.reasons[0] and how in rec.verdict.reasons[0]
+    # or earlier, where two calls drew the same seed (seeds as people pass them: 0, 42, ...)
+    # and the kernel returned the first's output for the second's inputs
+    reason = rec.verdict.reasons[0]
+    assert STATEFUL in reason and (how in reason or "output of an earlier call" in reason), reason
 
 
 @pytest.mark.gpu

@@ -83,7 +83,11 @@ def test_the_late_seed_check_names_the_seed(records):
     CPU plan): only the late seed group (trusted/launch/late.py), the ~156th call or later
     in its worker, sees it ignore the seed."""
     reason = records["tell_drift.py"].verdict.reasons[0]
-    assert "a different seed must give an independent mask" in reason, reason
+    # the other seed's mask is the same: said as an unrelated seed's or a related one's
+    assert any(
+        w in reason
+        for w in ("a different seed must give an independent mask", "must be independent")
+    ), reason
 
 
 def test_an_implementation_is_named_as_a_user_would_import_it():
