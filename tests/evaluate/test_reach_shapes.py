@@ -1,6 +1,6 @@
 """The reach shapes (evaluate/trusted/values/undeclared.py, issue 45 class 6): each varying
 dimension judged up to its declared maximum where the budget allows, and where it does not
-the verdict says how far it reached ("accepted up to R×C on this machine"), never more.
+the verdict says how far it reached ("judged up to R×C on this machine"), never more.
 
 Before, every CPU draw of the flagship stayed within the largest CPU shape's 16,400
 elements (rows <= 125, cols <= ~4,000 of a declared [129, 32768])."""
@@ -56,12 +56,12 @@ def test_the_verdict_says_how_far_the_cpu_reached_and_never_more(flagship):
     assert TILE < rows < 200
     assert undeclared.reached(flagship, plan) == {"rows": (rows, 65536)}
     line = undeclared.judged_on(flagship, plan)
-    assert f"accepted up to {rows}×32768 (rows×cols) on this machine" in line, line
+    assert f"judged up to {rows}×32768 (rows×cols) on this machine" in line, line
     assert "rows up to 65536 declared" in line, line
     # on a GPU every declared maximum is judged: nothing to qualify
     gpu = plan_calls(flagship, select_shapes(flagship, "cuda", None), ["bfloat16"], seeds=Seeds())
     assert undeclared.reached(flagship, gpu) == {}
-    assert "accepted up to" not in undeclared.judged_on(flagship, gpu)
+    assert "judged up to" not in undeclared.judged_on(flagship, gpu)
 
 
 def test_the_reach_shapes_get_one_call_each_in_the_plan(flagship):

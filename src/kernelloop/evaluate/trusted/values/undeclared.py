@@ -23,7 +23,8 @@ Two draws, each judged once (random inputs, one dtype drawn too):
   declared maximum where it fits) and the others at their smallest: short-wide (3×32768
   on the flagship's CPU: the interpreter's cost is per program, so few rows are cheap)
   and, where the budget holds it, tall-narrow (65536×129 on a GPU). What no draw reaches
-  is said in the verdict (`judged_on`): "accepted up to R×C on this machine".
+  is said in the verdict (`judged_on`): "judged up to R×C on this machine" (issue 45 wrote
+  "accepted"; one vocabulary, issue 47, keeps that word out of every verdict).
 
 A task that declares its shapes closed (`[task] closed_shapes`, docs/task.md) gets none.
 """
@@ -332,7 +333,7 @@ def judged_on(task: Task, plan) -> str:
     dims = "×".join(tops)
     missed = ", ".join(f"{n} up to {d} declared, {t} reached" for n, (t, d) in short.items())
     return (
-        f"{line}; accepted up to {upto} ({dims}) on this machine, not every declared size "
+        f"{line}; judged up to {upto} ({dims}) on this machine, not every declared size "
         f"({missed}: past this machine's budget; judge on a larger device to reach them)"
     )
 
