@@ -6,6 +6,7 @@ kernel that computes nothing there is accepted. The import, `task show` and gate
 report name those columns; the flagship's inputs inform every row and column."""
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -41,16 +42,30 @@ def _cli(*args: str) -> subprocess.CompletedProcess:
 
 @pytest.fixture(scope="module")
 def cumprod(tmp_path_factory):
+    """The import (with its `near_one` case, which keeps products alive: no weak region),
+    and the same task with that case taken out of its extreme list (KernelBench's own
+    inputs and the other cases: the tail columns dead)."""
     out = tmp_path_factory.mktemp("kb")
     done = _cli("import", "kernelbench", str(CUMPROD), "--out", str(out))
     assert done.returncode == 0, done.stderr
-    return out / "cumprod", done.stdout
+    weak = out / "weak"
+    shutil.copytree(out / "cumprod", weak)
+    toml = weak / "task.toml"
+    toml.write_text(toml.read_text().replace(", 'near_one'", "").replace("'near_one', ", ""))
+    assert "near_one" not in (weak / "task.toml").read_text().split("[suites]")[1][:200]
+    return weak, done.stdout
 
 
-def test_the_import_names_the_dead_columns_of_cumprod(cumprod):
-    folder, said = cumprod
-    assert "the task's inputs are too weak" in said, said
-    assert "columns ≥ " in said and "never informative" in said, said
+def test_the_near_one_case_keeps_every_column_of_cumprod_informative(cumprod):
+    _, said = cumprod
+    assert "the task's inputs are too weak" not in said, said
+
+
+def test_without_it_the_dead_columns_of_cumprod_are_named(cumprod):
+    folder, _ = cumprod
+    line = regions.report_line(load_task(folder), "cpu")
+    assert "the task's inputs are too weak" in line, line
+    assert "columns ≥ " in line and "never informative" in line, line
     task = load_task(folder)
     found = regions.informative_regions(task)
     dead = [d for d in found.dead if d.axis == "columns"]

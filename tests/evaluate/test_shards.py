@@ -91,7 +91,7 @@ def test_a_failure_ahead_of_another_worker_stops_the_stages_before_it(flagship):
         "compile": "passed",  # every compile call was judged, none failed
         "smoke": "failed",
         "full": "not run",
-        "e2e": "not run",
+        "e2e": "skipped",  # this plan has no e2e call: nothing there could run (issue 47)
         "timing": "not run",
     }
     clock = StageClock(plan)
