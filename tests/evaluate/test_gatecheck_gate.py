@@ -48,6 +48,16 @@ dims = { batch_size = 37, in_features = 80, out_features = 48 }
 weight = 1.0
 tag = "asymmetric"
 """
+# The cross-entropy solution's mean runs blocks of 1024 losses: on the imported CPU shapes
+# (64 and 128 rows) a mutant of its block loop (`start + offs` -> `offs`) is the same
+# kernel, accepted by the gate and the oracle alike — now a survivor, no longer excluded
+# (issue 45). One tall CPU shape reaches its second block.
+TALL_CROSS_ENTROPY = """
+[[cpu_shapes]]
+dims = { batch_size = 2051, num_classes = 10 }
+weight = 1.0
+tag = "tall"
+"""
 # Measured on main 2026-12-03 (129fd0c, stoch's and shapes' work merged), CPU, float32:
 # the flagship's 9-mutant sample killed 8; the survivor, a kernel wrong only when p is
 # above 0.5 (the largest rate the task declares), was shown wrong by the oracle's p = 0.9
@@ -89,7 +99,11 @@ def kb_tasks(tmp_path_factory) -> dict[str, Path]:
     # The imported GEMM's CPU shapes are 64x64x64 and 128x128x256: batch == in_features and
     # rows a multiple of every block, so an M/K swap or a row tail cut is the same kernel
     # there (measured: 3 of 5 mutants not shown to differ). One asymmetric CPU shape.
-    for name, extra in (("kb_softmax", WIDE_SOFTMAX), ("kb_gemm_leakyrelu", ASYMMETRIC_GEMM)):
+    for name, extra in (
+        ("kb_softmax", WIDE_SOFTMAX),
+        ("kb_gemm_leakyrelu", ASYMMETRIC_GEMM),
+        ("kb_cross_entropy", TALL_CROSS_ENTROPY),
+    ):
         toml = folders[name] / "task.toml"
         toml.write_text(toml.read_text().replace("\n[roofline]", extra + "\n[roofline]"))
     return folders
