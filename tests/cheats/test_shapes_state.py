@@ -31,7 +31,8 @@ def records(flagship):
 @pytest.mark.parametrize("name", ["rows_multiple_of_64.py", "even_cols_only.py"])
 def test_a_kernel_wrong_off_the_declared_shapes_is_rejected_saying_so(records, flagship, name):
     rec = records[name]
-    assert rec.verdict.category == "wrong", rec.verdict.reasons
+    # elements it never writes hold the call's poison: NaN bytes on some calls (issue 45)
+    assert rec.verdict.category in ("wrong", "nonfinite"), rec.verdict.reasons
     first = rec.verdict.reasons[0]
     assert UNDECLARED in first and "must be correct for every shape the op accepts" in first
     listed = {s.label for s in [*flagship.spec.shapes, *flagship.spec.cpu_shapes]}

@@ -347,7 +347,10 @@ def test_a_shape_the_scaling_made_constant_grows_back_and_a_constant_problem_is_
     said: list[str] = []
     folder = import_problem(extra / "groupnorm_flat.py", tmp_path, ["float32"], warn=said.append)
     task = load_task(folder)
-    assert said == []
+    # With trained-like GroupNorm weights (issue 45) the problem's own float32 model can miss
+    # 1e-4 at the first grown size and be grown once more: said, and nothing else
+    assert all("is grown to" in w for w in said), said
+    said.clear()
     for shape in task.spec.cpu_shapes:
         assert shape.dims["out_features"] >= 2 * 256, shape.dims  # groups of two at least
         assert not flat_output(extra / "groupnorm_flat.py", shape.dims)

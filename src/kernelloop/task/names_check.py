@@ -14,6 +14,7 @@ import ast
 import traceback
 from pathlib import Path
 
+from kernelloop import pyast
 from kernelloop.errors import TaskError
 from kernelloop.task.load import Task
 
@@ -59,7 +60,7 @@ def _top_level_names(path: Path) -> set[str]:
     """The names a Python file defines at its top level (functions, classes, assignments,
     imports), read without running it."""
     try:
-        tree = ast.parse(path.read_text(), filename=str(path))
+        tree = pyast.parse(path.read_text(), filename=str(path))
     except (OSError, SyntaxError) as e:
         raise TaskError(f"{path} could not be read as Python ({e}); fix the file.") from None
     names: set[str] = set()
