@@ -36,7 +36,7 @@ RUNTIME = {
     "hidden_state.py": (
         8,
         ("nondeterministic", "wrong"),
-        ("same inputs and seed gave different bytes", "elements outside"),
+        ("same inputs and seed gave different bytes", "elements outside", "are wrong values"),
     ),
     # an extreme call at p = 0 or at p > 0, or the determinism refill, sees it first (which,
     # the plan draws per evaluation)
