@@ -6,6 +6,7 @@ field instead of a silently ignored setting.
 
 from __future__ import annotations
 
+import math
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -86,6 +87,11 @@ class Shape(_Strict):
     @property
     def label(self) -> str:
         return "x".join(str(n) for n in self.dims.values())
+
+    @property
+    def numel(self) -> int:
+        """Elements of one tensor of this shape (the product of its dims)."""
+        return math.prod(self.dims.values())
 
 
 class Tolerance(_Strict):

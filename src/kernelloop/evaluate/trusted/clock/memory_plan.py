@@ -177,11 +177,11 @@ def beyond_int32(task: Task, shapes: list[Shape], dtypes: list[str], device: str
 
     n = wc.default_workers(device, task)
     share = wc.worker_share_bytes(device, n) or 0
-    largest = max((_numel(s) for s in task.spec.shapes), default=1)
+    largest = max((s.numel for s in task.spec.shapes), default=1)
     others = (n - 1) * (wc.WORKER_BYTES_PER_ELEMENT * largest + wc.WORKER_FIXED_BYTES)
 
     def worker(shape: Shape) -> int:
-        return wc.WORKER_BYTES_PER_ELEMENT * _numel(shape) + wc.WORKER_FIXED_BYTES
+        return wc.WORKER_BYTES_PER_ELEMENT * shape.numel + wc.WORKER_FIXED_BYTES
 
     got = big_shape(task, shapes, dtypes)
     if got is not None and worker(got[0]) > share:
@@ -194,17 +194,10 @@ def beyond_int32(task: Task, shapes: list[Shape], dtypes: list[str], device: str
         )
 
     def need(shape: Shape, _dtype: str) -> int:
-        judge = wc.JUDGE_BYTES_PER_ELEMENT * _numel(shape) + wc.JUDGE_FIXED_BYTES
+        judge = wc.JUDGE_BYTES_PER_ELEMENT * shape.numel + wc.JUDGE_FIXED_BYTES
         return worker(shape) + others + judge
 
     return plan_big(task, shapes, dtypes, free_memory(device), need)
-
-
-def _numel(shape: Shape) -> int:
-    n = 1
-    for v in shape.dims.values():
-        n *= v
-    return n
 
 
 def io_bytes(task: Task, shape: Shape, dtype: str) -> int:

@@ -22,6 +22,7 @@ few dozen burn calls, not hundreds.
 
 from __future__ import annotations
 
+import math
 import secrets
 
 # The late group's position among the candidate's calls in its worker (1-based), drawn per
@@ -56,14 +57,6 @@ def late_range(parts: list, device: str = "cpu", small: int = 1) -> tuple[int, i
     return lo, lo + span - 1
 
 
-def _numel(shape_or_call) -> int:
-    shape = getattr(shape_or_call, "shape", shape_or_call)
-    n = 1
-    for v in shape.dims.values():
-        n *= v
-    return n
-
-
 def late_job(
     calls: list, seed_param: str | None, every: list, span: tuple[int, int], rng=None
 ) -> dict | None:
@@ -84,7 +77,9 @@ def late_job(
     wide = [i for i in firsts if calls[i].dtype == "float32"]
     at = (wide or firsts or judged)[-1] if seed_param is not None else judged[-1]
     target = rng.randint(*span)
-    small = min((c for c in every if c.suite != "e2e"), key=_numel)
+    small = min(
+        (c for c in every if c.suite != "e2e"), key=lambda c: math.prod(c.shape.dims.values())
+    )
     return {
         "before": calls[at].id,
         "burn": max(0, target - 1 - at),
@@ -104,7 +99,7 @@ def late_jobs(
     for an op without a seed), the one with the fewest calls (its burn calls then end about
     when the others' judged calls do)."""
     judged = [c for c in every if c.suite != "e2e"]
-    small = min((_numel(c.shape) for c in judged), default=1)
+    small = min((math.prod(c.shape.dims.values()) for c in judged), default=1)
     span = late_range(parts, device, small)
     jobs = {k: j for k, p in enumerate(parts) if (j := late_job(p.calls, seed_param, every, span))}
     grouped = {

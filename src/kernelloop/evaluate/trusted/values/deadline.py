@@ -42,10 +42,7 @@ BURN_FLOOR = 0.1
 
 
 def _numel(call: Call) -> int:
-    n = 1
-    for v in call.shape.dims.values():
-        n *= v
-    return n + 2048  # shards.CALL_OVERHEAD: launch and harness overhead
+    return call.shape.numel + 2048  # shards.CALL_OVERHEAD: launch and harness overhead
 
 
 def load_factor() -> float:

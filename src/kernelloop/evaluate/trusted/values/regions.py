@@ -140,7 +140,7 @@ def report_line(task: Task, device: str = "cpu") -> str:
     shapes = list(task.spec.cpu_shapes or task.spec.shapes)
     if device != "cpu":
         shapes += [s for s in task.spec.shapes if s not in shapes]
-    fit = [s for s in shapes if _numel(s) <= MAX_NUMEL]
+    fit = [s for s in shapes if s.numel <= MAX_NUMEL]
     if not fit:
         return ""
     try:
@@ -152,13 +152,6 @@ def report_line(task: Task, device: str = "cpu") -> str:
     if line and left:
         line += f" (not checked here, too large for this CPU: {', '.join(left)})"
     return line
-
-
-def _numel(shape: Shape) -> int:
-    n = 1
-    for v in shape.dims.values():
-        n *= v
-    return n
 
 
 def _call(task: Task, shape: Shape, dtype: str, case: str, seed: int) -> Call:
