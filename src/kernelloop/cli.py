@@ -109,6 +109,13 @@ def main() -> None:
     confine()  # task code never runs with the model keys (docs/security.md); see launch.py
     try:
         app()
+    except SystemExit as e:
+        from kernelloop.commands import interrupt
+        from kernelloop.sandbox import stopping
+
+        if e.code == interrupt.EXIT_INTERRUPTED and stopping.STOPPING.is_set():
+            interrupt.exit_interrupted()
+        raise
     except KernelloopError as e:
         # Messages carry task text (file names, TOML tables like [tolerances]): never markup.
         err_console.print(f"[bold red]error:[/] {escape(str(e))}")

@@ -151,9 +151,19 @@ def test_full_verdict_with_a_real_correctness_record(task):
     # 1 s per shape: at 0.3 s the noise estimate at 256x1024 ranged 0.5-1.3 on the 2-core
     # box (2026-12-01, before and after that session's changes alike) and the gate rightly
     # refused a 2.5x speedup under it; at 1 s it was 0.14-0.33.
-    bench = bench_when_idle(
-        task, CANDS / "fast.py", device="cpu", shapes="256x1024,2048x16", max_s_per_shape=1.0
-    )
+    def once() -> BenchmarkRecord:
+        return bench_when_idle(
+            task, CANDS / "fast.py", device="cpu", shapes="256x1024,2048x16", max_s_per_shape=1.0
+        )
+
+    # Measured again (bounded) while the pair is too noisy to tell a ~4x gain from chance, as
+    # `timed` is (CI 2026-12-07: noise 151%, a 4.7x gain refused under the 3 x noise bar).
+    bench = once()
+    for _ in range(TRIES - 1):
+        if (performance_gate(bench, task.spec.rules).noise_rel or 0.0) <= DECIDABLE_NOISE:
+            break
+        wait_for_quiet()
+        bench = once()
     verdict = decide(rec, bench, task.spec.rules)
     assert verdict.accepted, verdict.reasons
 

@@ -20,6 +20,9 @@ from kernelloop.evaluate.trusted.values.stages import summary
 
 RED = Path(__file__).parent / "stage_redteam"
 ONE = {"device": "cpu", "shapes": "7x129", "dtypes": ["float32"], "timing": False}
+# One worker: its first call is the compile stage. With two, the second worker's first call
+# (a smoke-stage call) can be the one seen overdue first on a loaded machine (CI, 2026-12-07).
+ONE_LANE = {**ONE, "workers": 1}
 
 
 def _direct(name: str, timeout: float = 180.0) -> subprocess.CompletedProcess:
@@ -57,7 +60,7 @@ def test_a_hanging_candidate_is_a_timeout_within_30_s_at_its_stage(flagship):
     the call's own deadline ends it (it hung in its first call: the compile stage)."""
     load = deadline.load_factor()  # a loaded machine interprets slower: the deadline grows
     t = time.monotonic()
-    rec = evaluate(flagship, RED / "hang_in_forward.py", **ONE)
+    rec = evaluate(flagship, RED / "hang_in_forward.py", **ONE_LANE)
     wall = time.monotonic() - t
     assert rec.verdict.category == "timeout", rec.verdict.reasons
     print(f"hang: timeout after {wall:.1f} s wall (load factor {load:.2f})")

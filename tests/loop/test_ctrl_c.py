@@ -141,6 +141,10 @@ def test_a_second_ctrl_c_exits_at_once(tmp_path):
     finally:
         _killpg(proc)
         proc.wait(timeout=30)
+    # 130 either way, never -2 (the handler stays installed until the process ends); where
+    # the first's cleanup had already finished and said so, nothing was left to cut short.
     assert rc == 130, _logs(log)
-    assert "interrupted again: exiting now" in err.read_text(), _logs(log)
+    said = err.read_text()
+    finished = "interrupted in round 0" in said or "continue it with: " in said
+    assert "interrupted again: exiting now" in said or finished, _logs(log)
     assert took <= 1.0, f"the second Ctrl-C took {took:.1f} s"

@@ -103,8 +103,13 @@ def test_ctrl_c_stops_a_suite_records_it_and_its_command_resumes_it(tmp_path):
     finally:
         _killpg(again)
         again.wait(timeout=30)
+    # 130 either way, never -2: the handler stays installed until the process ends
+    # (interrupt.exit_interrupted). Where the first Ctrl-C's cleanup had already finished
+    # and said so when the second arrived (a loaded CI box, 2026-12-07), there was nothing
+    # left to cut short.
     assert rc == 130, _logs(log)
-    assert "interrupted again: exiting now" in log.with_suffix(".err").read_text(), _logs(log)
+    said = log.with_suffix(".err").read_text()
+    assert "interrupted again: exiting now" in said or "continue it with: " in said, _logs(log)
     assert took <= 1.0, f"the second Ctrl-C took {took:.1f} s"
     [run] = _rows(folder, "SELECT * FROM runs")  # the same run, not a new one
     assert run["id"] == entry["run_id"]

@@ -7,10 +7,12 @@ Before this, a Ctrl-C during an evaluation waited for the worker's whole timeout
 
 from __future__ import annotations
 
+import atexit
 import os
 import signal
 import sys
 from pathlib import Path
+from typing import NoReturn
 
 from kernelloop.sandbox import stopping
 
@@ -30,6 +32,21 @@ def _on_sigint(signum: int, frame: object) -> None:
     stopping.stop_all()
     os.write(2, b"\nstopping: ending the workers (Ctrl-C again to exit at once)\n")
     raise KeyboardInterrupt
+
+
+def exit_interrupted() -> NoReturn:
+    """End a command that a Ctrl-C stopped, once its records are written and said: the exit
+    handlers run with `_on_sigint` still installed, then the process ends with 130 without
+    the interpreter's own shutdown. That shutdown's last step puts back the default SIGINT
+    action, so a second Ctrl-C landing there ended the process with -2 and no word (CI,
+    2026-12-07) instead of "interrupted again"."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    atexit._run_exitfuncs()
+    os._exit(EXIT_INTERRUPTED)
 
 
 def invocation() -> list[str]:
