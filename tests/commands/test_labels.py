@@ -23,8 +23,8 @@ REFUSED = (
         ("static", False, "REJECTED at the static screen (policy)"),
         ("no_kernel", False, "REJECTED by correctness (no_kernel)"),
         ("tamper", False, "REJECTED by correctness (tamper)"),
-        ("timing", False, "PERFORMANCE GATE: FAIL (timing)"),
-        ("slower", False, "PERFORMANCE GATE: FAIL (slower)"),
+        ("timing", False, "REJECTED by the performance gate (timing)"),
+        ("slower", False, "REJECTED by the performance gate (slower)"),
         ("policy", False, "REFUSED by the loop's rules (policy)"),
         ("internal", False, "NOT JUDGED: kernelloop's trusted side failed (internal)"),
         ("accepted", True, "JUDGED CORRECT"),
@@ -78,7 +78,7 @@ def test_commands_label_a_static_rejection(tmp_path, command, note):
     assert r.returncode == 1, r.stderr[-2000:]
     assert f"REJECTED at the static screen (policy) {note}: " in out and "imports `os`" in out, out
     # the stage line may list timing among the stages that never ran, nothing more
-    assert "PERFORMANCE GATE" not in out and "timing" not in out.replace("e2e, timing", ""), out
+    assert "performance gate" not in out and "timing" not in out.replace("e2e, timing", ""), out
 
 
 def _env():

@@ -17,7 +17,7 @@ from kernelloop.commands.labels import print_rejection
 from kernelloop.commands.progress import progress_lines
 from kernelloop.errors import KernelloopError
 from kernelloop.evaluate.protocol import COMPILED
-from kernelloop.task import load_task
+from kernelloop.task import load_task, words
 
 
 def register(app: typer.Typer) -> None:
@@ -238,8 +238,8 @@ def print_bench(rec, verdict, console: Console) -> None:
         )
     if verdict.accepted:
         console.print(
-            "[bold green]PERFORMANCE GATE: PASS[/] "
-            "(correctness is checked by `kernelloop evaluate`)"
+            f"[bold green]{words.FASTER_HEADLINE}[/] "
+            "(not judged for correctness here: `kernelloop evaluate` does that)"
         )
     else:
         print_rejection(console, verdict.category, verdict.reasons)

@@ -1,6 +1,6 @@
 """One wording for a verdict, naming the stage that decided it.
 
-`kernelloop bench` once printed "PERFORMANCE GATE: FAIL (timing)" for a candidate the
+`kernelloop bench` once printed a timing failure for a candidate the
 static screen had refused (the source never ran, nothing was timed): the headline must
 say which stage refused, so a reader knows whether to fix a policy finding, a wrong
 result or a slow kernel.
@@ -42,7 +42,7 @@ def headline(category: str, accepted: bool) -> str:
     if where == "policy":
         return "REFUSED by the loop's rules (policy)"
     if where == "performance gate":
-        return f"PERFORMANCE GATE: FAIL ({category})"
+        return f"REJECTED by the performance gate ({category})"
     if where == "internal":  # the trusted side's failure, not a finding about the candidate
         return "NOT JUDGED: kernelloop's trusted side failed (internal)"
     return f"REJECTED by correctness ({category})"

@@ -33,6 +33,8 @@ OUTCOMES = (PROMOTED, NOT_PROMOTED, NOT_TIMED, REJECTED, REFUSED, NOT_EVALUATED,
 # `kernelloop evaluate`'s and `bench`'s headlines (the judge's and the gate's words).
 JUDGED_CORRECT_HEADLINE = "JUDGED CORRECT"
 GATE_PASSED_HEADLINE = "JUDGED CORRECT, FASTER BY THE GATE'S MARGIN"
+# `kernelloop bench` alone: the gate's pass, correctness not judged by that command.
+FASTER_HEADLINE = "FASTER BY THE GATE'S MARGIN"
 
 
 def gained(outcome: str) -> bool:
