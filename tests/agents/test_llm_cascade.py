@@ -213,13 +213,27 @@ def test_candidates_per_round_caps_the_cascade_and_the_final_model_writes_first(
     final.script.append(Reply(FINAL_ANSWER))
     proposals = cascade(screen, final, per_round=2).propose(context())
     # Two candidates a round: the strong model's two hardest directions, no screen draft.
-    assert [p.model for p in proposals] == ["anthropic:claude-opus-5-5"] * 2
+    judged = [p for p in proposals if not p.refused]
+    assert [p.model for p in judged] == ["anthropic:claude-opus-5-5"] * 2
+    # The screen's drafts are not dropped: each is recorded as refused, with why.
+    assert [(p.model, p.direction, p.refused) for p in proposals[2:]] == [
+        ("openai:gpt-5-mini", d, "not judged: ranked below this round's 0 draft(s) of the screen")
+        for d in ("more warps per row", "fewer warps to cut register pressure")
+    ]
     screen.script.append(Reply(SCREEN_ANSWER))
     final.script.append(Reply(FINAL_ANSWER))
     agent = cascade(screen, final, per_round=3, n_final=1)
     proposals = agent.propose(context())
     # One final direction (n_final), then the screen's drafts fill the round to three.
-    assert [p.model for p in proposals] == ["anthropic:claude-opus-5-5"] + ["openai:gpt-5-mini"] * 2
+    judged = [p for p in proposals if not p.refused]
+    assert [p.model for p in judged] == ["anthropic:claude-opus-5-5"] + ["openai:gpt-5-mini"] * 2
+    # The final model's second candidate (one direction was asked for) and the screen's
+    # third draft are recorded as refused, each with its reason; none is dropped.
+    assert sorted(p.refused for p in proposals if p.refused) == [
+        "not judged: ranked below this round's 2 draft(s) of the screen",
+        "not judged: the answer had more than the 1 candidate(s) asked for",
+    ]
+    assert agent.rounds[0].refused == 2
     assert agent.rounds[0].final_directions == [
         "persistent kernel processing several rows per program"
     ]

@@ -16,7 +16,7 @@ import ast
 import difflib
 import hashlib
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from kernelloop import pyast
 from kernelloop.agents.base import AgentContext, Proposal
@@ -122,6 +122,7 @@ class CascadeRound:
     final_directions: list[str]
     drafts_proposed: list[str]
     final_error: str = ""
+    refused: int = 0  # candidates of the answers recorded as refused, each with its reason
 
 
 class CascadeAgent:
@@ -172,8 +173,17 @@ class CascadeAgent:
         cap = self.n_candidates
         hard, rest = split_hard(ranked, self.n_final if cap is None else min(self.n_final, cap))
         n_drafts = self.n_drafts if cap is None else max(0, cap - len(hard))
-        drafts = [d for d in rest if d.candidate.source][:n_drafts]
+        with_source = [d for d in rest if d.candidate.source]
+        drafts = with_source[:n_drafts]
         proposals = [to_proposal(d.candidate, self.name, self.screen.label) for d in drafts]
+        # Every other candidate of the two answers is recorded and refused with its reason,
+        # so the model hears what became of it and the history keeps it (issue 47 item 1).
+        refused = [(c, self.screen.label) for c in self.screen.unusable]
+        refused += [
+            (replace(d.candidate, problem=f"not judged: ranked below this round's {n_drafts} "
+                     "draft(s) of the screen"), self.screen.label)
+            for d in with_source[n_drafts:]
+        ]  # fmt: skip
         final_error = ""
         if hard:
             values = {**values, "directions": _directions_text(hard)}
@@ -193,6 +203,18 @@ class CascadeAgent:
                 proposals = [
                     to_proposal(c, self.name, self.final.label) for c in finals[: len(hard)]
                 ] + proposals
+                over = (
+                    f"not judged: the answer had more than the {len(hard)} candidate(s) asked for"
+                )
+                refused += [
+                    (replace(c, problem=over), self.final.label) for c in finals[len(hard) :]
+                ]
+                refused += [(c, self.final.label) for c in self.final.unusable]
+        late: list[Proposal] = []
+        if cap is not None and len(proposals) > cap:
+            past = f"not judged: past this round's {cap} candidate(s) (--candidates)"
+            late = [replace(p, refused=past) for p in proposals[cap:]]
+            proposals = proposals[:cap]
         self.rounds.append(
             CascadeRound(
                 round_index=context.round_index,
@@ -201,9 +223,10 @@ class CascadeAgent:
                 final_directions=[d.candidate.direction for d in hard],
                 drafts_proposed=[d.candidate.direction for d in drafts],
                 final_error=final_error,
+                refused=len(refused) + len(late),
             )
         )
-        return proposals if cap is None else proposals[:cap]
+        return proposals + late + [to_proposal(c, self.name, label) for c, label in refused]
 
     def observe(self, proposal: Proposal, outcome: str) -> None:
         self.outcomes.append((proposal, outcome))
