@@ -8,6 +8,7 @@ import shutil
 import subprocess
 import sys
 import time
+from datetime import datetime
 from pathlib import Path
 
 import anyio
@@ -308,6 +309,12 @@ def test_history_records_every_submission_like_a_loop_round(served):
         rounds = store._conn.execute(
             "SELECT round, finished_at FROM rounds WHERE run_id = ? ORDER BY round", (runs[0].id,)
         ).fetchall()
+        [(claimed, started)] = store._conn.execute(
+            "SELECT claimed_at, started_at FROM runs WHERE id = ?", (runs[0].id,)
+        ).fetchall()
+    # The session's stretch began before the baseline was judged (the run's row is written
+    # after it): a crash's running time then counts the baseline too.
+    assert datetime.fromisoformat(claimed) < datetime.fromisoformat(started), (claimed, started)
     # The screened-out first submission is recorded as round 1 once round 0 is.
     assert [r[0] for r in rows] == [0, 1, 2, 3, 4, 5, 6]
     assert [r[1] for r in rows[1:]] == ["external"] * 6

@@ -19,6 +19,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from pathlib import Path
 
 from kernelloop.agents.base import Proposal
@@ -66,7 +67,11 @@ class ExternalSession(SessionViews):
         self.gains: list[float] = []
         self.status: str | None = None  # set when the run has stopped
         self.why = ""
+        # This process's stretch of the run begins here, as the summary's wall time does:
+        # the heartbeat's claim says so, so a kill -9 then `--resume` counts the baseline's
+        # evaluation in the stretch it ended (history `interruptions.ran_s`).
         self.t0 = time.monotonic()
+        self.started = datetime.now(UTC).isoformat(timespec="milliseconds")
         self._lock = threading.Lock()
         self.profiles = ProfileBudget.for_run(rules, self.last_round)  # profile/budget.py
         self._heartbeat: Heartbeat | None = None
@@ -121,7 +126,7 @@ class ExternalSession(SessionViews):
             }
             self.best = start_run(run, config)
             self.run_id, self.arch = run.id, run.arch
-            self._heartbeat = Heartbeat(run.store.path, run.id).start()
+            self._heartbeat = Heartbeat(run.store.path, run.id, since=self.started).start()
             self.view.start(self.task, AGENT_NAME, self.device, self.best)
             self._record_early(run)
         return self.best
