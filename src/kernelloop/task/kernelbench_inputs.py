@@ -304,6 +304,25 @@ def model_entry(module: types.ModuleType, spec: dict):
     args_names, state = list(spec["forward_args"]), list(spec["state"])
     marks = spec.get("globals", {})
     models: dict[str, torch.nn.Module] = {}
+    # The state `prepare` handed over for the next call, for that call's very input
+    # tensors: the buffers' copies are the harness's work, made before the
+    # call the worker checks (its op audit read them as the candidate's [clone, copy_] and
+    # refused a minGPT ModelNew; issue 46). A call on other inputs makes its own.
+    ready: list[tuple[dict, dict]] = []  # at most one: (that call's tensors, their state)
+
+    def prepare(**inputs) -> torch.nn.Module:
+        model = build(**inputs)
+        ready[:] = [(_tensors(inputs), _given(model, inputs))]
+        return model
+
+    def prepared(inputs: dict) -> dict | None:
+        """The state prepared for exactly these tensor objects (held, so never a reused
+        id), handed over once."""
+        if not ready:
+            return None
+        (held, given), mine = ready.pop(), _tensors(inputs)
+        same = held.keys() == mine.keys() and all(held[k] is mine[k] for k in held)
+        return given if same else None
 
     def build(**inputs) -> torch.nn.Module:
         args = tuple(inputs[n] for n in args_names)
@@ -334,15 +353,22 @@ def model_entry(module: types.ModuleType, spec: dict):
     def forward(**inputs):
         model = build(**inputs)
         args = tuple(inputs[n] for n in args_names)
+        given = prepared(inputs)
+        if given is None:
+            given = _given(model, inputs)
         if "draw_seed" not in inputs:
-            return torch.func.functional_call(model, _given(model, inputs), args)
+            return torch.func.functional_call(model, given, args)
         # The problem's forward draws random numbers: seeded by the call, as the reference.
         device = next((a.device for a in args if isinstance(a, torch.Tensor)), "cpu")
         with seeded(inputs["draw_seed"], device, widen=False):
-            return torch.func.functional_call(model, _given(model, inputs), args)
+            return torch.func.functional_call(model, given, args)
 
-    PREPARE[forward] = build
+    PREPARE[forward] = prepare
     return forward
+
+
+def _tensors(inputs: dict) -> dict:
+    return {k: v for k, v in inputs.items() if isinstance(v, torch.Tensor)}
 
 
 def entry_function(module: types.ModuleType, entry: str, spec: dict | None):

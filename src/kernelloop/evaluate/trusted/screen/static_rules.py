@@ -231,6 +231,11 @@ INIT_FACTORIES = {
     "arange",
     "linspace",
     "eye",
+    # A causal mask registered as a buffer, as minGPT-style attention builds it
+    # (`torch.tril(torch.ones(n, n))`, KernelBench level3/43): replaced by the task's
+    # buffer like any parameter (issue 46).
+    "tril",
+    "triu",
 }
 # Paths that are modules: naming one as a value hands the module to code the screen cannot
 # follow (`c = torch.cuda; c.Stream()` passed every attribute rule before).
