@@ -82,3 +82,81 @@ def test_a_trusted_implementation_out_of_memory_is_infrastructure_not_the_candid
     )
     res = performance_gate(rec, Rules())
     assert (res.accepted, res.category, res.reasons) == (False, "internal", [said])
+
+
+# ---- issue 46 item 2: a compute floor bounds the reference's algorithm, not the problem ----
+
+
+def test_below_the_compute_floor_only_is_a_review_not_a_refusal():
+    """KernelBench level2/18: the problem's algebra removes its GEMM, and an honest kernel
+    ran at 293% of the GEMM's compute floor (H100, 2026-12-07). Between the memory floor
+    and a compute floor the candidate is timed and shown, with a review; below the memory
+    floor it is still impossible."""
+    from kernelloop.evaluate.trusted.clock.bench_fill import beats_algorithm
+
+    compute, memory = 0.9, 0.1
+    assert below_floor("s", "candidate", 0.3, compute, "", memory) == ""
+    said = beats_algorithm("s", "candidate", 0.3, compute, memory, "")
+    assert "300% of the reference algorithm's compute floor 0.9000 ms" in said
+    assert "33% of the memory floor 0.1000 ms" in said and "algebraic rewrite" in said
+    assert "precision" not in said and said.endswith("review the kernel")
+    problems, reviews = [], []
+    it = impl_timing("candidate", _slot(0.3), compute, problems, "s", memory_ms=memory,
+                     reviews=reviews)  # fmt: skip
+    assert problems == [] and reviews == [said]
+    assert it.floor_review == "algebra" and it.pct_of_floor is None and it.median_ms == 0.3
+    # Under a float32 precision contract the review says the precision is checked too.
+    it = impl_timing("candidate", _slot(0.3), compute, problems, "s", "hint", memory_ms=memory,
+                     reviews=reviews)  # fmt: skip
+    assert problems == [] and it.floor_review == "precision"
+    assert "computes below float32 precision, which this task forbids" in reviews[-1]
+    # Below the memory floor: impossible, whatever the algorithm.
+    it = impl_timing("candidate", _slot(0.05), compute, problems, "s", "hint", memory_ms=memory,
+                     reviews=reviews)  # fmt: skip
+    assert len(problems) == 1 and "200% of the roofline floor 0.1000 ms" in problems[0]
+    assert "precision" not in problems[0] and it.floor_review == ""
+    # A memory-bound floor (compute below memory) is the floor of every algorithm.
+    assert beats_algorithm("s", "candidate", 0.05, 0.05, 0.1, "") == ""
+    assert "impossible" in below_floor("s", "candidate", 0.05, 0.1, "", 0.1)
+
+
+def _checks(ratio: float):
+    from kernelloop.evaluate.trusted.values.record import CheckResult
+
+    return [
+        CheckResult(suite="random", case="random", shape="s", dtype="float32", passed=True,
+                    tol_used=0.002 * ratio, own_tol_used=0.002),
+        CheckResult(suite="random", case="random", shape="s", dtype="bfloat16", passed=True,
+                    tol_used=0.9, own_tol_used=0.001),  # not a float32 check: not read
+        CheckResult(suite="random", case="random", shape="t", dtype="float32", passed=True,
+                    tol_used=0.5),  # the task's own error not measured: not read
+    ]  # fmt: skip
+
+
+def test_the_gate_tells_an_algebraic_rewrite_from_tf32_by_the_error():
+    """Beating the float32 compute floor is a precision finding only where the candidate's
+    float32 error is PRECISION_RATIO times PyTorch's own on the same inputs; an honest
+    rewrite (error like PyTorch's) passes on to the performance gate."""
+    from kernelloop.evaluate.trusted.values.precision import PRECISION_RATIO, below_precision
+    from kernelloop.gate import decide
+    from kernelloop.task.spec import Rules
+    from tests.bench.records import record
+    from tests.bench.test_gate import _correctness
+
+    assert below_precision(["s"], _checks(3.0)) == ""
+    assert below_precision([], _checks(1000.0)) == ""  # no floor beaten: nothing to explain
+    said = below_precision(["s"], _checks(1000.0))
+    assert said.startswith("computes below float32 precision") and "1000x" in said
+    assert 'input_precision="ieee"' in said and f"at most {PRECISION_RATIO:g}x" in said
+
+    bench = record({s: 0.25 for s in ("256x1024", "512x512", "2048x16", "8x16384")})
+    bench.shapes[0].impls["candidate"].floor_review = "precision"
+    rewrite = _correctness()
+    rewrite.checks = _checks(2.0)
+    assert decide(rewrite, bench, Rules()).accepted
+    tf32 = _correctness()
+    tf32.checks = _checks(5000.0)
+    res = decide(tf32, bench, Rules())
+    assert (res.accepted, res.category) == (False, "wrong") and "5000x" in res.reasons[0]
+    bench.shapes[0].impls["candidate"].floor_review = "algebra"  # no precision contract
+    assert decide(tf32, bench, Rules()).accepted

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from kernelloop.evaluate.trusted.run import evaluate
+from kernelloop.evaluate.trusted.values.precision import PRECISION_RATIO, precision_excess
 from kernelloop.task import load_task
 from kernelloop.task.kernelbench import import_problem
 from tests.conftest import ROOT
@@ -90,6 +91,13 @@ def test_each_solution_is_accepted_on_the_cpu(tasks, problem):
     if problem.startswith("level1/23"):
         assert "3x20011" in shapes, shapes  # the chunked path ran
     assert {"random", "extreme", "determinism", "interface"} <= {c.suite for c in rec.checks}
+    # The precision check's evidence (issue 46; values/precision.py): on the float32 value
+    # checks the task's own model's share of the tolerance is kept beside the candidate's,
+    # and an honest float32 kernel's error stays within a few times PyTorch's own.
+    both = [c for c in rec.checks if c.tol_used is not None and c.own_tol_used]
+    assert both, [(c.suite, c.case, c.tol_used, c.own_tol_used) for c in rec.checks]
+    worst = precision_excess(rec.checks)
+    assert worst is not None and worst[0] < PRECISION_RATIO, worst
 
 
 FACTORIES = ROOT / "tests/evaluate/screen_candidates/kb_factories_in_init.py"
@@ -172,3 +180,25 @@ def test_a_size_only_a_parameter_has_follows_the_weight_given(tasks, tmp_path):
     cand.write_text(source.replace("N = w.shape[0]", "N = self.gemm.out_features"))
     rec = evaluate(load_task(folder), cand, **CPU)
     assert rec.verdict.accepted, rec.verdict.reasons
+
+
+def test_the_precision_check_tells_a_tf32_gemm_from_the_honest_one(tmp_path):
+    """Issue 46 item 2's evidence, on the CPU: the level2/12 solution with its GEMM's
+    inputs cut to TF32's 10-bit mantissa (what `tl.dot`'s default does on a GPU), judged
+    at KernelBench's own 1e-2: its passed float32 checks use the tolerance thousands of
+    times more than PyTorch's float32 model does on the same inputs (2560x on 2026-12-07),
+    the honest solution about as much (1.4x) — PRECISION_RATIO (64) lies between."""
+    task = load_task(
+        import_problem(KB / "level2/12_Gemm_Multiply_LeakyReLU.py", tmp_path, ["float32"],
+                       atol=1e-2, rtol=1e-2)
+    )  # fmt: skip
+    source = (SOLUTIONS / CASES["level2/12_Gemm_Multiply_LeakyReLU.py"]).read_text()
+    dot = "        acc = tl.dot(a, b, acc, input_precision=PRECISION)"
+    assert dot in source
+    cut = [f"        {v} = ({v}.to(tl.int32, bitcast=True) & -8192).to(tl.float32, bitcast=True)"
+           for v in "ab"]  # fmt: skip
+    tf32 = tmp_path / "tf32_gemm.py"
+    tf32.write_text(source.replace(dot, "\n".join([*cut, dot])))
+    rec = evaluate(task, tf32, **CPU)
+    worst = precision_excess(rec.checks)
+    assert worst is not None and worst[0] >= PRECISION_RATIO, worst

@@ -305,6 +305,7 @@ def _evaluate(
             timeout_s=timeout_s,
             say=say,
             gpu=gpu,
+            checks=judge.checks,
         )
         clock.close("passed" if verdict.category == "accepted" else "failed")
     category, reasons, warnings = verdict.category, verdict.reasons, verdict.warnings

@@ -39,6 +39,7 @@ def fill_shapes(
             continue  # a problem stopped the run before this shape
         floor = floor_on(task, shape, dtype, rec.device_name) if rec.device == "cuda" else None
         floor_ms = floor.ms if floor else None
+        memory_ms = floor.memory_ms if floor else None
         hint = precision_hint(task, floor, dtype)
         sb = ShapeBench(
             shape=shape.label,
@@ -55,15 +56,20 @@ def fill_shapes(
         for slot in slots:
             if slot in got:
                 sb.impls[slot] = impl_timing(
-                    slot, got[slot], floor_ms, rec.problems, shape.label, hint
-                )
+                    slot, got[slot], floor_ms, rec.problems, shape.label, hint,
+                    memory_ms=memory_ms, reviews=rec.warnings,
+                )  # fmt: skip
                 methods.add(got[slot].method)
         for slot in evidence:
             if slot in got:  # its oddities are warnings: it is not the gate's to refuse on
-                said = len(rec.warnings)
-                it = impl_timing(slot, got[slot], floor_ms, rec.warnings, shape.label, hint)
+                said, reviews = len(rec.warnings), []
+                it = impl_timing(
+                    slot, got[slot], floor_ms, rec.warnings, shape.label, hint,
+                    memory_ms=memory_ms, reviews=reviews,
+                )  # fmt: skip
                 if len(rec.warnings) == said:  # no samples, or below the floor: left out
                     sb.impls[slot] = it
+                rec.warnings.extend(reviews)
         cand, comp = sb.impls.get("candidate"), sb.impls.get(COMPILED)
         if cand is not None and comp is not None:
             sb.speedup_vs_compiled, why = compiled_speedup(cand, comp)
@@ -115,7 +121,14 @@ def impl_timing(
     problems: list[str],
     label: str,
     hint: str = "",
+    *,
+    memory_ms: float | None = None,
+    reviews: list[str] | None = None,
 ) -> ImplTiming:
+    """One slot's timing on one shape. Below the floor that bounds any algorithm (the
+    memory floor where `memory_ms` is given, else `floor_ms`) is impossible: a problem.
+    Below a compute floor only (the reference algorithm's flops, `floor_ms` above
+    `memory_ms`) is a review (into `reviews`): an algebraic rewrite can do fewer flops."""
     samples = [x for x in r.samples_ms if math.isfinite(x)]
     if not samples or min(samples) <= 0:
         problems.append(f"{label}: {slot} has no usable samples (empty or non-positive)")
@@ -134,17 +147,56 @@ def impl_timing(
         samples_ms=samples,
         round_size=r.round_size,
     )
-    if why := below_floor(label, slot, med, floor_ms, hint):
+    if why := below_floor(label, slot, med, floor_ms, hint, memory_ms):
         problems.append(why)
         it.pct_of_floor = None  # a % of floor over 100 is never shown
+    elif said := beats_algorithm(label, slot, med, floor_ms, memory_ms, hint):
+        (reviews if reviews is not None else problems).append(said)
+        it.pct_of_floor = None
+        it.floor_review = "precision" if hint else "algebra"
     return it
 
 
-def below_floor(label: str, slot: str, med: float, floor_ms: float | None, hint: str = "") -> str:
-    """'' unless `slot`'s median is below FLOOR_MARGIN of the roofline floor; then why that
-    is impossible and what it means: for the candidate a timing that is not real (or a
-    floor mistake), for a trusted implementation (the baseline, the compiled reference) a
-    floor that is wrong — they cannot beat physics either."""
+def beats_algorithm(
+    label: str, slot: str, med: float, floor_ms: float | None, memory_ms: float | None, hint: str
+) -> str:
+    """'' unless `slot`'s median is below FLOOR_MARGIN of a compute floor (the flops of the
+    reference's algorithm, `floor_ms`) but not of the memory floor: then a review, never a
+    refusal. KernelBench level2/18's algebra removes its 137-GFLOP GEMM, and an honest
+    kernel without it ran at 293% of that floor (H100, 2026-12-07, issue 46)."""
+    if not floor_ms or memory_ms is None or floor_ms <= memory_ms or not med > 0:
+        return ""
+    if med >= FLOOR_MARGIN * floor_ms:
+        return ""
+    said = (
+        f"{label}: {slot} median {med:.4f} ms is {100 * floor_ms / med:.0f}% of the reference "
+        f"algorithm's compute floor {floor_ms:.4f} ms ({100 * memory_ms / med:.0f}% of the "
+        f"memory floor {memory_ms:.4f} ms): it does fewer flops than the reference's "
+        "algorithm (an algebraic rewrite?)"
+    )
+    if hint:
+        said += (
+            " or computes below float32 precision, which this task forbids: the gate holds "
+            "its float32 error to PyTorch's own on the same inputs"
+        )
+    return said + " — review the kernel"
+
+
+def below_floor(
+    label: str,
+    slot: str,
+    med: float,
+    floor_ms: float | None,
+    hint: str = "",
+    memory_ms: float | None = None,
+) -> str:
+    """'' unless `slot`'s median is below FLOOR_MARGIN of the floor no algorithm beats (the
+    memory floor where `memory_ms` is given, else the roofline floor); then why that is
+    impossible and what it means: for the candidate a timing that is not real (or a floor
+    mistake), for a trusted implementation (the baseline, the compiled reference) a floor
+    that is wrong — they cannot beat physics either."""
+    if memory_ms is not None and floor_ms:
+        floor_ms, hint = min(floor_ms, memory_ms), ""  # the bytes bound every algorithm
     if not floor_ms or not med > 0 or med >= FLOOR_MARGIN * floor_ms:
         return ""
     said = (

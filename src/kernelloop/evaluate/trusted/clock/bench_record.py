@@ -46,6 +46,11 @@ class ImplTiming(BaseModel):
         "share the machine's state, so the noise counts rounds, not calls",
     )
     pct_of_floor: float | None = None
+    # Faster than the reference algorithm's compute floor, not its memory floor (issue 46):
+    # "algebra" (fewer flops than the reference's algorithm: review), or "precision" where
+    # the task also forbids arithmetic below float32 precision and the gate checks the
+    # candidate's error against PyTorch's own (gate.decide, values/precision.py).
+    floor_review: Literal["", "algebra", "precision"] = ""
     samples_ms: list[float] = Field(default_factory=list)
 
 

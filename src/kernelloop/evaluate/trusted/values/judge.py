@@ -116,6 +116,7 @@ class Judge(InterfaceMixin, StateMixin, StochasticMixin, E2EMixin, OwnErrorMixin
                 max_abs_err=getattr(cmp, "max_abs_err", None),
                 max_rel_err=getattr(cmp, "max_rel_err", None),
                 tol_used=getattr(cmp, "tol_used", None),
+                own_tol_used=self.own_share(call, cmp),
                 worst_index=getattr(cmp, "worst_index", None),
                 reason=reason,
             )
@@ -135,6 +136,7 @@ class Judge(InterfaceMixin, StateMixin, StochasticMixin, E2EMixin, OwnErrorMixin
                 max_abs_err=getattr(cmp, "max_abs_err", None),
                 max_rel_err=getattr(cmp, "max_rel_err", None),
                 tol_used=getattr(cmp, "tol_used", None),
+                own_tol_used=self.own_share(call, cmp),
                 reason=note,
             )
         )

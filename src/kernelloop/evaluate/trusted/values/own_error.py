@@ -28,6 +28,26 @@ class OwnErrorMixin:
         q = self.own_used(call, tol)
         return note(call.dtype, tol, q, factor(tol, q))
 
+    def own_share(self, call, cmp) -> float | None:
+        """The task's own model's share of the tolerance the candidate's `cmp.tol_used` is
+        measured against (the call's tolerance, widened where it is), on the call's
+        inputs; None where not measured (values/precision.py)."""
+        if getattr(cmp, "tol_used", None) is None or call.suite == "e2e" or call.rate > 0:
+            return None
+        dtype = getattr(torch, call.dtype, None)
+        if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+            return None
+        tol = self.tolerance(call, torch.empty(0, dtype=dtype), own=False)
+        q = self.own_used(call, tol)
+        if math.isnan(q):
+            return None
+        f = factor(tol, q)
+        # At least the share one unit in the last place takes (eps·|ref| within rtol·|ref|):
+        # PyTorch's own error can be ~0 on a call by luck (a scalar loss: 1e-8 of the
+        # tolerance on the CPU), and an honest kernel one rounding off is not imprecise.
+        ulp = torch.finfo(dtype).eps / (tol.rtol * f) if tol.rtol > 0 else 0.0
+        return max(q / f, ulp) or None
+
     def own_used(self, call, tol: Tolerance) -> float:
         """The task's own model's `used` on `call` (NaN: not measured — no margin, a call
         with p > 0, or the model failed to run in the judged dtype)."""

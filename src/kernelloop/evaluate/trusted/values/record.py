@@ -98,6 +98,9 @@ class CheckResult(BaseModel):
     # max |out - ref| / (atol + rtol·|ref|) over the output: the share of the tolerance the
     # candidate used (0.5: half of it; above 1 the check fails); None where not compared
     tol_used: float | None = None
+    # The same share used by the task's own model in the judged dtype on the same inputs
+    # (where the task measures it: `model_margin`); values/precision.py compares the two.
+    own_tol_used: float | None = None
     worst_index: list[int] | None = None
     reason: str = ""
 
