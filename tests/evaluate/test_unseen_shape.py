@@ -109,6 +109,19 @@ def test_the_plan_draws_them_from_its_seeds_and_a_closed_task_gets_none(flagship
     assert undeclared.judged_on(closed, plan) == (
         "judged on the declared shapes only: the task declares its shapes closed"
     )
+    # A shape given with --shapes that the task does not declare is named as given, never
+    # called declared (issue 46 item 6: "judged on the declared shapes only").
+    from kernelloop.task.adhoc import shapes_from
+
+    given = shapes_from(closed, "9x77")
+    plan = plan_calls(closed, given, dtypes, seeds=seeds)
+    assert undeclared.judged_on(closed, plan) == (
+        "judged on the shape given (9x77) only: the task declares its shapes closed"
+    )
+    both = plan_calls(closed, [*shapes[:1], *given], dtypes, seeds=seeds)
+    assert undeclared.judged_on(closed, both).startswith(
+        "judged on the declared shapes and the shape given (9x77) only"
+    )
 
 
 def test_closed_shapes_is_a_validated_task_field(tmp_path):

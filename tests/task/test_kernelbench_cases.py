@@ -11,6 +11,7 @@ import re
 import tomllib
 from pathlib import Path
 
+import pytest
 import torch
 
 from kernelloop.evaluate.trusted.run import evaluate
@@ -37,6 +38,23 @@ def test_a_miss_is_the_largest_error_beyond_the_tolerance_and_nan_matches_nan():
     assert _miss(torch.tensor([1.0, 2.0, 0.0, float("inf")]), ref, 0.01, 0.01) == float("inf")
     assert _miss(torch.tensor([3, 4]), torch.tensor([3, 5]), 1.0, 1.0) == float("inf")  # exact
     assert _miss(torch.zeros(3), torch.zeros(2, dtype=torch.float64), 1.0, 1.0) == float("inf")
+
+
+def test_a_float32_overflow_where_float64_does_not_is_what_the_judge_accepts():
+    """A float32 cumprod that overflows where float64 reaches 1e300 is right (the judge
+    compares a reference beyond the dtype's range as its infinity); task.toml once said
+    the model used "1.8e+308" of its tolerance there (issue 46 item 6)."""
+    from kernelloop.task.kernelbench_cases import _ratio
+
+    ref = torch.tensor([1.0, 1e300, -1e300], dtype=torch.float64)
+    out = torch.tensor([1.0, float("inf"), float("-inf")])
+    assert _miss(out, ref, 1e-4, 1e-4) is None and _ratio(out, ref, 1e-4, 1e-4) == 0.0
+    finite = torch.tensor([1.0, 3e38, float("-inf")])  # did not overflow: wrong
+    assert _miss(finite, ref, 1e-4, 1e-4) == float("inf")
+    assert _ratio(finite, ref, 1e-4, 1e-4) == float("inf")
+    assert _ratio(torch.tensor([1.5]), torch.tensor([1.0], dtype=torch.float64), 0.1, 0.0) == (
+        pytest.approx(5.0)
+    )
 
 
 # sin(3000 x) in Triton, as an honest kernel computes it (float32), or times SCALE.

@@ -38,7 +38,8 @@ def precision_text(task: Task) -> str:
         "Precision: float32 is computed at full float32 precision; TF32 is not allowed. "
         'Triton\'s `tl.dot` rounds float32 inputs to TF32 unless given `input_precision="ieee"`'
         " (the CPU interpreter emulates that rounding, so it fails there as on a GPU); a "
-        "float32 compute floor is at the FP32 (non-tensor-core) rate."
+        "float32 compute floor is at the float32-accurate rate (the fastest of the FP32 "
+        "units, 3xTF32 or bf16x6 on the tensor cores)."
     )
 
 

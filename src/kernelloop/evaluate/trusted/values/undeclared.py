@@ -37,6 +37,7 @@ import secrets
 from collections.abc import Callable
 
 from kernelloop.task import Shape, Task
+from kernelloop.task.adhoc import AD_HOC
 
 TILE = 128  # the largest tile a count must not be a multiple of: odd values past it clear all
 SMALL_TILE = 64  # a dimension whose range stops below TILE + 1 is drawn past this one
@@ -313,15 +314,28 @@ _RNG = secrets.SystemRandom()
 VALUE_CATEGORIES = ("wrong", "nonfinite", "trivial", "stochastic")
 
 
+def _selected(plan) -> str:
+    """The shapes an evaluation was asked for, in words: the task's declared ones, the ones
+    given with `--shapes` that the task does not declare (an ad-hoc run once said "the
+    declared shapes only", issue 46), or both."""
+    given = sorted({c.shape.label for c in plan.calls if c.shape.tag == AD_HOC})
+    declared = any(c.shape.tag not in (TAG, AD_HOC) for c in plan.calls if c.suite != "e2e")
+    if not given:
+        return "the declared shapes"
+    named = f"the shape{'s' if len(given) > 1 else ''} given ({', '.join(given)})"
+    return f"the declared shapes and {named}" if declared else named
+
+
 def judged_on(task: Task, plan) -> str:
     """What an evaluation's correctness checks ran on, for its verdict (the undeclared
     shapes counted, not named: a round's candidates share them)."""
+    on = _selected(plan)
     if task.spec.task.closed_shapes:
-        return "judged on the declared shapes only: the task declares its shapes closed"
+        return f"judged on {on} only: the task declares its shapes closed"
     n = len({c.shape.label for c in plan.calls if c.shape.tag == TAG})
     if not n:
-        return "judged on the declared shapes only: no undeclared shape fits the task's ranges"
-    line = f"judged on the declared shapes and {n} undeclared shape(s) drawn for this evaluation"
+        return f"judged on {on} only: no undeclared shape fits the task's ranges"
+    line = f"judged on {on} and {n} undeclared shape(s) drawn for this evaluation"
     line += f"; {plan.note}" if getattr(plan, "note", "") else ""
     short = reached(task, plan)
     if not short:
