@@ -9,6 +9,8 @@ import pytest
 from kernelloop.evaluate.trusted.values.plan import Seeds, plan_calls
 from kernelloop.evaluate.trusted.values.seed_values import (
     FAMILIES,
+    RATE_LOW,
+    RATE_TOP,
     RELATIONS,
     related_seed,
     user_seed,
@@ -50,6 +52,10 @@ def test_every_plan_judges_the_common_rates_and_the_seeds_people_pass(flagship, 
         seen_rates |= rates
         seen_seeds |= set(firsts)
     assert len(seen_rates) > 30 and len(seen_seeds) > 60  # drawn, not a fixed list
+    # Drawn rates are unrounded (no 0.001 grid a kernel could key on) and in the domain.
+    drawn = seen_rates - {0.1, 0.2, 0.3, 0.5}
+    assert all(RATE_LOW <= r < RATE_TOP for r in drawn), sorted(drawn)
+    assert any(round(r, 3) != r for r in drawn), sorted(drawn)
 
 
 def test_seed_families_and_relations():

@@ -54,7 +54,7 @@ def randomness(task: Task, j: Judging) -> str:
         "### Randomness: exactly what the judge checks",
         f"`{rate}` and `{seed}` are keyword arguments; `{seed}` is small (0, 1, 42), a "
         f"step counter, 31-, 32- or 63-bit. {rate} judged: 0, {listed} and rates drawn "
-        f"over (0, 0.95] per evaluation (the benchmark times {rate}={p_task:g}). The random and "
+        f"over [0.01, 0.95) per evaluation (the benchmark times {rate}={p_task:g}). The random and "
         f"determinism calls run with {rate}={p_task:g}, the extreme cases with {rate}=0 on "
         f"some shapes and dtypes and {rate}={p_task:g} on the others, every randomness "
         f"check on the same `random` inputs the benchmark times; with {rate}=0 the output "

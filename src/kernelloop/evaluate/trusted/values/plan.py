@@ -199,7 +199,7 @@ def plan_calls(
                 continue
             cid = f"{base}-stochastic-p0"
             add(cid, "stochastic", "random", shape, dtype, params=params(cid, 0.0))
-    # The stochastic groups (seed_values.stochastic_groups): rates drawn over (0, 0.95] for
+    # The stochastic groups (seed_values.stochastic_groups): rates drawn over [0.01, 0.95) for
     # this evaluation, always 0.1, 0.2, 0.3, the task's and one in [0.1, 0.5), spread over
     # the shapes and dtypes; each group's seed from a family people pass (small, a step
     # counter, 31/32/63-bit), its other seed a relative (+1, -1, one bit, +2^16, fresh).

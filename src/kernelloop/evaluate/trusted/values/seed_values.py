@@ -1,7 +1,7 @@
 """The seeds and rates of an evaluation's randomness checks, drawn from the values people
 pass (issue 45): seeds small (0, 1, 42, …), a step counter, 31-, 32- and 63-bit; the other
 seed of a pair a relative of the first (+1, -1, one bit flipped, +2^16) or a fresh one;
-rates drawn over (0, RATE_TOP] every evaluation, always with 0.1, 0.2, 0.3, one drawn in
+rates drawn over [RATE_LOW, RATE_TOP) every evaluation, always with 0.1, 0.2, 0.3, one drawn in
 [0.1, 0.5), the task's rate and its `[stochastic] rates`. Every draw comes from the
 evaluation's secret `Seeds` (plan.py): no fixed list a kernel could recognise.
 
@@ -25,6 +25,7 @@ COMMON_SEEDS = (0, 1, 2, 3, 7, 42, 123, 1234, 1337, 2024, 12345, 31337)
 RELATIONS = ("seed + 1", "seed - 1", "one bit flipped", "seed + 2^16", "an unrelated seed")
 COMMON_RATES = (0.1, 0.2, 0.3)
 RATE_TOP = 0.95  # dropout past this keeps too few elements to judge a mask
+RATE_LOW = 0.01  # below this too few are dropped on a CPU shape for the rate's bound
 
 
 def user_seed(v: int, family: str | None = None) -> int:
@@ -77,10 +78,10 @@ def stochastic_rates(task: Task, seeds, used: float) -> list[float]:
     assert st is not None
     rng = seeds.rng("stochastic-rates")
     fixed = [*st.rates, used, *COMMON_RATES]
-    drawn = [round(rng.uniform(0.1, 0.5), 3)]
+    drawn = [rng.uniform(0.1, 0.5)]  # unrounded: no grid a kernel could key on
     low = max(fixed) + 0.05
     if low < RATE_TOP:
-        drawn.append(round(rng.uniform(low, RATE_TOP), 3))
+        drawn.append(rng.uniform(low, RATE_TOP))
     want = [*fixed, *drawn]
     return sorted({r for r in want if 0 < r < 1})
 
@@ -89,9 +90,9 @@ def stochastic_groups(task: Task, slots: list[tuple[Shape, str, bool]], seeds, u
     """(shape, dtype, index, Group) of the stochastic suite: every slot (shape, dtype, large)
     gets one group; the first shape's slots (when not large) share out the rest of the
     required rates (stochastic_rates), so each required rate is judged once and the other
-    slots get a rate drawn (a common one or one over (0, RATE_TOP]). Seeds: each group's
-    family and its other seed's relation rotate through FAMILIES and RELATIONS in a secret
-    order, so every evaluation with five groups or more meets each."""
+    slots get a rate drawn (a common one or one over [RATE_LOW, RATE_TOP), unrounded).
+    Seeds: each group's family and its other seed's relation rotate through FAMILIES and
+    RELATIONS in a secret order, so every evaluation with five groups or more meets each."""
     rng = seeds.rng("stochastic-groups")
     required = stochastic_rates(task, seeds, used)
     first = [sl for sl in slots if sl[0].label == slots[0][0].label] if slots else []
@@ -113,7 +114,7 @@ def stochastic_groups(task: Task, slots: list[tuple[Shape, str, bool]], seeds, u
         elif rng.random() < 0.5:
             rates[pos] = rng.choice([*COMMON_RATES, used])
         else:
-            rates[pos] = round(rng.uniform(0.01, RATE_TOP), 3)
+            rates[pos] = rng.uniform(RATE_LOW, RATE_TOP)  # no grid a kernel could key on
     fams, rels = list(FAMILIES), list(RELATIONS)
     rng.shuffle(fams)
     rng.shuffle(rels)
