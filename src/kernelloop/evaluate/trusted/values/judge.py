@@ -106,38 +106,28 @@ class Judge(InterfaceMixin, StateMixin, StochasticMixin, E2EMixin, OwnErrorMixin
 
     def _fail(self, call: Call, suite: str, category: str, reason: str, cmp=None) -> None:
         reason = undeclared.reason(call.shape, category, reason)
-        self.checks.append(
-            CheckResult(
-                suite=suite,
-                case=call.case,
-                shape=call.shape.label,
-                dtype=call.dtype,
-                passed=False,
-                max_abs_err=getattr(cmp, "max_abs_err", None),
-                max_rel_err=getattr(cmp, "max_rel_err", None),
-                tol_used=getattr(cmp, "tol_used", None),
-                own_tol_used=self.own_share(call, cmp),
-                worst_index=getattr(cmp, "worst_index", None),
-                reason=reason,
-            )
-        )
+        self._check(call, suite, False, cmp, reason)
         self.failures.append(
             Failure(category, f"{suite}/{call.case} {call.shape.label} {call.dtype}: {reason}")
         )
 
     def _pass(self, call: Call, suite: str, cmp=None, note: str = "") -> None:
+        self._check(call, suite, True, cmp, note)
+
+    def _check(self, call: Call, suite: str, passed: bool, cmp, reason: str) -> None:
         self.checks.append(
             CheckResult(
                 suite=suite,
                 case=call.case,
                 shape=call.shape.label,
                 dtype=call.dtype,
-                passed=True,
+                passed=passed,
                 max_abs_err=getattr(cmp, "max_abs_err", None),
                 max_rel_err=getattr(cmp, "max_rel_err", None),
                 tol_used=getattr(cmp, "tol_used", None),
                 own_tol_used=self.own_share(call, cmp),
-                reason=note,
+                worst_index=None if passed else getattr(cmp, "worst_index", None),
+                reason=reason,
             )
         )
 
