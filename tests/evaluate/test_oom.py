@@ -86,8 +86,25 @@ def test_a_trusted_side_out_of_memory_is_infrastructure_not_the_tasks_fault(
     judge._judge(call, {"id": call.id, "ok": True}, None)
     assert [f.category for f in judge.failures] == [category], judge.failures
     if category == "internal":
-        assert "asked for 12.0 GiB" in judge.failures[0].reason
-        assert "evaluated again" in judge.failures[0].reason
+        said = judge.failures[0].reason
+        # What held the memory, that a retry was made, what was not done, what to do: no
+        # "the workers shared the card" (never measured), no "it is evaluated again" where
+        # `kernelloop evaluate` does not, no "shrink them" for a task whose sizes are fixed.
+        assert "asked for 12.0 GiB; the card had 9.96 GiB free of 139.80 GiB" in said, said
+        assert "this process held 56.6 GiB" in said and "again after handing back" in said
+        assert "`kernelloop run` evaluates it again once" in said and "--workers 1" in said
+        assert "workers shared the card" not in said and "shrink" not in said
+        assert ("--shapes" in said) != task.spec.task.closed_shapes
+
+
+def test_the_out_of_memory_words_follow_the_task_and_the_retry():
+    from kernelloop.evaluate.trusted.values.oom import trusted_oom
+
+    closed = trusted_oom(TRUSTED, closed=True)
+    assert "--shapes" not in closed and "--workers 1" in closed
+    first = trusted_oom(TRUSTED, retried=False)
+    assert "again after" not in first and "--shapes" in first
+    assert trusted_oom("RuntimeError: shape mismatch") is None
 
 
 def test_the_judges_own_out_of_memory_is_tried_once_more_after_releasing(monkeypatch, capsys):

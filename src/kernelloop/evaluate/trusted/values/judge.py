@@ -154,11 +154,7 @@ class Judge(InterfaceMixin, StateMixin, StochasticMixin, E2EMixin, OwnErrorMixin
         print(f"kernelloop: the trusted side failed judging call {call.id}:", file=sys.stderr)
         traceback.print_exception(e, limit=12, file=sys.stderr)
         if type(e).__name__ == "OutOfMemoryError":  # torch's, on this side's GPU
-            why = (
-                "the trusted side ran out of GPU memory judging this call (this machine's "
-                "limit, not a finding about the candidate): judge smaller shapes (--shapes) "
-                "or on a GPU with more free memory"
-            )
+            why = trusted_oom(str(e), self.task.spec.task.closed_shapes, retried=False) or ""
         else:
             why = (
                 f"the trusted side failed judging this call ({type(e).__name__}; traceback "
@@ -186,7 +182,7 @@ class Judge(InterfaceMixin, StateMixin, StochasticMixin, E2EMixin, OwnErrorMixin
         try:
             self._judge_output(call, msg, outputs)
         except TaskFault as e:
-            if why := trusted_oom(str(e)):
+            if why := trusted_oom(str(e), self.task.spec.task.closed_shapes):
                 self._fail(call, call.suite, "internal", why)
                 return
             self._fail(

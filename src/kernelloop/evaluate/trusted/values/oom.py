@@ -34,6 +34,7 @@ _OOM = re.compile(r"CUDA out of memory|OutOfMemoryError")
 _SIZE = r"([\d.]+)\s*(B|KiB|MiB|GiB|TiB)"
 _ASKED = re.compile(r"Tried to allocate " + _SIZE)
 _IN_USE = re.compile(r"this process has " + _SIZE + r" memory in use")
+_CARD = re.compile(r"total capacity of ([\d.]+) GiB of which " + _SIZE + r" is free")
 _UNIT = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40}
 
 
@@ -62,21 +63,37 @@ def harness_oom(error: str, share_bytes: int | None) -> str | None:
     )
 
 
-def trusted_oom(error: str) -> str | None:
+def trusted_oom(error: str, closed: bool = False, retried: bool = True) -> str | None:
     """The sentence for an `internal` verdict when the trusted side's own work on a call
-    (the task's inputs or its float64 reference) ran out of GPU memory, else None. The card
-    is shared with the correctness workers and with what the last evaluation's timing left
-    behind, so one out-of-memory there says nothing about the task or the candidate: it is
-    evaluated again, and only a repeat says the task's size does not fit."""
+    (the task's inputs or its float64 reference) ran out of GPU memory, else None: what the
+    card held (torch's numbers), that it already tried again, what was not done, and what
+    the user can do (`closed`: the task's shapes are fixed, so no smaller ones). KernelBench
+    level1/35 at its size was told "while the workers shared the card … it is evaluated
+    again … shrink them": not measured, not done, not possible (H100, 2026-12-07)."""
     if not _OOM.search(error):
         return None
-    asked = _bytes(_ASKED.search(error))
+    asked, in_use = _bytes(_ASKED.search(error)), _bytes(_IN_USE.search(error))
+    card = _CARD.search(error)
+    said = []
+    if asked:
+        said.append(f"asked for {_gib(asked)}")
+    if card:
+        said.append(f"the card had {card.group(2)} {card.group(3)} free of {card.group(1)} GiB")
+    if in_use:
+        said.append(f"this process held {_gib(in_use)}")
     return (
-        "the trusted side ran out of GPU memory computing the task's inputs or reference"
-        + (f" (asked for {_gib(asked)})" if asked else "")
-        + " while the workers shared the card — infrastructure, not a finding about the "
-        "candidate; it is evaluated again (if it recurs with nothing else on the GPU, the "
-        "task's shapes do not fit: shrink them)"
+        "the trusted side ran out of GPU memory computing the task's inputs or float64 "
+        "reference"
+        + (f" ({'; '.join(said)})" if said else "")
+        + (
+            ", again after handing back its cached memory and waiting for the workers"
+            if retried
+            else ""
+        )
+        + ": not a finding about the "
+        "candidate, which is not judged (`kernelloop run` evaluates it again once); judge "
+        "with fewer correctness workers (--workers 1) or on a GPU with more free memory"
+        + ("" if closed else ", or at smaller shapes (--shapes)")
     )
 
 
