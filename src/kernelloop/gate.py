@@ -152,6 +152,7 @@ def performance_gate(bench: BenchmarkRecord, rules: Rules) -> GateResult:
                 f"below the floor {rules.long_tail_floor:.2f}x"
             )
     _second_timer(bench, res, rules)
+    res.warnings += aa_warnings(bench)
     res.accepted = not res.reasons
     res.category = "accepted" if res.accepted else "slower"
     return res
@@ -194,7 +195,10 @@ def _second_timer(bench: BenchmarkRecord, res: GateResult, rules: Rules) -> None
             s.flags.append("timers disagree")
             res.warnings.append(
                 f"{s.shape}: events say {s.speedup_vs_best:.3f}x, profiler kernel durations "
-                f"{s.profiler_speedup_vs_best:.3f}x: the timers disagree beyond the noise"
+                f"{s.profiler_speedup_vs_best:.3f}x: the timers disagree beyond the noise; the "
+                "gate used the events (what a call costs its caller, the host's gaps between "
+                "its launches included; the profiler sums kernel time only) and the profiler "
+                "only to confirm a gain"
             )
     prof_obj = geomean((s.weight, s.profiler_speedup_vs_best) for s in res.shapes)
     if (
@@ -207,6 +211,23 @@ def _second_timer(bench: BenchmarkRecord, res: GateResult, rules: Rules) -> None
             f"the second timer does not confirm the gain: profiler kernel durations give "
             f"{prof_obj:.4f}x over the best"
         )
+
+
+# The A/A pair (the best timed in two slots of the same rounds) this far apart on a shape is
+# said on its row: the noise bar already takes it in, but a reader should know the shape's
+# ratios carry it (issue 46: 21% on a short multi-launch kernel, said nowhere). Beyond
+# bench_fill.AA_BUSY the record is refused as a busy machine instead.
+AA_WARN = 0.05
+
+
+def aa_warnings(bench: BenchmarkRecord) -> list[str]:
+    return [
+        f"{sb.shape}: the A/A pair (the same code timed in two slots of the same rounds) "
+        f"differs by {sb.aa_rel_diff:.1%}, above {AA_WARN:.0%}: this shape's ratios carry "
+        "that much noise (the gate's noise bar includes it)"
+        for sb in bench.shapes
+        if sb.aa_rel_diff is not None and sb.aa_rel_diff > AA_WARN
+    ]
 
 
 def _no(category: str, *reasons: str) -> GateResult:

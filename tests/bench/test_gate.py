@@ -139,3 +139,20 @@ def test_an_aa_spread_beyond_the_bound_is_a_busy_machine_not_a_verdict():
     ev = Evaluated(None, refused, gate)
     assert "busy machine" in infrastructure_fault(ev)
     assert aa_busy(record(uniform(0.25), best=uniform(1.0), aa_diff=0.3).shapes[0]) is None
+
+
+def test_an_aa_spread_above_5_percent_is_said_on_its_row_and_the_timers_used_are_named():
+    """Issue 46 item 5: a short multi-launch kernel's A/A noise of 21% was said nowhere,
+    and where the events and the profiler disagreed the record did not say which the gate
+    used."""
+    from kernelloop.gate import AA_WARN
+
+    quiet = performance_gate(record(uniform(0.5), best=uniform(1.0), aa_diff=0.04), RULES)
+    assert not any("A/A pair" in w for w in quiet.warnings), quiet.warnings
+    res = performance_gate(record(uniform(0.5), best=uniform(1.0), aa_diff=0.21), RULES)
+    said = [w for w in res.warnings if "A/A pair" in w]
+    assert len(said) == 4 and all(f"above {AA_WARN:.0%}" in w for w in said), res.warnings
+    assert "differs by 21.0%" in said[0]
+    prof = {s: (0.3, 1.0) for s in uniform(0)}  # the profiler says 3.3x, the events 2x
+    res = performance_gate(record(uniform(0.5), best=uniform(1.0), prof=prof), RULES)
+    assert any("the gate used the events" in w for w in res.warnings), res.warnings
