@@ -33,6 +33,7 @@ from kernelloop.evaluate.trusted.run_record import (
     _process_verdict,
     _screened_out,
     _Verdict,
+    interpreter_note,
 )
 from kernelloop.evaluate.trusted.run_workers import judge_in_workers
 from kernelloop.evaluate.trusted.screen.static import screen_candidate
@@ -275,6 +276,8 @@ def _evaluate(
     kernels = next((st["kernels"] for st in states if st["kernels"]), [])
     result = results[0]
     env = _environment(hello, device, result.mode, gpu)
+    if env.interpreter and (said := interpreter_note(source)):
+        verdict.warnings.append(said)
     counts = timings_count(device, env.interpreter, task.spec.task.language)
     timed = timing if timing is not None else counts
     timings: list[TimingStats] = []

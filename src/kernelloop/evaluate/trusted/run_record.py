@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import platform
+import re
 import shutil
 import subprocess
 import time
@@ -212,3 +213,23 @@ def _signal_name(code: int | None) -> str:
         except ValueError:
             pass
     return "non-zero exit"
+
+
+# Triton ops the interpreter runs in order on numpy where a GPU runs a parallel tree: the
+# order of rounding, and where an intermediate overflows, are not what the GPU does. A
+# cumprod scan that overflows on the GPU passed the CPU interpreter (issue 46 item 6).
+_SEQUENTIAL = re.compile(r"\btl\.(cumsum|cumprod|associative_scan)\s*\(")
+
+
+def interpreter_note(source: bytes) -> str:
+    """'' unless the candidate uses a scan the interpreter runs sequentially; then the
+    warning a CPU verdict carries."""
+    found = sorted(set(_SEQUENTIAL.findall(source.decode(errors="replace"))))
+    if not found:
+        return ""
+    ops = ", ".join(f"tl.{f}" for f in found)
+    return (
+        f"judged under Triton's interpreter, which runs {ops} in order on the CPU: a GPU's "
+        "parallel scan rounds (and can overflow) in another order, not exercised here; "
+        "judge it on a GPU before trusting it"
+    )
