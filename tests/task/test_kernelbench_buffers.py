@@ -37,3 +37,15 @@ def test_the_buffer_still_reaches_the_model_and_a_wrong_use_of_it_is_rejected(tm
     bad.write_text(text.replace(old, "m = tl.load(m_ptr + offs * n + i, mask=ok, other=0.0)"))
     rec = evaluate(task, bad, device="cpu", timing=False)
     assert not rec.verdict.accepted and rec.verdict.category == "wrong", rec.verdict.reasons
+
+
+def test_a_modelnew_answer_is_profiled_like_a_function(tmp_path):
+    """The profile worker finds the entry as the evaluation's worker does: a ModelNew
+    answer once failed to profile ("has no attribute 'forward'"), so the loop fed its
+    model no compile facts for it."""
+    from kernelloop.profile.run import profile_candidate
+
+    out = profile_candidate(_task(tmp_path), HERE / "causal_mask_solution.py", device="cpu",
+                            timeout_s=120)  # fmt: skip
+    facts = out.report.compile_facts
+    assert [f.name for f in facts] == ["_masked_double"] and facts[0].arch == "sm_90", facts

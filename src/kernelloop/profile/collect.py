@@ -138,6 +138,7 @@ def _job(task: Task, impl: Path, shape: Shape, dtype: str, device: str) -> dict:
         "device": device,
         "impl": str(impl),
         "entry": task.spec.task.entry,
+        "model_class": task.model_class(),  # a KernelBench ModelNew may stand for the entry
         "tf32": task.spec.precision.tf32,  # the precision contract (task/torch_precision.py)
         "inputs_file": str(inputs_file),
         "inputs_func": inputs_func,

@@ -33,6 +33,15 @@ from kernelloop.task import torch_precision
 torch = worker.torch
 
 
+def _entry(module, job: dict):
+    """The candidate's entry as the evaluation's worker finds it: its function, or on an
+    imported KernelBench task its `ModelNew` class as a function (profiling a ModelNew
+    answer once failed with "has no attribute 'forward'")."""
+    from kernelloop.task.kernelbench_inputs import entry_function
+
+    return entry_function(module, job["entry"], job.get("model_class"))
+
+
 def _make_inputs(job: dict):
     return getattr(_import_file(job["inputs_file"], "kernelloop_task_inputs"), job["inputs_func"])
 
@@ -70,9 +79,7 @@ def run_facts(job: dict, fn, module) -> None:
         # this one run: a sandbox and torch per shape cost ~4 s each on a CPU box.
         try:
             mod = _import_file(job["impl"], f"kernelloop_profile_shape_{i}")
-            rec = record_launches(
-                getattr(mod, job["entry"]), make_inputs, mod, dims, dtype, job["params"]
-            )
+            rec = record_launches(_entry(mod, job), make_inputs, mod, dims, dtype, job["params"])
             at = [
                 compile_launch(x, job.get("arch", 90)).model_dump(mode="json") for x in rec.launches
             ]
@@ -87,7 +94,7 @@ def run_facts(job: dict, fn, module) -> None:
         g = torch.Generator(device="cuda").manual_seed(job.get("input_seed", 0))
         inputs = make_inputs(job["dims"], dtype, "cuda", g, "random")
         timings = torch_profiler_timings(
-            getattr(real, job["entry"]), warmup=job.get("warmup", 2), **inputs, **job["params"]
+            _entry(real, job), warmup=job.get("warmup", 2), **inputs, **job["params"]
         )
         send("timings", kernels=[t.model_dump(mode="json") for t in timings])
 
@@ -104,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     torch_precision.pin(bool(job.get("tf32", False)))  # as the evaluation's workers do
     try:
         module = _import_file(job["impl"], "kernelloop_profile_candidate")
-        fn = getattr(module, job["entry"])
+        fn = _entry(module, job)
     except BaseException as e:  # noqa: BLE001 - any failure to import is the candidate's
         send("import_error", error=_tail(e))
         return 0
