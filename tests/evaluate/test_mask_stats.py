@@ -161,8 +161,9 @@ def test_strata_counted_a_block_of_rows_at_a_time_are_the_same(monkeypatch):
 
 def test_with_the_pairs_capped_every_defect_is_still_seen_and_honest_masks_pass(monkeypatch):
     """MAX_PAIRS (whole rows or columns drawn at random up to a number of elements) keeps
-    a GPU-sized mask's ~50 lag and shift tests cheap (CPU, 4096x8192, 2026-12-07: 9.0 s ->
-    1.1 s for the lags, 10.4 s -> 0.09 s for a related pair, measured side by side). Here
+    a GPU-sized mask's ~50 lag and shift tests cheap (CPU, 4096x8192, 2026-12-07: 12.2 s
+    -> 1.9 s for the lags, 9.3 s -> 0.48 s for a related pair, side by side:
+    benchmarks/mask_stats_cost.py). Here
     the cap is a tenth of the mask, so it binds as it does at GPU sizes: the defects above
     are still rejected, and one confined to the last quarter of the rows is seen in
     proportion (at 16384x8192 the cap takes 512 rows: a tenth of the rows is ~50 of them)."""
