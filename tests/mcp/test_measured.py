@@ -76,8 +76,10 @@ async def _session(folder: Path) -> dict:
 
 
 def _noise_refused(res: dict) -> bool:
-    return res.get("verdict") == "rejected" and "does not beat the required" in str(
-        res.get("outcome", "")
+    # "rejected [slower]" since the one vocabulary (task/words.py): the retry on noise had
+    # stopped firing (CI rehearsal, 2026-12-07: a 3.56x win refused under 3 x noise).
+    return str(res.get("verdict", "")).startswith("rejected") and (
+        "does not beat the required" in str(res.get("outcome", ""))
     )
 
 
