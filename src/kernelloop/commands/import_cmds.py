@@ -46,15 +46,27 @@ def kernelbench_cmd(
         float | None,
         typer.Option(help="relative tolerance for every dtype instead of KernelBench's"),
     ] = None,
+    check: Annotated[
+        bool,
+        typer.Option(
+            help="survey each problem's own baseline: judged, informative, and on a GPU "
+            "A/A, timers, floor and memory plan (survey.json; exit 1 if any fails)"
+        ),
+    ] = False,
+    device: Annotated[str, typer.Option(help="with --check: auto | cuda | cpu")] = "auto",
 ) -> None:
     """One task folder per problem: the Model verbatim as the reference and the PyTorch
     baseline, its own get_inputs/get_init_inputs under kernelloop's seeded RNG, its size as
-    the GPU shape and scaled-down CPU shapes, KernelBench's tolerances (or --atol/--rtol)."""
+    the GPU shape and scaled-down CPU shapes, KernelBench's tolerances (or --atol/--rtol).
+    With --check, a self-survey of the problems' baselines (docs/task.md)."""
+    from kernelloop.evaluate.trusted.run import resolve_device
     from kernelloop.evaluate.trusted.values.regions import report_line
     from kernelloop.task.kernelbench import import_problem, problem_files
 
     files = problem_files(source)
     console = Console()
+    surveyed: list = []
+    dev = resolve_device(device) if check else device
     wanted = [d.strip() for d in dtypes.split(",") if d.strip()]
     failed: list[str] = []
     # A problem file is not screened or sandboxed: it is the task's reference.
@@ -90,9 +102,13 @@ def kernelbench_cmd(
             f"[{k}/{len(files)}] {escape(str(folder))}  (GPU shape {shapes}; "
             f"CPU {', '.join(s.label for s in task.spec.cpu_shapes)})"
         )
+        if check:
+            surveyed.append(_survey(console, task, path.name, dev))
+            continue
         weak = report_line(task, "cpu")  # every region of the output informative?
         if weak:
             console.print(f"[yellow]warning:[/] {escape(f'{path.name}: {weak}')}")
+    survey_failed = check and not _survey_end(console, out, surveyed, dev)
     if failed:
         raise KernelloopError(
             f"{len(failed)} of {len(files)} problems were not imported (each says why above); "
@@ -102,3 +118,32 @@ def kernelbench_cmd(
         f"imported {len(files)} problem(s) into {escape(str(out))}; check one with "
         f"`kernelloop evaluate {escape(str(out))}/<task> {escape(str(out))}/<task>/baseline.py`."
     )
+    if survey_failed:
+        raise typer.Exit(1)
+
+
+def _survey(console: Console, task, problem: str, device: str):
+    from kernelloop.commands.import_survey import survey_task
+
+    row = survey_task(task, problem, device)
+    mark = "[green]passed[/]" if row.passed else "[red]failed[/]"
+    console.print(f"    survey {mark} ({row.seconds:.0f} s): {escape(row.line())}", soft_wrap=True)
+    return row
+
+
+def _survey_end(console: Console, out: Path, rows: list, device: str) -> bool:
+    """Write survey.json and say how many passed; whether every one did."""
+    from kernelloop.commands.import_survey import write_survey
+
+    name = ""
+    if device == "cuda":
+        import torch
+
+        name = torch.cuda.get_device_name()
+    path = write_survey(out, rows, device, name)
+    passed = sum(r.passed for r in rows)
+    console.print(
+        f"survey: {passed} of {len(rows)} baselines passed every check on {device}; "
+        f"{escape(str(path))}"
+    )
+    return passed == len(rows)
