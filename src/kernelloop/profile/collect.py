@@ -22,7 +22,6 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from kernelloop.errors import KernelloopError
-from kernelloop.evaluate.trusted.values.seed_values import user_seed
 from kernelloop.profile.fallback import CompileFact, KernelTiming
 from kernelloop.profile.metrics import KernelProfile, parse_ncu_csv
 from kernelloop.profile.ncu_driver import diagnose_ncu_failure, find_ncu, ncu_command
@@ -125,8 +124,11 @@ def _run_dir(job: dict, source: bytes) -> Iterator[tuple[Path, int, dict]]:
 def _job(task: Task, impl: Path, shape: Shape, dtype: str, device: str) -> dict:
     params = dict(task.spec.params)
     if task.spec.stochastic:
-        # Drawn as a judged call's seed is: a fixed seed would tell profiling from use.
-        params[task.spec.stochastic.seed_param] = user_seed(secrets.randbits(63))
+        # Fixed, not drawn: Triton specialises an integer argument by its width and value
+        # (a 63-bit seed is an i64, 1234 an i32), so a drawn seed changed the compile facts
+        # the agent is shown from run to run (128 vs 196 registers on the flagship). The
+        # profile decides no verdict; the judged and timed calls draw theirs.
+        params[task.spec.stochastic.seed_param] = 1234
     inputs_file, inputs_func = task.file_and_function("inputs")
     arch = 90
     if device == "cuda":
