@@ -276,8 +276,7 @@ def _evaluate(
     kernels = next((st["kernels"] for st in states if st["kernels"]), [])
     result = results[0]
     env = _environment(hello, device, result.mode, gpu)
-    if env.interpreter and (said := interpreter_note(source)):
-        verdict.warnings.append(said)
+    verdict.warnings += interpreter_note(source) if env.interpreter else []
     counts = timings_count(device, env.interpreter, task.spec.task.language)
     timed = timing if timing is not None else counts
     timings: list[TimingStats] = []

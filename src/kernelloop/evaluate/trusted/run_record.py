@@ -221,15 +221,15 @@ def _signal_name(code: int | None) -> str:
 _SEQUENTIAL = re.compile(r"\btl\.(cumsum|cumprod|associative_scan)\s*\(")
 
 
-def interpreter_note(source: bytes) -> str:
-    """'' unless the candidate uses a scan the interpreter runs sequentially; then the
-    warning a CPU verdict carries."""
+def interpreter_note(source: bytes) -> list[str]:
+    """The warning a verdict judged under the interpreter carries where the candidate uses
+    a scan the interpreter runs sequentially (none otherwise)."""
     found = sorted(set(_SEQUENTIAL.findall(source.decode(errors="replace"))))
     if not found:
-        return ""
+        return []
     ops = ", ".join(f"tl.{f}" for f in found)
-    return (
+    return [
         f"judged under Triton's interpreter, which runs {ops} in order on the CPU: a GPU's "
         "parallel scan rounds (and can overflow) in another order, not exercised here; "
         "judge it on a GPU before trusting it"
-    )
+    ]
