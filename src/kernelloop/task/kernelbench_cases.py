@@ -43,7 +43,7 @@ import torch
 from kernelloop.task.generic_cases import atol_factor
 from kernelloop.task.kernelbench_inputs import CASES, _state, load_problem
 from kernelloop.task.kernelbench_sizes import meta_model, tensor_sizes
-from kernelloop.task.model_error import used
+from kernelloop.task.model_error import as_judged, used
 from kernelloop.task.spec import Tolerance
 
 # Input seeds tried, in order, until BUDGET_S is spent (level3/39's GRU missed on 1 seed
@@ -77,11 +77,7 @@ def _miss(out: torch.Tensor, ref: torch.Tensor, atol: float, rtol: float) -> flo
         return float("inf")
     if not ref.is_floating_point():
         return None if torch.equal(out, ref.to(out.dtype)) else float("inf")
-    o, r = out.double(), ref.double()
-    if out.is_floating_point() and torch.finfo(out.dtype).bits < 64:
-        # A reference beyond the dtype's range is its infinity, as the judge compares.
-        rounded = ref.to(out.dtype).double()
-        r = torch.where(torch.isfinite(r) & torch.isinf(rounded), rounded, r)
+    o, r = out.double(), as_judged(ref.double(), out.dtype)  # as the judge compares
     same = (o == r) | (torch.isnan(o) & torch.isnan(r))
     ok = same | (torch.isfinite(r) & ((o - r).abs() <= atol + rtol * r.abs()))
     if bool(ok.all()):

@@ -33,6 +33,16 @@ from kernelloop.task.spec import Tolerance
 CHUNK = 1 << 24  # elements at a time, as compare.py: float64 temporaries stay small
 
 
+def as_judged(ref: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """`ref` (float64) with every finite value beyond `dtype`'s range replaced by that
+    dtype's infinity: the right answer there, which every comparison holds an output to
+    (KernelBench level1/90's cumprod of x100 inputs in float32)."""
+    if not dtype.is_floating_point or torch.finfo(dtype).bits >= 64:
+        return ref
+    rounded = ref.to(dtype)
+    return torch.where(torch.isfinite(ref) & torch.isinf(rounded), rounded.to(ref.dtype), ref)
+
+
 def used(out: torch.Tensor, ref: torch.Tensor, tol: Tolerance) -> float:
     """How many times its tolerance `out` uses against `ref`: max |out − ref| / (atol +
     rtol·|ref|), compared as compare.within_tolerance compares (a reference beyond the
@@ -44,14 +54,10 @@ def used(out: torch.Tensor, ref: torch.Tensor, tol: Tolerance) -> float:
     if not (out.is_floating_point() and ref.is_floating_point()):
         return 0.0
     o_flat, r_flat = out.reshape(-1), ref.reshape(-1)
-    narrow = torch.finfo(out.dtype).bits < 64
     worst = 0.0
     for lo in range(0, o_flat.numel(), CHUNK):
         o = o_flat[lo : lo + CHUNK].to(torch.float64)
-        r = r_flat[lo : lo + CHUNK].to(torch.float64)
-        if narrow:
-            rounded = r.to(out.dtype)
-            r = torch.where(torch.isfinite(r) & torch.isinf(rounded), rounded.to(r.dtype), r)
+        r = as_judged(r_flat[lo : lo + CHUNK].to(torch.float64), out.dtype)
         finite = torch.isfinite(r)
         if bool((finite & ~torch.isfinite(o)).any()):
             return math.inf

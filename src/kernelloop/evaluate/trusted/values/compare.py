@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 import torch
 
+from kernelloop.task.model_error import as_judged
 from kernelloop.task.spec import Tolerance
 
 
@@ -60,17 +61,12 @@ def _tally(out: torch.Tensor, ref: torch.Tensor, tol: Tolerance) -> _Tally:
     compared whole needed ~5 temporaries of 12.9 GB and ran the trusted side out of memory
     (2026-12-01)."""
     o_flat, r_flat = out.reshape(-1), ref.reshape(-1)
-    narrow = out.is_floating_point() and torch.finfo(out.dtype).bits < 64
     t = _Tally()
     for lo in range(0, o_flat.numel(), CHUNK):
         o = o_flat[lo : lo + CHUNK].to(torch.float64)
-        r = r_flat[lo : lo + CHUNK].to(torch.float64)  # an integer reference: exact below 2^53
-        if narrow:
-            # A reference beyond the output dtype's range rounds to its infinity: that is
-            # the right answer there (KernelBench level1/90's cumprod on x100 inputs in
-            # float32), held to the same infinity below.
-            rounded = r.to(out.dtype)
-            r = torch.where(torch.isfinite(r) & torch.isinf(rounded), rounded.to(r.dtype), r)
+        # An integer reference is exact below 2^53; one beyond the output dtype's range is
+        # that dtype's infinity, held to the same infinity below (model_error.as_judged).
+        r = as_judged(r_flat[lo : lo + CHUNK].to(torch.float64), out.dtype)
         finite_ref = torch.isfinite(r)
         bad = finite_ref & ~torch.isfinite(o)
         if bool(bad.any()):
