@@ -95,6 +95,9 @@ def kernelbench_cmd(
             # One problem that cannot be imported does not stop the folder's others.
             console.print(f"[{k}/{len(files)}] [red]not imported:[/] {escape(str(e))}")
             failed.append(str(e))
+            if check:  # a problem the importer refuses is a failed row of the survey
+                surveyed.append(_not_imported(path.name, str(e)))
+                _survey_write(out, surveyed, dev)
             continue
         task = load_task(folder)  # what was written must load
         shapes = ", ".join(s.label for s in task.spec.shapes)
@@ -104,6 +107,7 @@ def kernelbench_cmd(
         )
         if check:
             surveyed.append(_survey(console, task, path.name, dev))
+            _survey_write(out, surveyed, dev)  # a long survey cut short keeps its rows
             continue
         weak = report_line(task, "cpu")  # every region of the output informative?
         if weak:
@@ -131,8 +135,13 @@ def _survey(console: Console, task, problem: str, device: str):
     return row
 
 
-def _survey_end(console: Console, out: Path, rows: list, device: str) -> bool:
-    """Write survey.json and say how many passed; whether every one did."""
+def _not_imported(problem: str, why: str):
+    from kernelloop.commands.import_survey import SurveyRow
+
+    return SurveyRow(problem=problem, task="", checks={"imported": why})
+
+
+def _survey_write(out: Path, rows: list, device: str) -> Path:
     from kernelloop.commands.import_survey import write_survey
 
     name = ""
@@ -140,7 +149,12 @@ def _survey_end(console: Console, out: Path, rows: list, device: str) -> bool:
         import torch
 
         name = torch.cuda.get_device_name()
-    path = write_survey(out, rows, device, name)
+    return write_survey(out, rows, device, name)
+
+
+def _survey_end(console: Console, out: Path, rows: list, device: str) -> bool:
+    """Write survey.json and say how many passed; whether every one did."""
+    path = _survey_write(out, rows, device)
     passed = sum(r.passed for r in rows)
     console.print(
         f"survey: {passed} of {len(rows)} baselines passed every check on {device}; "

@@ -132,6 +132,7 @@ def write_survey(out: Path, rows: list[SurveyRow], device: str, device_name: str
         "problems": len(rows),
         "rows": [asdict(r) | {"line": r.line()} for r in rows],
     }
+    out.mkdir(parents=True, exist_ok=True)
     path = out / "survey.json"
     path.write_text(json.dumps(doc, indent=2) + "\n")
     return path
