@@ -2,7 +2,7 @@
 # Issue 7 on the H200: one `kernelloop run` of the flagship (bf16 shapes; the other dtypes'
 # extreme cases still run on the smallest shape), then approve + export of its best, so
 # the exported BENCHMARK.md shows the stored benchmark record.
-#   [START=FILE] bash benchmarks/gpu_loop.sh AGENT [ROUNDS] [LIMIT_S]    e.g. scripted  |  tuner 3 500
+#   [START=FILE] [RUNS=N] bash benchmarks/gpu_loop.sh AGENT [ROUNDS] [LIMIT_S]    e.g. scripted  |  tuner 3 500
 # Writes under $OUT: run.log, run_summary.json, history.txt, BENCHMARK.md, report/ (the
 # reviewer's report of the run: report.md, report.html, charts), summary.txt.
 set -u
@@ -15,10 +15,16 @@ rm -rf $W && cp -r $T $W && rm -rf $W/.kernelloop
 [ -n "${START:-}" ] && cp "$START" $W/baseline.py
 [ "$AGENT" = scripted ] && AGENT="scripted:$W/scripted"
 KL="python3 -m kernelloop.cli"; S=$OUT/summary.txt; cat "$OUT/env.txt" > "$S"
-s=$(date +%s)
-COLUMNS=150 timeout "$LIMIT" $KL run $W --agent "$AGENT" ${ROUNDS:+--rounds $ROUNDS} --dtypes bfloat16 \
-  --summary-json "$OUT/run_summary.json" > "$OUT/run.log" 2>&1
-echo "== kernelloop run --agent $AGENT ${ROUNDS:+--rounds $ROUNDS}: rc=$? wall=$(( $(date +%s) - s ))s" >> "$S"
+# RUNS=N: the same run N times in a row on the same task folder (issue 47: a second run of
+# the main job spends no round on an idea the first one judged); run K's log is run.log.K.
+for k in $(seq 1 "${RUNS:-1}"); do
+  s=$(date +%s)
+  COLUMNS=150 timeout "$LIMIT" $KL run $W --agent "$AGENT" ${ROUNDS:+--rounds $ROUNDS} --dtypes bfloat16 \
+    --summary-json "$OUT/run_summary.json" > "$OUT/run.log" 2>&1
+  echo "== kernelloop run $k --agent $AGENT ${ROUNDS:+--rounds $ROUNDS}: rc=$? wall=$(( $(date +%s) - s ))s" >> "$S"
+  [ "${RUNS:-1}" -gt 1 ] && cp "$OUT/run.log" "$OUT/run.log.$k" && cp "$OUT/run_summary.json" "$OUT/run_summary.json.$k"
+  grep -E "refused|duplicate|promoted|best" "$OUT/run.log" | tail -8 >> "$S"
+done
 COLUMNS=150 $KL history $W > "$OUT/history.txt" 2>&1
 $KL approve $W --by device-script --note "H200 acceptance run" >> "$S" 2>&1
 $KL export $W > /tmp/export.txt 2>&1; cat /tmp/export.txt >> "$S"
