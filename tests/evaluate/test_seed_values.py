@@ -9,6 +9,8 @@ import pytest
 from kernelloop.evaluate.trusted.values.plan import Seeds, plan_calls
 from kernelloop.evaluate.trusted.values.seed_values import (
     FAMILIES,
+    KEPT_MIN,
+    RATE_CAP,
     RATE_LOW,
     RATE_TOP,
     RELATIONS,
@@ -54,8 +56,17 @@ def test_every_plan_judges_the_common_rates_and_the_seeds_people_pass(flagship, 
     assert len(seen_rates) > 30 and len(seen_seeds) > 60  # drawn, not a fixed list
     # Drawn rates are unrounded (no 0.001 grid a kernel could key on) and in the domain.
     drawn = seen_rates - {0.1, 0.2, 0.3, 0.5}
-    assert all(RATE_LOW <= r < RATE_TOP for r in drawn), sorted(drawn)
+    smallest = min(s.numel for s in shapes)
+    top = max(RATE_TOP, min(RATE_CAP, 1 - KEPT_MIN / smallest))
+    assert all(RATE_LOW <= r < top for r in drawn), sorted(drawn)
     assert any(round(r, 3) != r for r in drawn), sorted(drawn)
+    # Rates above 0.95 are real use too (issue 45: "rates over [0, 1)"): drawn where every
+    # judged shape still keeps KEPT_MIN elements at them (the GPU shapes), never on a CPU
+    # shape that would keep a few dozen.
+    if smallest * (1 - 0.96) >= KEPT_MIN:
+        assert any(r > 0.96 for r in drawn), sorted(drawn)
+    else:
+        assert all(r < RATE_TOP for r in drawn), sorted(drawn)
 
 
 def test_seed_families_and_relations():

@@ -1,8 +1,9 @@
 """The seeds and rates of an evaluation's randomness checks, drawn from the values people
 pass (issue 45): seeds small (0, 1, 42, …), a step counter, 31-, 32- and 63-bit; the other
 seed of a pair a relative of the first (+1, -1, one bit flipped, +2^16) or a fresh one;
-rates drawn over [RATE_LOW, RATE_TOP) every evaluation, always with 0.1, 0.2, 0.3, one drawn in
-[0.1, 0.5), the task's rate and its `[stochastic] rates`. Every draw comes from the
+rates drawn over [RATE_LOW, rate_top) every evaluation, always with 0.1, 0.2, 0.3, one drawn in
+[0.1, 0.5), the task's rate and its `[stochastic] rates`; rate_top is 0.95, or up to 0.999 where
+the judged shapes still keep KEPT_MIN elements at it (GPU shapes: p = 0.99 is real use too). Every draw comes from the
 evaluation's secret `Seeds` (plan.py): no fixed list a kernel could recognise.
 
 A kernel that skipped dropout for small seeds, used only a seed's low 16 bits, or keyed its
@@ -24,7 +25,9 @@ FAMILIES = ("small", "counter", "u31", "u32", "u63")
 COMMON_SEEDS = (0, 1, 2, 3, 7, 42, 123, 1234, 1337, 2024, 12345, 31337)
 RELATIONS = ("seed + 1", "seed - 1", "one bit flipped", "seed + 2^16", "an unrelated seed")
 COMMON_RATES = (0.1, 0.2, 0.3)
-RATE_TOP = 0.95  # dropout past this keeps too few elements to judge a mask
+RATE_TOP = 0.95  # dropout past this keeps too few elements of a CPU shape to judge a mask
+RATE_CAP = 0.999  # the highest rate drawn, on shapes large enough (rate_top)
+KEPT_MIN = 10_000  # elements a shape keeps, in expectation, at the highest rate drawn for it
 RATE_LOW = 0.01  # below this too few are dropped on a CPU shape for the rate's bound
 
 
@@ -69,10 +72,17 @@ class Group:
     relation: str
 
 
-def stochastic_rates(task: Task, seeds, used: float) -> list[float]:
+def rate_top(numel: int) -> float:
+    """The highest rate drawn for a shape of `numel` elements: RATE_TOP, or up to RATE_CAP
+    where the shape still keeps KEPT_MIN elements in expectation (the mask tests' false
+    alarms are bounded at any count, mask_stats.py; their power is what needs elements)."""
+    return min(RATE_CAP, max(RATE_TOP, 1.0 - KEPT_MIN / max(numel, 1)))
+
+
+def stochastic_rates(task: Task, seeds, used: float, top: float = RATE_TOP) -> list[float]:
     """The rates every evaluation judges: the task's `[stochastic] rates` (always included),
     its used rate, COMMON_RATES, one drawn in [0.1, 0.5) and one drawn above all of them
-    up to RATE_TOP (`kernelloop gate-check` found a flagship kernel wrong only above
+    up to `top` (`kernelloop gate-check` found a flagship kernel wrong only above
     p = 0.5, its largest declared rate, 2026-12-03)."""
     st = task.spec.stochastic
     assert st is not None
@@ -80,8 +90,8 @@ def stochastic_rates(task: Task, seeds, used: float) -> list[float]:
     fixed = [*st.rates, used, *COMMON_RATES]
     drawn = [rng.uniform(0.1, 0.5)]  # unrounded: no grid a kernel could key on
     low = max(fixed) + 0.05
-    if low < RATE_TOP:
-        drawn.append(rng.uniform(low, RATE_TOP))
+    if low < top:
+        drawn.append(rng.uniform(low, top))
     want = [*fixed, *drawn]
     return sorted({r for r in want if 0 < r < 1})
 
@@ -90,11 +100,13 @@ def stochastic_groups(task: Task, slots: list[tuple[Shape, str, bool]], seeds, u
     """(shape, dtype, index, Group) of the stochastic suite: every slot (shape, dtype, large)
     gets one group; the first shape's slots (when not large) share out the rest of the
     required rates (stochastic_rates), so each required rate is judged once and the other
-    slots get a rate drawn (a common one or one over [RATE_LOW, RATE_TOP), unrounded).
+    slots get a rate drawn (a common one or one over [RATE_LOW, rate_top), unrounded). The
+    rate drawn above the others goes up to the smallest slot's rate_top (wherever it lands).
     Seeds: each group's family and its other seed's relation rotate through FAMILIES and
     RELATIONS in a secret order, so every evaluation with five groups or more meets each."""
     rng = seeds.rng("stochastic-groups")
-    required = stochastic_rates(task, seeds, used)
+    top = rate_top(min((sl[0].numel for sl in slots), default=1))
+    required = stochastic_rates(task, seeds, used, top)
     first = [sl for sl in slots if sl[0].label == slots[0][0].label] if slots else []
     per = math.ceil(len(required) / max(len(first), 1))
     if first and first[0][2]:
@@ -114,7 +126,8 @@ def stochastic_groups(task: Task, slots: list[tuple[Shape, str, bool]], seeds, u
         elif rng.random() < 0.5:
             rates[pos] = rng.choice([*COMMON_RATES, used])
         else:
-            rates[pos] = rng.uniform(RATE_LOW, RATE_TOP)  # no grid a kernel could key on
+            # unrounded: no grid a kernel could key on
+            rates[pos] = rng.uniform(RATE_LOW, rate_top(picks[pos][0].numel))
     fams, rels = list(FAMILIES), list(RELATIONS)
     rng.shuffle(fams)
     rng.shuffle(rels)
