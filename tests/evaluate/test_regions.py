@@ -129,3 +129,29 @@ def test_runs_and_words():
     assert regions.Dead("3x5", 1, "rows", 0, 3, 3).words() == (
         "at 3x5 (output 1): every one of the 3 rows never informative"
     )
+
+
+GAPS = CUMPROD.with_name("conv_transpose_gaps.py")
+
+
+def test_outputs_constant_whatever_the_input_are_not_weak_inputs(tmp_path):
+    """A transposed convolution's stride gaps are 0 on every input: rows made of them are
+    the same on every draw of every case, yet a kernel must write 0 there (and one that
+    does not is caught), so they are not named; under the cases alone they would be
+    (checked here), and cumprod's dead columns, which overflow under the wild draws,
+    still are (test_without_it_the_dead_columns_of_cumprod_are_named)."""
+    done = _cli("import", "kernelbench", str(GAPS), "--out", str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    task = load_task(tmp_path / "conv_transpose_gaps")
+    assert "the task's inputs are too weak" not in done.stdout, done.stdout
+    assert regions.report_line(task, "cpu") == ""
+    judge = Judge(task, "cpu")
+    shape = task.spec.cpu_shapes[0]
+    call = regions._call(task, shape, "float32", "random", regions.SEEDS[0])
+    ref = judge.value_refs(call)["ref"]
+    grid = ref.reshape(regions._grid(ref))
+    zero_rows = (grid == 0).all(dim=1)
+    assert zero_rows.any() and not zero_rows.all(), zero_rows  # gaps: some rows, not all
+    fixed = regions._constant(judge, task, shape, "float32")[0]
+    assert bool(fixed.all(dim=1)[zero_rows].all()), "every gap row is constant under wild draws"
+    assert not bool(fixed.all(dim=1)[~zero_rows].any()), "no other row is"

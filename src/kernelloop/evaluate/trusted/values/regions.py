@@ -17,6 +17,14 @@ not information about the op), in the dtype whose tolerance is tightest, on DRAW
 input seeds per case: the report is the same on every run. Informative = any draw differs
 from the first beyond `atol + rtol·|first|` (torch.isclose, non-finite values equal to
 themselves).
+
+A run found dead is excused where every element of it is the same under WILD draws too —
+every floating input and parameter replaced by normal values of any sign at scales 1 and
+10³ — as it is under the cases: such an element is constant whatever the input (a
+transposed convolution's stride gaps: KernelBench level1/77 leaves 7 of 8 outputs at 0),
+so a kernel must write that constant and one that does not is caught. A saturated
+element (a ReLU column the cases keep negative) moves under the wild draws and stays
+named; so do cumprod's dead columns (they overflow at 10³).
 """
 
 from __future__ import annotations
@@ -32,6 +40,7 @@ from kernelloop.task import Shape, Task
 
 DRAWS = 3  # input draws per case: two equal by chance is unlikely, three all equal less so
 SEEDS = (0x5EED0, 0x5EED1, 0x5EED2)
+WILD = ((0x3117D0, 1.0), (0x3117D1, 1e3), (0x3117D2, 1e3))  # (seed, scale) of each wild draw
 BUDGET_S = 60.0  # the report stops checking further shapes past this (an imported CNN's refs)
 NAMED = 2  # dead runs named per axis and shape; the rest counted
 # A shape whose dims multiply past this is not checked here (the references run in float64
@@ -124,6 +133,10 @@ def informative_regions(
                 else:
                     live[k] = [rows, cols]
         out.checked.append(shape.label)
+        if any(not (r.all() and c.all()) for r, c in live.values()):
+            for k, fixed in _constant(judge, task, shape, dtype).items():
+                live[k][0] |= fixed.all(dim=1)
+                live[k][1] |= fixed.all(dim=0)
         for k, (rows, cols) in live.items():
             for axis, flags in (("rows", rows), ("columns", cols)):
                 out.dead += [
@@ -164,6 +177,30 @@ def _refs(judge: Judge, task: Task, shape: Shape, dtype: str, case: str, seed: i
     refs = judge.value_refs(_call(task, shape, dtype, case, seed))
     keys = ["ref"] if "ref" in refs else sorted(refs, key=lambda k: int(k.split(".")[1]))
     return [refs[k].detach().cpu() for k in keys]
+
+
+def _constant(judge: Judge, task: Task, shape: Shape, dtype: str) -> dict[int, torch.Tensor]:
+    """Output -> the elements (as rows × columns) whose reference under every WILD draw
+    equals the random case's first draw's (module docstring)."""
+    call = _call(task, shape, dtype, "random", SEEDS[0])
+    firsts = _refs(judge, task, shape, dtype, "random", SEEDS[0])
+    fixed = {k: torch.ones(_grid(f), dtype=torch.bool) for k, f in enumerate(firsts)}
+    for seed, scale in WILD:
+        g = torch.Generator().manual_seed(seed)
+        inputs = {
+            name: (torch.randn(v.shape, generator=g, dtype=v.dtype) * scale).to(v.device)
+            if isinstance(v, torch.Tensor) and v.is_floating_point()
+            else v
+            for name, v in judge._inputs(call).items()
+        }
+        refs = judge.value_refs(call, inputs)
+        keys = ["ref"] if "ref" in refs else sorted(refs, key=lambda k: int(k.split(".")[1]))
+        for k, key in enumerate(keys):
+            wild, first = refs[key].detach().cpu().double(), firsts[k].double()
+            tol = judge.tolerance(call, first, own=False)
+            same = torch.isclose(wild, first, rtol=tol.rtol, atol=tol.atol, equal_nan=True)
+            fixed[k] &= same.reshape(fixed[k].shape)
+    return fixed
 
 
 def _grid(t: torch.Tensor) -> tuple[int, int]:
