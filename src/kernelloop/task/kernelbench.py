@@ -215,8 +215,9 @@ def import_problem(
     if flat and warn is not None:
         warn(
             f"{path.name}: the output is constant at every CPU size tried (on the problem's "
-            "own inputs), so no check can tell a computed output from a constant one: "
-            "evaluations will be refused as proving nothing; the problem computes a constant."
+            "own inputs and initial parameters): a check there cannot tell a computed output "
+            "from a constant one, so the judge's other cases and trained-like parameters must "
+            "(an evaluation where none does is refused as proving nothing)."
         )
     folder.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(path, folder / "problem.py")
@@ -313,8 +314,9 @@ def import_problem(
         f"# Imported from KernelBench ({path.name}) by `kernelloop import kernelbench`.\n"
         f"# dims: the problem's top-level integer sizes; the GPU shape is its own size.\n"
         + (
-            "# The output is constant at every CPU size tried: no check can tell a computed\n"
-            "# output from a constant one, so evaluations are refused as proving nothing.\n"
+            "# The output is constant at every CPU size tried (the problem's own inputs and\n"
+            "# initial parameters): the judge's other cases and trained-like parameters must\n"
+            "# make it vary, or an evaluation is refused as proving nothing.\n"
             if flat
             else ""
         )

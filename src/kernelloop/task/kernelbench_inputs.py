@@ -186,10 +186,14 @@ def _cast(value, dtype: torch.dtype):
 # against LayerNorm's 1e-5: a kernel that drops eps or adds it outside the root was
 # accepted, issue 45); `near_one` (1 + 0.01 (2t - 1)) keeps a long product alive (a
 # cumprod of torch.rand drives every row to 0 within ~200 columns, so a kernel that reads
-# only its first 1024 columns was accepted).
+# only its first 1024 columns was accepted); `large_mixed` (x 100, any sign) reaches what a
+# ReLU or a min keeps at 0 on the other cases (KernelBench level2/9 subtracts 2 after a
+# GEMM: the published inputs give an all-zero output, and some columns stayed 0 on every
+# draw of every other case; found by the self-survey, 2026-12-08).
 CASES = {
     "mixed_sign": lambda t: t * 2 - 1,
     "large_magnitude": lambda t: t * 100,
+    "large_mixed": lambda t: t * 200 - 100,
     "small_magnitude": lambda t: t * 1e-3,
     "near_one": lambda t: 1 + 0.01 * (2 * t - 1),
 }
