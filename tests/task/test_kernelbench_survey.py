@@ -22,21 +22,26 @@ def test_the_cpu_survey_judges_each_baseline_and_names_what_failed(tmp_path):
     src.mkdir()
     shutil.copy(FIXTURES / "kernelbench" / "level1" / "19_ReLU.py", src / "19_ReLU.py")
     shutil.copy(FIXTURES / "kernelbench_extra" / "constant_output.py", src / "constant_output.py")
+    # A problem the importer refuses is a failed row too (it was left out of the survey).
+    (src / "broken.py").write_text("class Model:\n    pass\n\nraise RuntimeError('boom')\n")
     out = tmp_path / "tasks"
     res = subprocess.run(
         [sys.executable, "-m", "kernelloop.cli", "import", "kernelbench", str(src), "--out",
          str(out), "--check", "--device", "cpu"],
         capture_output=True, text=True, timeout=600,
     )  # fmt: skip
-    assert res.returncode == 1, res.stdout[-3000:] + res.stderr[-3000:]
+    # exit 2: a problem was not imported (said last); a failed survey alone exits 1
+    assert res.returncode == 2, res.stdout[-3000:] + res.stderr[-3000:]
     doc = json.loads((out / "survey.json").read_text())
-    assert (doc["device"], doc["problems"], doc["passed"]) == ("cpu", 2, 1), doc
+    assert (doc["device"], doc["problems"], doc["passed"]) == ("cpu", 3, 1), doc
     rows = {r["problem"]: r for r in doc["rows"]}
+    broken = rows["broken.py"]
+    assert not broken["passed"] and "not a KernelBench problem" in broken["checks"]["imported"], broken
     relu, const = rows["19_ReLU.py"], rows["constant_output.py"]
     assert relu["passed"] and relu["checks"]["judged"] == "ok" and relu["checks"]["regions"] == "ok"
     assert relu["checks"]["A/A"].startswith("not run: timed on a GPU only"), relu
     assert not const["passed"] and const["checks"]["judged"].startswith("setup: "), const
-    assert "survey: 1 of 2 baselines passed every check on cpu" in " ".join(res.stdout.split())
+    assert "survey: 1 of 3 baselines passed every check on cpu" in " ".join(res.stdout.split())
 
 
 def test_the_timing_checks_read_the_aa_pair_the_timers_and_the_floor():

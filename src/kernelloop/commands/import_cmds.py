@@ -96,7 +96,7 @@ def kernelbench_cmd(
             console.print(f"[{k}/{len(files)}] [red]not imported:[/] {escape(str(e))}")
             failed.append(str(e))
             if check:  # a problem the importer refuses is a failed row of the survey
-                surveyed.append(_not_imported(path.name, str(e)))
+                surveyed.append(_not_imported(_problem(path), str(e)))
                 _survey_write(out, surveyed, dev)
             continue
         task = load_task(folder)  # what was written must load
@@ -106,7 +106,7 @@ def kernelbench_cmd(
             f"CPU {', '.join(s.label for s in task.spec.cpu_shapes)})"
         )
         if check:
-            surveyed.append(_survey(console, task, path.name, dev))
+            surveyed.append(_survey(console, task, _problem(path), dev))
             _survey_write(out, surveyed, dev)  # a long survey cut short keeps its rows
             continue
         weak = report_line(task, "cpu")  # every region of the output informative?
@@ -133,6 +133,11 @@ def _survey(console: Console, task, problem: str, device: str):
     mark = "[green]passed[/]" if row.passed else "[red]failed[/]"
     console.print(f"    survey {mark} ({row.seconds:.0f} s): {escape(row.line())}", soft_wrap=True)
     return row
+
+
+def _problem(path: Path) -> str:
+    """A survey row's name: level1/19_ReLU.py where the folder is a KernelBench level."""
+    return f"{path.parent.name}/{path.name}" if path.parent.name.startswith("level") else path.name
 
 
 def _not_imported(problem: str, why: str):
