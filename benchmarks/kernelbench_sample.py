@@ -36,7 +36,10 @@ def listing(repo: Path) -> dict[str, str]:
     ).stdout.split()
     return {
         n: subprocess.run(
-            ["git", "-C", str(repo), "show", f"HEAD:{n}"], capture_output=True, text=True, check=True
+            ["git", "-C", str(repo), "show", f"HEAD:{n}"],
+            capture_output=True,
+            text=True,
+            check=True,
         ).stdout
         for n in names
         if re.fullmatch(r"KernelBench/level[123]/\d+_.*\.py", n)

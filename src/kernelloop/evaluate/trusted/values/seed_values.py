@@ -1,10 +1,11 @@
 """The seeds and rates of an evaluation's randomness checks, drawn from the values people
 pass (issue 45): seeds small (0, 1, 42, …), a step counter, 31-, 32- and 63-bit; the other
 seed of a pair a relative of the first (+1, -1, one bit flipped, +2^16) or a fresh one;
-rates drawn over [RATE_LOW, rate_top) every evaluation, always with 0.1, 0.2, 0.3, one drawn in
-[0.1, 0.5), the task's rate and its `[stochastic] rates`; rate_top is 0.95, or up to 0.999 where
-the judged shapes still keep KEPT_MIN elements at it (GPU shapes: p = 0.99 is real use too). Every draw comes from the
-evaluation's secret `Seeds` (plan.py): no fixed list a kernel could recognise.
+rates drawn over [RATE_LOW, rate_top) every evaluation, always with 0.1, 0.2, 0.3, one drawn
+in [0.1, 0.5), the task's rate and its `[stochastic] rates`; rate_top is 0.95, or up to 0.999
+where the judged shapes still keep KEPT_MIN elements at it (GPU shapes: p = 0.99 is real use
+too). Every draw comes from the evaluation's secret `Seeds` (plan.py): no fixed list a
+kernel could recognise.
 
 A kernel that skipped dropout for small seeds, used only a seed's low 16 bits, or keyed its
 generator on seed + row was accepted while every seed was a uniform 31-bit number and the
