@@ -160,3 +160,30 @@ def test_the_gate_tells_an_algebraic_rewrite_from_tf32_by_the_error():
     assert (res.accepted, res.category) == (False, "wrong") and "5000x" in res.reasons[0]
     bench.shapes[0].impls["candidate"].floor_review = "algebra"  # no precision contract
     assert decide(tf32, bench, Rules()).accepted
+
+
+def test_the_compiled_slot_timed_in_turn_follows_the_same_floor_rule():
+    """Timed in turn (bench_turn.py), a compiled slot below the reference algorithm's
+    compute floor but above the memory floor is shown with a review, as beside the gate's
+    slots; it was dropped there as "below the floor" (the old rule, noticed 2026-12-07).
+    Below the memory floor it is still not a number to show."""
+    from types import SimpleNamespace
+
+    from kernelloop.evaluate.protocol import COMPILED
+    from kernelloop.evaluate.trusted.bench_turn import _fill
+    from tests.bench.records import SHAPES, record
+
+    def turn(compiled_ms: float, floors: dict):
+        rec = record({label: 1.0 for label, _, _ in SHAPES})
+        rec.shapes = rec.shapes[:1]
+        rec.shapes[0].floor_ms = 0.9  # the reference algorithm's compute floor
+        got = {"256x1024": {"baseline": _slot(1.0), COMPILED: _slot(compiled_ms)}}
+        return rec, _fill(rec, SimpleNamespace(shapes=got), floors)
+
+    rec, why = turn(0.3, {"256x1024": (0.1, "")})
+    assert why == "" and rec.shapes[0].compiled_in_turn.compiled_ms == 0.3, rec.warnings
+    assert any("algebraic rewrite" in w and "(timed in turn)" in w for w in rec.warnings)
+    rec, why = turn(0.3, {})  # no memory floor known: the compute floor bounds it
+    assert "no usable timing on 256x1024" in why and rec.shapes[0].compiled_in_turn is None
+    rec, why = turn(0.05, {"256x1024": (0.1, "")})  # below the memory floor: impossible
+    assert "no usable timing on 256x1024" in why and rec.shapes[0].compiled_in_turn is None

@@ -28,6 +28,7 @@ from kernelloop.evaluate.trusted.clock.interleave import Evidence, Session, run_
 from kernelloop.evaluate.trusted.clock.interleave_types import OUTER_PHASES
 from kernelloop.evaluate.trusted.clock.memory_plan import free_memory, plan_memory
 from kernelloop.task import Shape, Task
+from kernelloop.task.roofline import floor_on, precision_hint
 
 
 def time_compiled_in_turn(
@@ -81,22 +82,42 @@ def time_compiled_in_turn(
         )
     if why := out.dropped.get(COMPILED):
         return f"timed in turn: {why}"
-    return _fill(rec, out)
+    return _fill(rec, out, _floors(rec, task, shapes, dtype))
 
 
-def _fill(rec: BenchmarkRecord, out) -> str:
+def _floors(rec: BenchmarkRecord, task: Task, shapes: list[Shape], dtype: str) -> dict:
+    """Shape -> (its memory floor in ms, the precision hint): the gate's floor rule
+    (bench_fill.impl_timing) needs both to tell impossible from an algebraic rewrite."""
+    if rec.device != "cuda":
+        return {}
+    got = {}
+    for shape in shapes:
+        floor = floor_on(task, shape, dtype, rec.device_name)
+        got[shape.label] = (floor.memory_ms if floor else None, precision_hint(task, floor, dtype))
+    return got
+
+
+def _fill(rec: BenchmarkRecord, out, floors: dict) -> str:
+    """Each shape's in-turn numbers under the same floor rule as beside the gate's slots:
+    below the memory floor is not a number to show; below a compute floor only (the
+    reference algorithm's: Inductor can rewrite it too) is shown with a review."""
     missing = []
     for sb in rec.shapes:
         got = out.shapes.get(sb.shape) or {}
         if "baseline" not in got or COMPILED not in got:
             missing.append(sb.shape)
             continue
-        said = len(rec.warnings)
-        base = impl_timing("baseline", got["baseline"], sb.floor_ms, rec.warnings, sb.shape)
-        comp = impl_timing(COMPILED, got[COMPILED], sb.floor_ms, rec.warnings, sb.shape)
+        said, reviews = len(rec.warnings), []
+        memory_ms, hint = floors.get(sb.shape, (None, ""))
+        base, comp = (
+            impl_timing(slot, got[slot], sb.floor_ms, rec.warnings, sb.shape, hint,
+                        memory_ms=memory_ms, reviews=reviews)
+            for slot in ("baseline", COMPILED)
+        )  # fmt: skip
         if len(rec.warnings) > said:  # no samples, or below the floor: not a number to show
             missing.append(sb.shape)
             continue
+        rec.warnings.extend(f"{r} (timed in turn)" for r in reviews)
         ratio, why = compiled_speedup(base, comp)
         if why:
             rec.warnings.append(f"{sb.shape} (in turn, the baseline against it): {why}")
