@@ -45,11 +45,16 @@ _SCALE = 1e3  # every other float dtype
 # outside atol 1e-5 on the CI machine, 2026-12-01). Their absolute tolerance is the
 # task's × S; the relative one stays.
 SCALED = ("generic_large_magnitude", "generic_large_offset", "generic_mixed_spikes")
+# An imported KernelBench problem's `large_mixed` case (kernelbench_inputs.CASES: x100 of
+# any sign) by the same rule: its sums cancel to small outputs with absolute errors ~100x
+# those of the problem's own inputs (level1/89's cumsum solution, a tl.cumsum in another
+# order than torch's, was 4.5e-4 off an output of 0.005 against atol 1e-4, on some draws).
+KERNELBENCH_SCALED = {"large_mixed": 100.0}
 
 
 def atol_factor(case: str, dtype) -> float:
     """What the task's absolute tolerance is multiplied by for this case and dtype."""
-    return _scale(dtype) if case in SCALED else 1.0
+    return _scale(dtype) if case in SCALED else KERNELBENCH_SCALED.get(case, 1.0)
 
 
 def _scale(dtype) -> float:
