@@ -173,8 +173,10 @@ def _call(task: Task, shape: Shape, dtype: str, case: str, seed: int) -> Call:
     return Call(f"regions-{shape.label}-{case}-{seed}", "random", case, shape, dtype, seed, params)
 
 
-def _refs(judge: Judge, task: Task, shape: Shape, dtype: str, case: str, seed: int):
-    refs = judge.value_refs(_call(task, shape, dtype, case, seed))
+def _refs(judge: Judge, task: Task, shape: Shape, dtype: str, case: str, seed: int, inputs=None):
+    """The call's float64 reference(s), in output order; on `inputs` where given (the
+    judge here has no reference cache: its key names the call, not other inputs)."""
+    refs = judge.value_refs(_call(task, shape, dtype, case, seed), inputs)
     keys = ["ref"] if "ref" in refs else sorted(refs, key=lambda k: int(k.split(".")[1]))
     return [refs[k].detach().cpu() for k in keys]
 
@@ -185,18 +187,18 @@ def _constant(judge: Judge, task: Task, shape: Shape, dtype: str) -> dict[int, t
     call = _call(task, shape, dtype, "random", SEEDS[0])
     firsts = _refs(judge, task, shape, dtype, "random", SEEDS[0])
     fixed = {k: torch.ones(_grid(f), dtype=torch.bool) for k, f in enumerate(firsts)}
+    given = judge._inputs(call)  # their shapes, dtypes and the non-floating ones
     for seed, scale in WILD:
         g = torch.Generator().manual_seed(seed)
         inputs = {
             name: (torch.randn(v.shape, generator=g, dtype=v.dtype) * scale).to(v.device)
             if isinstance(v, torch.Tensor) and v.is_floating_point()
             else v
-            for name, v in judge._inputs(call).items()
+            for name, v in given.items()
         }
-        refs = judge.value_refs(call, inputs)
-        keys = ["ref"] if "ref" in refs else sorted(refs, key=lambda k: int(k.split(".")[1]))
-        for k, key in enumerate(keys):
-            wild, first = refs[key].detach().cpu().double(), firsts[k].double()
+        wilds = _refs(judge, task, shape, dtype, "random", SEEDS[0], inputs)
+        for k, (wild, first) in enumerate(zip(wilds, firsts, strict=True)):
+            wild, first = wild.double(), first.double()
             tol = judge.tolerance(call, first, own=False)
             same = torch.isclose(wild, first, rtol=tol.rtol, atol=tol.atol, equal_nan=True)
             fixed[k] &= same.reshape(fixed[k].shape)
